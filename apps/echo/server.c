@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gsock-echo-server: a GPU echo server. The host program only sets up:
+ * it registers with gsockd, launches the server kernel, says where it
+ * listens, and sleeps until a signal or gsockd's death ends the kernel.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "echo.h"
+#include "gsock.h"
+
+static struct gsock_ctx *ctx;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	gsock_stop(ctx);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: gsock-echo-server [options]\n"
+		"  -l, --listen ADDR     HOST:PORT, [V6]:PORT, PORT or /unix/path (default 7000)\n"
+		"  -b, --blocks N        threadblocks, one connection each at a time (default 16)\n"
+		"  -t, --threads N       threads per block (default 256; host backend: 1)\n"
+		"  -B, --buffer BYTES    receive buffer per block (default 65536)\n"
+		"  -s, --control PATH    gsockd's control socket\n");
+}
+
+/* Wait for block 0 to listen, or fail; the kernel is already running. */
+static int wait_listening(struct echo_server_args *a)
+{
+	struct timespec ts = { 0, 1000000 };
+
+	while (!__atomic_load_n(&a->ready, __ATOMIC_ACQUIRE) &&
+	       !gsock_bridge_gone(ctx))
+		nanosleep(&ts, NULL);
+	return a->ready == 1 ? 0 : a->ready ? a->ready : -ECONNABORTED;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "blocks", required_argument, NULL, 'b' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "buffer", required_argument, NULL, 'B' },
+		{ "control", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *listen_at = "7000";
+	unsigned blocks = 16, threads = 256, bufsize = 65536;
+	struct gsock_opts go = { 0 };
+	struct echo_server_args *a;
+	struct sigaction sa = { .sa_handler = on_signal };
+	uint64_t conns = 0, bytes = 0;
+	char err[512], where[160];
+	int opt, r, status = 0;
+
+	while ((opt = getopt_long(argc, argv, "l:b:t:B:s:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'l': listen_at = optarg; break;
+		case 'b': blocks = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 't': threads = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'B': bufsize = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 's': go.control = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return EX_USAGE;
+		}
+	}
+	if (!blocks || !threads || threads > 1024 || !bufsize) {
+		fprintf(stderr, "gsock-echo-server: blocks, threads (1..1024) and buffer must be positive\n");
+		return EX_USAGE;
+	}
+	if (!strcmp(gsock_backend(), "host"))
+		threads = 1;
+	go.nslots = blocks;
+	go.nsocks = blocks + 8;
+	ctx = gsock_init(&go, err, sizeof(err));
+	if (!ctx) {
+		fprintf(stderr, "gsock-echo-server: %s\n", err);
+		return EX_UNAVAILABLE;
+	}
+	a = gsock_alloc(ctx, sizeof(*a));
+	if (!a || echo_parse_addr(listen_at, &a->addr, &a->addrlen)) {
+		fprintf(stderr, "gsock-echo-server: cannot use listen address %s\n",
+			listen_at);
+		status = EX_USAGE;
+		goto out_fini;
+	}
+	a->bufsize = bufsize;
+	a->bufs = gsock_dev_alloc(ctx, (size_t)blocks * bufsize);
+	a->stats = gsock_alloc(ctx, blocks * sizeof(*a->stats));
+	if (!a->bufs || !a->stats) {
+		fprintf(stderr, "gsock-echo-server: out of memory for %u buffers\n",
+			blocks);
+		status = EX_OSERR;
+		goto out_fini;
+	}
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	r = gsock_launch(ctx, (const void *)echo_server_kernel, blocks, threads, a);
+	if (r) {
+		fprintf(stderr, "gsock-echo-server: cannot launch %u blocks: %s\n",
+			blocks, strerror(-r));
+		status = EX_SOFTWARE;
+		goto out_fini;
+	}
+	r = wait_listening(a);
+	if (r) {
+		fprintf(stderr, "gsock-echo-server: cannot listen on %s: %s\n",
+			listen_at, strerror(-r));
+		gsock_stop(ctx);
+		status = EX_UNAVAILABLE;
+	} else {
+		echo_format_addr(&a->bound, where, sizeof(where));
+		printf("gsock-echo-server: listening on %s (%s backend, %u blocks x %u threads)\n",
+		       where, gsock_backend(), blocks, threads);
+		fflush(stdout);
+	}
+	gsock_wait(ctx);
+	for (unsigned b = 0; b < blocks; b++) {
+		conns += a->stats[b].conns;
+		bytes += a->stats[b].bytes;
+	}
+	if (gsock_bridge_gone(ctx)) {
+		fprintf(stderr, "gsock-echo-server: gsockd went away; exiting\n");
+		status = EX_UNAVAILABLE;
+	}
+	printf("gsock-echo-server: served %llu connections, %llu bytes\n",
+	       (unsigned long long)conns, (unsigned long long)bytes);
+out_fini:
+	if (a) {
+		gsock_dev_free(ctx, a->bufs);
+		gsock_free(ctx, a->stats);
+	}
+	gsock_free(ctx, a);
+	gsock_fini(ctx);
+	return status;
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gsockd's configuration: defaults, gsock.conf, then the command line. */
+#ifndef BR_CONF_H
+#define BR_CONF_H
+
+#include <stdint.h>
+#include <sys/un.h>
+
+struct br_conf {
+	char control[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	long busy_poll_us; /* spin this long after the last activity */
+	long idle_sleep_us; /* then sleep in epoll this long per turn */
+	int log_level; /* enum br_log_level */
+	int log_syslog; /* 1: syslog, 0: stderr */
+	long max_apps; /* applications registered at once */
+	long max_arena_mb; /* largest arena an application may register */
+	long accept_queue; /* connections accepted ahead of gaccept */
+	long linger_ms; /* how long a closed socket may drain its tx ring */
+};
+
+/* Fill the built-in defaults. */
+void br_conf_defaults(struct br_conf *c);
+
+/*
+ * Read path into c. required: a missing file is an error (named on the
+ * command line or in $GSOCK_CONF). Returns 0, or -1 after logging each
+ * problem with the file, line and key.
+ */
+int br_conf_load(struct br_conf *c, const char *path, int required);
+
+#endif

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gsockd: the bridge daemon. It owns the real sockets of GPU endpoints
+ * and moves bytes between them and the applications' arenas. This file
+ * holds the options, the control socket and the event loop, which spins
+ * while there is traffic and sleeps in epoll otherwise.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bridge.h"
+#include "log.h"
+
+#ifndef SYSCONFDIR
+#define SYSCONFDIR "/etc"
+#endif
+
+struct br br;
+
+static struct br_ev control_ev = { BR_EV_CONTROL };
+static struct br_ev signal_ev = { BR_EV_SIGNAL };
+
+uint64_t br_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: gsockd [options]\n"
+		"  -c, --conf FILE       configuration (default $GSOCK_CONF, then %s/gsock.conf)\n"
+		"  -s, --control PATH    control socket (default: per user, see gsock.conf)\n"
+		"  -l, --log-level LVL   error, warn, info or debug\n"
+		"  -v, --verbose         same as --log-level debug\n"
+		"      --syslog          log to syslog instead of stderr\n"
+		"      --check-conf      read the configuration, report, and exit\n"
+		"  -V, --version         print the version and exit\n"
+		"  -h, --help            this text\n",
+		SYSCONFDIR);
+}
+
+static int read_unpriv_port(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_unprivileged_port_start", "r");
+	int port = 1024;
+
+	if (f) {
+		if (fscanf(f, "%d", &port) != 1)
+			port = 1024;
+		fclose(f);
+	}
+	return port;
+}
+
+/* Bind the control socket, mode 0600; refuse if a live gsockd has it. */
+static int control_open(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old;
+	int fd;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		br_err("another gsockd is running at %s (stop it, or use --control)",
+		       path);
+		goto err_close;
+	}
+	unlink(path); /* a stale socket of a dead gsockd */
+	old = umask(077);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		umask(old);
+		br_err("cannot bind the control socket %s: %s", path,
+		       strerror(errno));
+		goto err_close;
+	}
+	umask(old);
+	if (chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
+		br_err("cannot listen on the control socket %s: %s", path,
+		       strerror(errno));
+		goto err_unlink;
+	}
+	return fd;
+err_unlink:
+	unlink(path);
+err_close:
+	close(fd);
+	return -1;
+}
+
+static int signals_open(void)
+{
+	sigset_t set;
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
+{
+	struct br_ev *e = ev->data.ptr;
+
+	switch (e->kind) {
+	case BR_EV_CONTROL:
+		br_app_accept(ctl_fd);
+		break;
+	case BR_EV_APP:
+		br_app_event((struct br_app *)e, ev->events);
+		break;
+	case BR_EV_SOCK:
+		br_sock_event((struct br_sock *)e, ev->events);
+		break;
+	case BR_EV_SIGNAL:
+		*stop = 1;
+		break;
+	}
+}
+
+/*
+ * The loop. GPU doorbells cannot wake epoll, so the loop polls the
+ * arenas: without a pause while anything happened in the last
+ * busy_poll_us, then once per idle_sleep_us.
+ */
+static void run(int ctl_fd)
+{
+	struct epoll_event evs[128];
+	uint64_t last_busy = br_now_ns();
+	int stop = 0;
+
+	while (!stop) {
+		uint64_t now = br_now_ns();
+		int busy = now - last_busy < (uint64_t)br.conf.busy_poll_us * 1000;
+		int timeout = busy ? 0 : (int)((br.conf.idle_sleep_us + 999) / 1000);
+		int n = epoll_wait(br.epfd, evs, 128, timeout);
+		int work = n > 0;
+
+		for (int i = 0; i < n; i++)
+			dispatch(&evs[i], ctl_fd, &stop);
+		for (struct br_app *a = br.apps; a; a = a->next)
+			work |= br_app_poll(a) > 0;
+		br_reap();
+		if (work)
+			last_busy = br_now_ns();
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "conf", required_argument, NULL, 'c' },
+		{ "control", required_argument, NULL, 's' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "syslog", no_argument, NULL, 'S' },
+		{ "check-conf", no_argument, NULL, 'C' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *conf = NULL, *control = NULL;
+	int level = -1, use_syslog = 0, check = 0, opt, ctl_fd, sig_fd;
+	int required = 1;
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	while ((opt = getopt_long(argc, argv, "c:s:l:vVh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			conf = optarg;
+			break;
+		case 's':
+			control = optarg;
+			break;
+		case 'l':
+			level = br_log_level_parse(optarg);
+			if (level < 0) {
+				fprintf(stderr,
+					"gsockd: --log-level %s: use error, warn, info or debug\n",
+					optarg);
+				return EX_USAGE;
+			}
+			break;
+		case 'v':
+			level = BR_LOG_DEBUG;
+			break;
+		case 'S':
+			use_syslog = 1;
+			break;
+		case 'C':
+			check = 1;
+			break;
+		case 'V':
+			printf("gsockd %s\n", PACKAGE_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EX_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gsockd: unexpected argument %s\n", argv[optind]);
+		usage(stderr);
+		return EX_USAGE;
+	}
+	if (!conf)
+		conf = getenv("GSOCK_CONF");
+	if (!conf || !*conf) {
+		conf = SYSCONFDIR "/gsock.conf";
+		required = 0;
+	}
+	br_conf_defaults(&br.conf);
+	if (br_conf_load(&br.conf, conf, required))
+		return EX_CONFIG;
+	if (check) {
+		printf("gsockd: %s is valid\n", conf);
+		return 0;
+	}
+	if (control) {
+		if (strlen(control) >= sizeof(br.conf.control)) {
+			fprintf(stderr, "gsockd: --control %s: path too long\n",
+				control);
+			return EX_USAGE;
+		}
+		snprintf(br.conf.control, sizeof(br.conf.control), "%s", control);
+	}
+	br_log_open(level >= 0 ? level : br.conf.log_level,
+		    use_syslog || br.conf.log_syslog);
+	br.uid = geteuid();
+	br.unpriv_port = read_unpriv_port();
+	br.epfd = epoll_create1(EPOLL_CLOEXEC);
+	sig_fd = signals_open();
+	if (br.epfd < 0 || sig_fd < 0) {
+		br_err("cannot create epoll or signalfd: %s", strerror(errno));
+		return EX_OSERR;
+	}
+	ctl_fd = control_open(br.conf.control);
+	if (ctl_fd < 0)
+		return EX_UNAVAILABLE;
+	ev.data.ptr = &control_ev;
+	epoll_ctl(br.epfd, EPOLL_CTL_ADD, ctl_fd, &ev);
+	ev.data.ptr = &signal_ev;
+	epoll_ctl(br.epfd, EPOLL_CTL_ADD, sig_fd, &ev);
+	br_info("listening on %s (busy poll %ld us, idle sleep %ld us)",
+		br.conf.control, br.conf.busy_poll_us, br.conf.idle_sleep_us);
+	run(ctl_fd);
+	br_info("stopping: closing %u applications", br.napps);
+	for (struct br_app *a = br.apps; a; a = a->next)
+		a->dead = true;
+	br_reap();
+	close(ctl_fd);
+	unlink(br.conf.control);
+	close(sig_fd);
+	close(br.epfd);
+	br_log_close();
+	return 0;
+}

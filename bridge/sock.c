@@ -1,0 +1,716 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Real sockets behind arena sockets: the socket commands (tcp over IPv4
+ * and IPv6, unix), accepting ahead of gaccept, non-blocking connect, and
+ * moving bytes between sockets and rings with one CPU copy each way
+ * (readv into the rx ring, sendmsg from the tx ring). Flow control is the
+ * rings: a full rx ring stops reading, so TCP back-pressure reaches the
+ * sender.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stddef.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../devlib/gsock_ring.h"
+#include "bridge.h"
+#include "log.h"
+
+static struct gs_sock *arena_sock(struct br_sock *s)
+{
+	return &s->app->socks[s->id];
+}
+
+static uint8_t *rx_ring(struct br_sock *s)
+{
+	return s->app->rings + (uint64_t)s->id * 2 * s->app->ring_size;
+}
+
+static uint8_t *tx_ring(struct br_sock *s)
+{
+	return rx_ring(s) + s->app->ring_size;
+}
+
+static void publish_status(struct br_sock *s, uint32_t set, uint32_t clear)
+{
+	s->status = (s->status | set) & ~clear;
+	__atomic_store_n(&arena_sock(s)->status, s->status, __ATOMIC_RELEASE);
+}
+
+/* The socket failed: kernels see err (negative errno) from now on. */
+static void sock_fail(struct br_sock *s, int err)
+{
+	if (arena_sock(s)->error)
+		return;
+	br_dbg("pid %d socket %u: %s", (int)s->app->pid, s->id,
+	       strerror(-err));
+	arena_sock(s)->error = err;
+	publish_status(s, 0, 0);
+}
+
+static int epoll_watch(struct br_sock *s, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = &s->ev };
+
+	if (epoll_ctl(br.epfd, s->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
+		      s->fd, &ev) < 0)
+		return -errno;
+	s->in_epoll = true;
+	return 0;
+}
+
+/* Take a free id and give it the real socket fd; arena entry reset. */
+static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain,
+				  uint32_t opts)
+{
+	struct br_sock *s = a->free_list;
+	struct gs_sock *g;
+
+	if (!s)
+		return NULL;
+	a->free_list = s->next_free;
+	s->fd = fd;
+	s->domain = domain;
+	s->state = BS_OPEN;
+	s->readable = s->writable = s->in_epoll = s->shut_wr_pending = false;
+	s->rx_tail = s->tx_head = 0;
+	s->wait_slot = -1;
+	s->unix_path[0] = 0;
+	g = arena_sock(s);
+	/* The id is free, so the application has no business in g now. */
+	g->rx_tail = g->tx_head = g->rx_head = g->tx_tail = 0;
+	g->error = 0;
+	g->rx_blocked = 0;
+	g->accept_pending = 0;
+	g->opts = opts;
+	s->status = 0;
+	publish_status(s, GS_ST_OPEN, 0);
+	return s;
+}
+
+static void acceptq_drop(struct br_sock *s)
+{
+	for (uint32_t i = 0; i < s->acceptq_len; i++)
+		close(s->acceptq[i]);
+	free(s->acceptq);
+	s->acceptq = NULL;
+	s->acceptq_len = s->acceptq_cap = 0;
+}
+
+/* Release the real socket and the id. */
+static void sock_free(struct br_sock *s)
+{
+	struct br_app *a = s->app;
+
+	if (s->state == BS_CLOSING)
+		a->nclosing--;
+	if (s->wait_slot >= 0)
+		br_app_complete(a, s->wait_slot, -EBADF, NULL, 0);
+	for (uint32_t i = 0; s->state == BS_LISTEN && i < a->nslots; i++)
+		if (a->slot[i].parked && a->slot[i].fd == (int)s->id)
+			br_app_complete(a, i, -EBADF, NULL, 0);
+	acceptq_drop(s);
+	if (s->fd >= 0)
+		close(s->fd);
+	if (s->unix_path[0])
+		unlink(s->unix_path);
+	s->fd = -1;
+	s->state = BS_FREE;
+	publish_status(s, 0, ~0u);
+	s->next_free = a->free_list;
+	a->free_list = s;
+}
+
+void br_sock_close_all(struct br_app *a)
+{
+	for (uint32_t i = 0; i < a->nsocks; i++)
+		if (a->sk[i].state != BS_FREE)
+			sock_free(&a->sk[i]);
+}
+
+/* Move tx ring bytes to the socket until the ring is empty or EAGAIN. */
+static void pump_tx(struct br_sock *s)
+{
+	struct gs_sock *g = arena_sock(s);
+	uint32_t size = s->app->ring_size;
+
+	while (s->writable && !g->error) {
+		uint64_t tail = __atomic_load_n(&g->tx_tail, __ATOMIC_ACQUIRE);
+		uint64_t len = gs_ring_used(s->tx_head, tail), first;
+		struct iovec iov[2];
+		struct msghdr msg = { .msg_iov = iov };
+		ssize_t n;
+
+		if (!gs_ring_sane(s->tx_head, tail, size)) {
+			br_app_reject(s->app,
+				      "socket %u tx ring counters are corrupt (head %llu, tail %llu)",
+				      s->id, (unsigned long long)s->tx_head,
+				      (unsigned long long)tail);
+			return;
+		}
+		if (!len)
+			break;
+		iov[0].iov_base = tx_ring(s) +
+				  gs_ring_split(s->tx_head, len, size, &first);
+		iov[0].iov_len = first;
+		iov[1].iov_base = tx_ring(s);
+		iov[1].iov_len = len - first;
+		msg.msg_iovlen = len > first ? 2 : 1;
+		n = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				s->writable = false;
+			else if (errno != EINTR)
+				sock_fail(s, -errno);
+			continue;
+		}
+		s->tx_head += (uint64_t)n;
+		__atomic_store_n(&g->tx_head, s->tx_head, __ATOMIC_RELEASE);
+	}
+	if (s->shut_wr_pending &&
+	    s->tx_head == __atomic_load_n(&g->tx_tail, __ATOMIC_ACQUIRE)) {
+		s->shut_wr_pending = false;
+		shutdown(s->fd, SHUT_WR);
+	}
+}
+
+/* Check rx counters; an application that broke them is rejected. */
+static int rx_sane(struct br_sock *s, uint64_t head)
+{
+	if (gs_ring_sane(head, s->rx_tail, s->app->ring_size))
+		return 1;
+	br_app_reject(s->app,
+		      "socket %u rx ring counters are corrupt (head %llu, tail %llu)",
+		      s->id, (unsigned long long)head,
+		      (unsigned long long)s->rx_tail);
+	return 0;
+}
+
+/*
+ * Free rx space, or 0 after asking the application to ring when it frees
+ * some (rx_blocked). The fence pairs with the one in grecv: either we see
+ * its new head, or it sees rx_blocked.
+ */
+static uint64_t rx_space(struct br_sock *s)
+{
+	struct gs_sock *g = arena_sock(s);
+	uint32_t size = s->app->ring_size;
+	uint64_t head = __atomic_load_n(&g->rx_head, __ATOMIC_ACQUIRE);
+
+	if (!rx_sane(s, head))
+		return 0;
+	if (!gs_ring_free(head, s->rx_tail, size)) {
+		__atomic_store_n(&g->rx_blocked, 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		head = __atomic_load_n(&g->rx_head, __ATOMIC_ACQUIRE);
+		if (!rx_sane(s, head) || !gs_ring_free(head, s->rx_tail, size))
+			return 0;
+	}
+	if (__atomic_load_n(&g->rx_blocked, __ATOMIC_RELAXED))
+		__atomic_store_n(&g->rx_blocked, 0, __ATOMIC_RELAXED);
+	return gs_ring_free(head, s->rx_tail, size);
+}
+
+/* Move socket bytes into the rx ring until EAGAIN, EOF or a full ring. */
+static void pump_rx(struct br_sock *s)
+{
+	struct gs_sock *g = arena_sock(s);
+	uint32_t size = s->app->ring_size;
+
+	while (s->readable && !(s->status & GS_ST_RX_EOF) && !g->error &&
+	       !s->app->dead) {
+		uint64_t space = rx_space(s), first;
+		struct iovec iov[2];
+		ssize_t n;
+
+		if (!space)
+			break;
+		iov[0].iov_base = rx_ring(s) +
+				  gs_ring_split(s->rx_tail, space, size, &first);
+		iov[0].iov_len = first;
+		iov[1].iov_base = rx_ring(s);
+		iov[1].iov_len = space - first;
+		n = readv(s->fd, iov, space > first ? 2 : 1);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				s->readable = false;
+			else if (errno != EINTR)
+				sock_fail(s, -errno);
+			continue;
+		}
+		if (n == 0) {
+			publish_status(s, GS_ST_RX_EOF, 0);
+			break;
+		}
+		s->rx_tail += (uint64_t)n;
+		__atomic_store_n(&g->rx_tail, s->rx_tail, __ATOMIC_RELEASE);
+	}
+}
+
+/* A closing socket is done once its tx ring drained, failed or timed out. */
+static void close_if_drained(struct br_sock *s)
+{
+	struct gs_sock *g = arena_sock(s);
+
+	if (g->error || br_now_ns() >= s->close_deadline_ns ||
+	    s->tx_head == __atomic_load_n(&g->tx_tail, __ATOMIC_ACQUIRE))
+		sock_free(s);
+}
+
+void br_sock_pump(struct br_sock *s)
+{
+	if (s->app->dead)
+		return;
+	if (s->state == BS_CONNECTED) {
+		pump_tx(s);
+		pump_rx(s);
+	} else if (s->state == BS_CLOSING) {
+		pump_tx(s);
+		close_if_drained(s);
+	}
+}
+
+void br_sock_tick(struct br_app *a)
+{
+	for (uint32_t i = 0; i < a->nsocks && a->nclosing; i++)
+		if (a->sk[i].state == BS_CLOSING)
+			br_sock_pump(&a->sk[i]);
+}
+
+static void sock_connected(struct br_sock *s)
+{
+	s->state = BS_CONNECTED;
+	publish_status(s, GS_ST_CONNECTED, 0);
+}
+
+/* Hand an accepted fd to a slot waiting in gaccept. */
+static void accept_complete(struct br_sock *ls, uint32_t slot, int fd)
+{
+	struct br_app *a = ls->app;
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+	struct br_sock *s;
+	int one = 1;
+
+	s = sock_alloc(a, fd, ls->domain, 0);
+	if (!s) {
+		close(fd);
+		br_app_complete(a, slot, -EMFILE, NULL, 0);
+		return;
+	}
+	if (ls->domain != AF_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (epoll_watch(s, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) < 0) {
+		sock_free(s);
+		br_app_complete(a, slot, -ENOMEM, NULL, 0);
+		return;
+	}
+	sock_connected(s);
+	s->readable = s->writable = true;
+	if (getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
+		plen = 0;
+	br_app_complete(a, slot, s->id, &peer, plen);
+	br_sock_pump(s);
+}
+
+static int parked_accept(struct br_sock *ls)
+{
+	struct br_app *a = ls->app;
+
+	for (uint32_t i = 0; i < a->nslots; i++)
+		if (a->slot[i].parked && a->slot[i].op == GS_OP_ACCEPT &&
+		    a->slot[i].fd == (int)ls->id)
+			return (int)i;
+	return -1;
+}
+
+/* Accept what the kernel has: to waiting slots first, then the queue. */
+static void pump_accept(struct br_sock *ls)
+{
+	while (ls->readable && ls->acceptq_len < ls->acceptq_cap) {
+		int fd = accept4(ls->fd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int slot;
+
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				ls->readable = false;
+			else if (errno != EINTR && errno != ECONNABORTED)
+				br_warn("accept on socket %u of pid %d: %s",
+					ls->id, (int)ls->app->pid,
+					strerror(errno));
+			if (errno != EINTR && errno != ECONNABORTED)
+				break;
+			continue;
+		}
+		slot = parked_accept(ls);
+		if (slot >= 0)
+			accept_complete(ls, slot, fd);
+		else
+			ls->acceptq[ls->acceptq_len++] = fd;
+	}
+	__atomic_store_n(&arena_sock(ls)->accept_pending, ls->acceptq_len,
+			 __ATOMIC_RELEASE);
+}
+
+static void finish_connect(struct br_sock *s)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+	int slot = s->wait_slot;
+
+	if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err == EINPROGRESS || err == EALREADY)
+		return;
+	s->wait_slot = -1;
+	if (err) {
+		s->state = BS_OPEN;
+		br_app_complete(s->app, slot, -err, NULL, 0);
+		return;
+	}
+	sock_connected(s);
+	br_app_complete(s->app, slot, 0, NULL, 0);
+	br_sock_pump(s);
+}
+
+void br_sock_event(struct br_sock *s, uint32_t events)
+{
+	if (s->app->dead || s->state == BS_FREE)
+		return;
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		s->readable = true;
+	if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+		s->writable = true;
+	if (s->state == BS_LISTEN)
+		pump_accept(s);
+	else if (s->state == BS_CONNECTING)
+		finish_connect(s);
+	else
+		br_sock_pump(s);
+}
+
+/* ---- commands ---- */
+
+/* A handler's result meaning: the slot is completed already, or parked. */
+#define BR_LATER INT64_MIN
+
+/* Check a sockaddr from the arena against the socket's family. */
+static int check_addr(struct br_sock *s, const struct gs_cmd *c)
+{
+	sa_family_t fam;
+
+	if (c->addrlen < sizeof(sa_family_t))
+		return -EINVAL;
+	memcpy(&fam, c->addr, sizeof(fam));
+	if (fam != s->domain)
+		return -EAFNOSUPPORT;
+	if (fam == AF_INET && c->addrlen < sizeof(struct sockaddr_in))
+		return -EINVAL;
+	if (fam == AF_INET6 && c->addrlen < sizeof(struct sockaddr_in6))
+		return -EINVAL;
+	return 0;
+}
+
+static int port_of(const struct gs_cmd *c)
+{
+	struct sockaddr_in6 a6;
+	struct sockaddr_in a4;
+
+	if (c->addrlen >= sizeof(a6) &&
+	    ((const struct sockaddr *)c->addr)->sa_family == AF_INET6) {
+		memcpy(&a6, c->addr, sizeof(a6));
+		return ntohs(a6.sin6_port);
+	}
+	memcpy(&a4, c->addr, sizeof(a4));
+	return ntohs(a4.sin_port);
+}
+
+static int64_t cmd_socket(struct br_app *a, const struct gs_cmd *c)
+{
+	int domain = (int)c->arg[0], type = (int)c->arg[1];
+	int proto = (int)c->arg[2];
+	struct br_sock *s;
+	int fd;
+
+	if (c->arg[0] != domain || c->arg[1] != type || c->arg[2] != proto)
+		return -EINVAL;
+	if (domain != AF_INET && domain != AF_INET6 && domain != AF_UNIX)
+		return -EAFNOSUPPORT;
+	if ((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) != SOCK_STREAM)
+		return -EPROTONOSUPPORT;
+	if (proto != 0 && !(domain != AF_UNIX && proto == IPPROTO_TCP))
+		return -EPROTONOSUPPORT;
+	if (!a->free_list)
+		return -EMFILE;
+	fd = socket(domain, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, proto);
+	if (fd < 0)
+		return -errno;
+	s = sock_alloc(a, fd, domain,
+		       (type & SOCK_NONBLOCK) ? GS_OPT_NONBLOCK : 0);
+	return s->id;
+}
+
+static int64_t cmd_bind(struct br_sock *s, const struct gs_cmd *c)
+{
+	int one = 1, r = check_addr(s, c);
+
+	if (r)
+		return r;
+	if (s->state != BS_OPEN)
+		return -EINVAL;
+	if (s->domain == AF_UNIX) {
+		const struct sockaddr_un *un = (const void *)c->addr;
+		size_t plen = c->addrlen - offsetof(struct sockaddr_un, sun_path);
+
+		/* gsockd's working directory is not the application's. */
+		if (plen == 0 || plen > sizeof(s->unix_path) ||
+		    (un->sun_path[0] != '/' && un->sun_path[0] != 0))
+			return -EINVAL;
+		if (bind(s->fd, (const void *)c->addr, c->addrlen) < 0)
+			return -errno;
+		if (un->sun_path[0] == '/')
+			snprintf(s->unix_path, sizeof(s->unix_path), "%.*s",
+				 (int)plen, un->sun_path);
+		return 0;
+	}
+	/* The port needs the privilege the application itself would need. */
+	if (port_of(c) && port_of(c) < br.unpriv_port && s->app->uid != 0)
+		return -EACCES;
+	setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(s->fd, (const void *)c->addr, c->addrlen) < 0)
+		return -errno;
+	return 0;
+}
+
+static int64_t cmd_listen(struct br_sock *s, const struct gs_cmd *c)
+{
+	long backlog = c->arg[0];
+	int r;
+
+	if (s->state == BS_LISTEN)
+		return 0;
+	if (s->state != BS_OPEN)
+		return -EINVAL;
+	if (backlog < 1 || backlog > br.conf.accept_queue)
+		backlog = br.conf.accept_queue;
+	s->acceptq = calloc(backlog, sizeof(int));
+	if (!s->acceptq)
+		return -ENOMEM;
+	s->acceptq_cap = (uint32_t)backlog;
+	if (listen(s->fd, (int)backlog) < 0)
+		goto err_free;
+	r = epoll_watch(s, EPOLLIN | EPOLLET);
+	if (r) {
+		errno = -r;
+		goto err_free;
+	}
+	s->state = BS_LISTEN;
+	publish_status(s, GS_ST_LISTENING, 0);
+	return 0;
+err_free:
+	r = -errno;
+	free(s->acceptq);
+	s->acceptq = NULL;
+	s->acceptq_cap = 0;
+	return r;
+}
+
+static int64_t cmd_accept(struct br_sock *s, uint32_t slot,
+			  const struct gs_cmd *c)
+{
+	struct br_app *a = s->app;
+	int fd;
+
+	if (s->state != BS_LISTEN)
+		return -EINVAL;
+	pump_accept(s);
+	if (s->acceptq_len) {
+		fd = s->acceptq[0];
+		memmove(s->acceptq, s->acceptq + 1,
+			--s->acceptq_len * sizeof(int));
+		__atomic_store_n(&arena_sock(s)->accept_pending,
+				 s->acceptq_len, __ATOMIC_RELEASE);
+		accept_complete(s, slot, fd);
+		pump_accept(s);
+		return BR_LATER;
+	}
+	if (c->arg[0] || (arena_sock(s)->opts & GS_OPT_NONBLOCK))
+		return -EAGAIN;
+	a->slot[slot].parked = true;
+	return BR_LATER;
+}
+
+static int64_t cmd_connect(struct br_sock *s, uint32_t slot,
+			   const struct gs_cmd *c)
+{
+	int r = check_addr(s, c), one = 1;
+
+	if (r)
+		return r;
+	if (s->state == BS_CONNECTED)
+		return -EISCONN;
+	if (s->state != BS_OPEN)
+		return -EALREADY;
+	if (s->domain != AF_UNIX)
+		setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	r = epoll_watch(s, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+	if (r)
+		return r;
+	if (connect(s->fd, (const void *)c->addr, c->addrlen) == 0) {
+		sock_connected(s);
+		s->readable = s->writable = true;
+		return 0;
+	}
+	if (errno != EINPROGRESS)
+		return -errno;
+	s->state = BS_CONNECTING;
+	s->wait_slot = (int)slot;
+	s->app->slot[slot].parked = true;
+	return BR_LATER;
+}
+
+static int64_t cmd_shutdown(struct br_sock *s, const struct gs_cmd *c)
+{
+	int64_t how = c->arg[0];
+
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	if (s->state != BS_CONNECTED)
+		return -ENOTCONN;
+	if (how != SHUT_WR)
+		shutdown(s->fd, SHUT_RD);
+	if (how != SHUT_RD) {
+		publish_status(s, GS_ST_TX_SHUT, 0);
+		s->shut_wr_pending = true;
+		br_sock_pump(s);
+	}
+	return 0;
+}
+
+static int64_t cmd_close(struct br_sock *s)
+{
+	if (s->state != BS_CONNECTED) {
+		sock_free(s);
+		return 0;
+	}
+	/* The kernel sends unsent bytes after close(); so do we. */
+	s->state = BS_CLOSING;
+	s->app->nclosing++;
+	s->close_deadline_ns = br_now_ns() + br.conf.linger_ms * 1000000ull;
+	publish_status(s, 0, ~0u);
+	br_sock_pump(s);
+	return 0;
+}
+
+/* The options a kernel may set on its real socket, all int-valued. */
+static int opt_allowed(int64_t level, int64_t name)
+{
+	switch (level) {
+	case SOL_SOCKET:
+		return name == SO_REUSEADDR || name == SO_REUSEPORT ||
+		       name == SO_KEEPALIVE || name == SO_RCVBUF ||
+		       name == SO_SNDBUF || name == SO_PRIORITY;
+	case IPPROTO_TCP:
+		return name == TCP_NODELAY || name == TCP_KEEPIDLE ||
+		       name == TCP_KEEPINTVL || name == TCP_KEEPCNT ||
+		       name == TCP_USER_TIMEOUT || name == TCP_QUICKACK;
+	case IPPROTO_IPV6:
+		return name == IPV6_V6ONLY;
+	default:
+		return 0;
+	}
+}
+
+static int64_t cmd_setsockopt(struct br_sock *s, const struct gs_cmd *c)
+{
+	int v = (int)c->arg[2];
+
+	if (!opt_allowed(c->arg[0], c->arg[1]))
+		return -ENOPROTOOPT;
+	if (s->domain == AF_UNIX && c->arg[0] != SOL_SOCKET)
+		return -EOPNOTSUPP;
+	if (setsockopt(s->fd, (int)c->arg[0], (int)c->arg[1], &v, sizeof(v)))
+		return -errno;
+	return 0;
+}
+
+static int64_t cmd_name(struct br_app *a, uint32_t slot, struct br_sock *s,
+			int peer)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int r = peer ? getpeername(s->fd, (struct sockaddr *)&ss, &len) :
+		       getsockname(s->fd, (struct sockaddr *)&ss, &len);
+
+	if (r < 0)
+		return -errno;
+	br_app_complete(a, slot, 0, &ss, len);
+	return BR_LATER;
+}
+
+/*
+ * Serve one request. Handlers return a result to complete the slot with,
+ * or BR_LATER where they completed it themselves or parked it (accept,
+ * connect, name lookups).
+ */
+void br_sock_command(struct br_app *a, uint32_t slot, const struct gs_cmd *c)
+{
+	struct br_sock *s = NULL;
+	int64_t r;
+
+	if (c->op != GS_OP_SOCKET) {
+		if (c->fd < 0 || (uint32_t)c->fd >= a->nsocks ||
+		    a->sk[c->fd].state == BS_FREE ||
+		    a->sk[c->fd].state == BS_CLOSING) {
+			br_app_complete(a, slot, -EBADF, NULL, 0);
+			return;
+		}
+		s = &a->sk[c->fd];
+	}
+	switch (c->op) {
+	case GS_OP_SOCKET:
+		r = cmd_socket(a, c);
+		break;
+	case GS_OP_BIND:
+		r = cmd_bind(s, c);
+		break;
+	case GS_OP_LISTEN:
+		r = cmd_listen(s, c);
+		break;
+	case GS_OP_ACCEPT:
+		r = cmd_accept(s, slot, c);
+		break;
+	case GS_OP_CONNECT:
+		r = cmd_connect(s, slot, c);
+		break;
+	case GS_OP_SHUTDOWN:
+		r = cmd_shutdown(s, c);
+		break;
+	case GS_OP_CLOSE:
+		r = cmd_close(s);
+		break;
+	case GS_OP_SETSOCKOPT:
+		r = cmd_setsockopt(s, c);
+		break;
+	case GS_OP_GETSOCKNAME:
+	case GS_OP_GETPEERNAME:
+		r = cmd_name(a, slot, s, c->op == GS_OP_GETPEERNAME);
+		break;
+	default:
+		r = -ENOSYS; /* unreachable: slot_doorbell checked the opcode */
+		break;
+	}
+	if (r != BR_LATER)
+		br_app_complete(a, slot, r, NULL, 0);
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libgsock: the host side of a GPU application. It registers an arena
+ * with gsockd, makes it reachable from the device, launches kernels that
+ * use g-calls, and tells those kernels when gsockd dies or the
+ * application stops. Plain C; the same API on both device backends.
+ */
+#ifndef GSOCK_H
+#define GSOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gsock_ctx;
+
+/* Geometry and where gsockd is; zero fields take the defaults. */
+struct gsock_opts {
+	const char *control; /* control socket; default $GSOCK_CONTROL, then per-user */
+	uint32_t nslots; /* blocks that may run g-calls at once (256) */
+	uint32_t nsocks; /* sockets open at once (128) */
+	uint32_t ring_size; /* bytes per rx and per tx ring, power of two (64 KiB) */
+};
+
+/* The backend this library was built for: "cuda" or "host". */
+const char *gsock_backend(void);
+
+/*
+ * Connect to gsockd and register a new arena. On failure returns NULL and
+ * writes a sentence saying why into err.
+ */
+struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
+			     size_t errlen);
+
+/*
+ * Launch kernel (declared with GSOCK_KERNEL) on blocks x threads, passing
+ * arg (memory from gsock_alloc, or any device pointer). Returns 0 or a
+ * negative errno; -ENOSPC when more blocks are running than nslots.
+ */
+int gsock_launch(struct gsock_ctx *ctx, const void *kernel, unsigned blocks,
+		 unsigned threads, void *arg);
+
+/* Wait for every launched kernel to end; the host thread sleeps. */
+int gsock_wait(struct gsock_ctx *ctx);
+
+/* Make every g-call of this application return -ECANCELED (signal-safe). */
+void gsock_stop(struct gsock_ctx *ctx);
+
+/* Whether gsockd is gone (its control socket closed). */
+int gsock_bridge_gone(struct gsock_ctx *ctx);
+
+/* Zeroed memory both the host and the kernels reach (mapped pinned on cuda). */
+void *gsock_alloc(struct gsock_ctx *ctx, size_t size);
+void gsock_free(struct gsock_ctx *ctx, void *p);
+
+/* Memory for kernels' own buffers: device memory on cuda, heap on host. */
+void *gsock_dev_alloc(struct gsock_ctx *ctx, size_t size);
+void gsock_dev_free(struct gsock_ctx *ctx, void *p);
+
+/* Unregister and release everything; kernels must have ended. */
+void gsock_fini(struct gsock_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GSOCK_H */

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The shared arena: the one piece of memory a GPU application and gsockd
+ * both map. This header is the wire format between them. It is included by
+ * the bridge (C), by libgsock (C) and by device code (nvcc or the C
+ * compiler), so it holds layout and constants only, no code that touches
+ * memory.
+ *
+ * Arena layout (offsets in the header, every part 64-byte aligned):
+ *
+ *   +--------------------+ 0
+ *   | gs_arena_hdr       |  geometry (app writes once), live words
+ *   +--------------------+ slots_off
+ *   | gs_cmd[nslots]     |  one command slot per running threadblock
+ *   +--------------------+ socks_off
+ *   | gs_sock[nsocks]    |  ring counters and status per socket
+ *   +--------------------+ db_off
+ *   | u64[db_size]       |  doorbell queue cells
+ *   +--------------------+ rings_off
+ *   | rx ring | tx ring  |  ring_size bytes each, socket 0
+ *   | rx ring | tx ring  |  socket 1 ...
+ *   +--------------------+ arena_size
+ *
+ * Ownership: every word has exactly one writer, named beside it. The
+ * bridge treats everything in the arena as untrusted input.
+ */
+#ifndef GSOCK_ARENA_H
+#define GSOCK_ARENA_H
+
+#include <stdint.h>
+
+#define GS_ARENA_MAGIC 0x31636b6f7367ULL /* "gsock1" little-endian */
+#define GS_ARENA_VERSION 1
+#define GS_LINE 64
+
+#define GS_ADDR_MAX 128 /* sizeof(struct sockaddr_storage) */
+
+/* Limits the bridge enforces on geometry an application proposes. */
+#define GS_MAX_SLOTS 4096
+#define GS_MAX_SOCKS 65536
+#define GS_MIN_RING 4096
+#define GS_MAX_RING (64u << 20)
+#define GS_MAX_DB 262144
+
+/* app_flags bits (written by the application's host runtime). */
+#define GS_APP_BRIDGE_GONE 0x1 /* control socket closed: gsockd is dead */
+#define GS_APP_STOP 0x2 /* the application asked its kernels to stop */
+
+/* Doorbell cell value: low 32 bits name what changed. */
+#define GS_DB_CMD 0x80000000u /* bit set: a command slot; clear: a socket */
+
+struct gs_arena_hdr {
+	uint64_t magic; /* app, once: GS_ARENA_MAGIC */
+	uint32_t version; /* app, once: GS_ARENA_VERSION */
+	uint32_t hdr_size; /* app, once: sizeof(struct gs_arena_hdr) */
+	uint64_t arena_size; /* app, once: bytes mapped */
+	uint32_t nslots; /* app, once: command slots */
+	uint32_t nsocks; /* app, once: socket entries */
+	uint32_t ring_size; /* app, once: bytes per ring, power of two */
+	uint32_t db_size; /* app, once: doorbell cells, power of two */
+	uint64_t slots_off; /* app, once */
+	uint64_t socks_off; /* app, once */
+	uint64_t db_off; /* app, once */
+	uint64_t rings_off; /* app, once */
+	uint8_t pad0[2 * GS_LINE - 72]; /* geometry ends on a line */
+	uint64_t app_flags; /* app (host runtime): GS_APP_* */
+	uint8_t pad1[GS_LINE - 8];
+	uint64_t db_head; /* bridge: doorbell cells consumed */
+	uint8_t pad2[GS_LINE - 8];
+};
+
+/* Command opcodes. Arguments are in gs_cmd.arg[] unless said otherwise. */
+enum gs_op {
+	GS_OP_NONE = 0, /* never valid */
+	GS_OP_SOCKET, /* arg0 domain, arg1 type, arg2 protocol -> socket id */
+	GS_OP_BIND, /* fd, addr -> 0 */
+	GS_OP_LISTEN, /* fd, arg0 backlog -> 0 */
+	GS_OP_ACCEPT, /* fd, arg0 nonblock -> socket id, out_addr = peer */
+	GS_OP_CONNECT, /* fd, addr -> 0 */
+	GS_OP_SHUTDOWN, /* fd, arg0 how (SHUT_RD/WR/RDWR) -> 0 */
+	GS_OP_CLOSE, /* fd -> 0 */
+	GS_OP_SETSOCKOPT, /* fd, arg0 level, arg1 name, arg2 int value -> 0 */
+	GS_OP_GETSOCKNAME, /* fd -> 0, out_addr */
+	GS_OP_GETPEERNAME, /* fd -> 0, out_addr */
+	GS_OP_COUNT /* number of opcodes, never valid */
+};
+
+/*
+ * A command slot. The application fills the request, then writes seq
+ * (after a system-scope fence) and rings the doorbell with
+ * GS_DB_CMD | slot. The bridge copies the request out, acts, writes the
+ * reply and finally done_seq = seq.
+ *
+ *   word        writer   meaning
+ *   seq         app      request number, written last
+ *   op fd arg   app      request
+ *   addr        app      sockaddr for bind/connect, addrlen bytes
+ *   done_seq    bridge   equals seq when the reply is complete
+ *   result      bridge   >= 0 success, negative errno
+ *   out_addr    bridge   sockaddr for accept/getsockname/getpeername
+ */
+struct gs_cmd {
+	uint64_t seq;
+	uint32_t op;
+	int32_t fd;
+	int64_t arg[3];
+	uint32_t addrlen;
+	uint32_t pad0;
+	uint8_t addr[GS_ADDR_MAX];
+	uint8_t pad1[16]; /* request ends on a line */
+	uint64_t done_seq;
+	int64_t result;
+	uint32_t out_addrlen;
+	uint32_t pad2;
+	uint8_t out_addr[GS_ADDR_MAX];
+	uint8_t pad3[40]; /* reply ends on a line */
+};
+
+/* gs_sock.status bits (bridge writes). */
+#define GS_ST_OPEN 0x1 /* entry in use by the application */
+#define GS_ST_RX_EOF 0x2 /* peer sent FIN: no bytes after rx_tail */
+#define GS_ST_CONNECTED 0x4 /* a connected stream socket */
+#define GS_ST_LISTENING 0x8 /* a listening socket */
+#define GS_ST_TX_SHUT 0x10 /* our side shut down for writing */
+
+/* gs_sock.opts bits (application writes; device side only). */
+#define GS_OPT_NONBLOCK 0x1 /* calls never wait: -EAGAIN instead */
+
+/*
+ * One socket's status and ring counters. Counters are free-running u64
+ * byte counts; bytes in a ring = tail - head, always <= ring_size.
+ *
+ *   word            writer   meaning
+ *   rx_tail         bridge   bytes written into the rx ring
+ *   status error    bridge   GS_ST_*, negative errno of a failed socket
+ *   rx_blocked      bridge   1 while the bridge waits for rx space
+ *   accept_pending  bridge   connections waiting for gaccept (listener)
+ *   tx_head         bridge   bytes taken from the tx ring
+ *   rx_head         app      bytes consumed from the rx ring
+ *   tx_tail         app      bytes written into the tx ring
+ *   opts            app      GS_OPT_*
+ */
+struct gs_sock {
+	uint64_t rx_tail;
+	uint32_t status;
+	int32_t error;
+	uint32_t rx_blocked;
+	uint32_t accept_pending;
+	uint8_t pad0[GS_LINE - 24];
+	uint64_t tx_head;
+	uint8_t pad1[GS_LINE - 8];
+	uint64_t rx_head;
+	uint8_t pad2[GS_LINE - 8];
+	uint64_t tx_tail;
+	uint32_t opts;
+	uint32_t pad3;
+	uint8_t pad4[GS_LINE - 16];
+};
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct gs_arena_hdr) == 4 * GS_LINE, "header layout");
+_Static_assert(sizeof(struct gs_cmd) % GS_LINE == 0, "slot layout");
+_Static_assert(__builtin_offsetof(struct gs_cmd, done_seq) % GS_LINE == 0,
+	       "reply on its own line");
+_Static_assert(sizeof(struct gs_sock) == 4 * GS_LINE, "socket layout");
+#endif
+
+/*
+ * Where each part of an arena of the given geometry lies. Both sides
+ * compute it; the bridge accepts an arena only if its header agrees.
+ */
+struct gs_layout {
+	uint64_t slots_off, socks_off, db_off, rings_off, size;
+};
+
+static inline int gs_pow2(uint64_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+/* Returns 0, or -1 when the geometry is out of the bridge's limits. */
+static inline int gs_arena_layout(uint32_t nslots, uint32_t nsocks,
+				  uint32_t ring_size, uint32_t db_size,
+				  struct gs_layout *l)
+{
+	const uint64_t page = 4096;
+
+	if (!nslots || nslots > GS_MAX_SLOTS || !nsocks ||
+	    nsocks > GS_MAX_SOCKS || !gs_pow2(ring_size) ||
+	    ring_size < GS_MIN_RING || ring_size > GS_MAX_RING ||
+	    !gs_pow2(db_size) || db_size > GS_MAX_DB)
+		return -1;
+	l->slots_off = sizeof(struct gs_arena_hdr);
+	l->socks_off = l->slots_off + (uint64_t)nslots * sizeof(struct gs_cmd);
+	l->db_off = l->socks_off + (uint64_t)nsocks * sizeof(struct gs_sock);
+	l->rings_off = (l->db_off + (uint64_t)db_size * 8 + page - 1) &
+		       ~(page - 1);
+	l->size = l->rings_off + (uint64_t)nsocks * 2 * ring_size;
+	return 0;
+}
+
+#endif /* GSOCK_ARENA_H */

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The only place that knows which device backend is compiled. Device code
+ * uses these names for qualifiers, block geometry, barriers, fences,
+ * ordered loads and stores of arena words, the clock and back-off.
+ *
+ *   backend  compiler  a block is            fences
+ *   cuda     nvcc      a CUDA threadblock     __threadfence_system
+ *   host     cc        one host thread        C11 atomics (seq_cst)
+ */
+#ifndef GSOCK_PORT_H
+#define GSOCK_PORT_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define GSOCK_BACKEND_NAME "cuda"
+#define GSOCK_DEVICE __device__ __forceinline__ static
+#define GSOCK_HD __host__ __device__ __forceinline__ static
+#define GS_SHARED __shared__
+#define GSOCK_KERNEL(name, gs, arg)                                         \
+	extern "C" __global__ void name(struct gsock_dev gs, void *arg)
+
+GSOCK_DEVICE unsigned gs_tid(void)
+{
+	return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+GSOCK_DEVICE unsigned gs_bdim(void)
+{
+	return blockDim.x * blockDim.y * blockDim.z;
+}
+
+GSOCK_DEVICE unsigned gs_bid(void)
+{
+	return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+}
+
+GSOCK_DEVICE void gs_sync(void)
+{
+	__syncthreads();
+}
+
+GSOCK_DEVICE void gs_fence(void)
+{
+	__threadfence_system();
+}
+
+/* Load an arena word; later accesses are ordered after it. */
+GSOCK_DEVICE uint64_t gs_ld64(const uint64_t *p)
+{
+	uint64_t v = *(const volatile uint64_t *)p;
+
+	__threadfence_system();
+	return v;
+}
+
+GSOCK_DEVICE uint32_t gs_ld32(const uint32_t *p)
+{
+	uint32_t v = *(const volatile uint32_t *)p;
+
+	__threadfence_system();
+	return v;
+}
+
+/* Store an arena word after every earlier access is visible. */
+GSOCK_DEVICE void gs_st64(uint64_t *p, uint64_t v)
+{
+	__threadfence_system();
+	*(volatile uint64_t *)p = v;
+}
+
+GSOCK_DEVICE void gs_st32(uint32_t *p, uint32_t v)
+{
+	__threadfence_system();
+	*(volatile uint32_t *)p = v;
+}
+
+GSOCK_DEVICE uint64_t gs_fetch_add64(unsigned long long *p, uint64_t v)
+{
+	return atomicAdd(p, (unsigned long long)v);
+}
+
+GSOCK_DEVICE uint64_t gs_now_ns(void)
+{
+	uint64_t t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* Back off in a wait loop: iteration i of the wait. */
+GSOCK_DEVICE void gs_relax(unsigned i)
+{
+	if (i > 64)
+		__nanosleep(i > 1024 ? 2000 : 200);
+}
+
+#else /* host backend */
+
+#include <sched.h>
+#include <time.h>
+
+#define GSOCK_BACKEND_NAME "host"
+#define GSOCK_DEVICE static inline
+#define GSOCK_HD static inline
+#define GS_SHARED
+#define GSOCK_KERNEL(name, gs, arg) void name(struct gsock_dev gs, void *arg)
+
+/* Set by libgsock for each host thread that runs a block. */
+extern __thread unsigned gsock_host_block_id;
+
+GSOCK_DEVICE unsigned gs_tid(void)
+{
+	return 0;
+}
+
+GSOCK_DEVICE unsigned gs_bdim(void)
+{
+	return 1;
+}
+
+GSOCK_DEVICE unsigned gs_bid(void)
+{
+	return gsock_host_block_id;
+}
+
+GSOCK_DEVICE void gs_sync(void)
+{
+}
+
+GSOCK_DEVICE void gs_fence(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+GSOCK_DEVICE uint64_t gs_ld64(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+GSOCK_DEVICE uint32_t gs_ld32(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+GSOCK_DEVICE void gs_st64(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+GSOCK_DEVICE void gs_st32(uint32_t *p, uint32_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+GSOCK_DEVICE uint64_t gs_fetch_add64(unsigned long long *p, uint64_t v)
+{
+	return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+
+GSOCK_DEVICE uint64_t gs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Host threads stand in for blocks, often more of them than cores: spin
+ * briefly, then yield, then sleep, so that waiting blocks leave the CPU to
+ * the bridge and to the blocks that have work.
+ */
+GSOCK_DEVICE void gs_relax(unsigned i)
+{
+	struct timespec ts = { 0, 20000 };
+
+	if (i < 64)
+		return;
+	if (i < 256) {
+		sched_yield();
+		return;
+	}
+	if (i > 4096)
+		ts.tv_nsec = 200000;
+	nanosleep(&ts, 0);
+}
+
+#endif /* __CUDACC__ */
+
+#endif /* GSOCK_PORT_H */

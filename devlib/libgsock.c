@@ -1,0 +1,550 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libgsock: the host runtime of a GPU application. It creates the arena
+ * (a memfd), makes it reachable from the device (mapped pinned memory on
+ * cuda), hands it to gsockd over the control socket, watches that socket
+ * so kernels learn at once when gsockd dies, and launches kernels with
+ * their own command slots. Built twice: GSOCK_USE_CUDA for the cuda
+ * backend, without it for the host backend (one thread per block).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#ifdef GSOCK_USE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "gsock.cuh"
+#include "gsock.h"
+#include "gsock_ctl.h"
+
+#define DEFAULT_SLOTS 256
+#define DEFAULT_SOCKS 128
+#define DEFAULT_RING (64u << 10)
+
+/* One kernel launch still running. */
+struct gs_launch {
+	struct gs_launch *next;
+#ifdef GSOCK_USE_CUDA
+	cudaStream_t stream;
+#else
+	unsigned blocks;
+	pthread_t *threads;
+	struct gs_host_block *args;
+#endif
+};
+
+/*
+ * lock protects next_slot and launches; app_flags in the arena is only
+ * ever or-ed atomically, so gsock_stop() and the watcher need no lock.
+ */
+struct gsock_ctx {
+	int ctl_fd;
+	int memfd;
+	uint8_t *base; /* host view of the arena */
+	uint8_t *dev_base; /* device view (equal on the host backend) */
+	struct gs_arena_hdr *hdr;
+	struct gs_layout layout;
+	unsigned long long *db_ticket; /* device memory */
+	pthread_t watcher;
+	int watching;
+	pthread_mutex_t lock;
+	uint32_t next_slot;
+	struct gs_launch *launches;
+};
+
+#ifndef GSOCK_USE_CUDA
+__thread unsigned gsock_host_block_id;
+
+typedef void (*gs_host_kernel)(struct gsock_dev, void *);
+
+/* What a host thread standing in for one block runs. */
+struct gs_host_block {
+	gs_host_kernel fn;
+	struct gsock_dev dev;
+	void *arg;
+	unsigned id;
+};
+
+static void *gs_host_block_main(void *p)
+{
+	struct gs_host_block *b = p;
+
+	gsock_host_block_id = b->id;
+	b->fn(b->dev, b->arg);
+	return NULL;
+}
+#endif
+
+static void say(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+const char *gsock_backend(void)
+{
+#ifdef GSOCK_USE_CUDA
+	return "cuda";
+#else
+	return "host";
+#endif
+}
+
+static uint32_t pow2_at_least(uint64_t x)
+{
+	uint32_t p = 1;
+
+	while (p < x)
+		p <<= 1;
+	return p;
+}
+
+/* Wait for gsockd's end of the control socket; then tell every kernel. */
+static void *gs_watch(void *p)
+{
+	struct gsock_ctx *ctx = p;
+	char buf[64];
+	ssize_t n;
+
+	do
+		n = recv(ctx->ctl_fd, buf, sizeof(buf), 0);
+	while (n > 0 || (n < 0 && errno == EINTR));
+	__atomic_fetch_or(&ctx->hdr->app_flags, GS_APP_BRIDGE_GONE,
+			  __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static int gs_connect_control(const struct gsock_opts *o, char *err,
+			      size_t len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path = o->control ? o->control : getenv("GSOCK_CONTROL");
+	char def[sizeof(sa.sun_path)];
+	int fd;
+
+	if (!path || !*path) {
+		gs_ctl_default_path(def, sizeof(def));
+		path = def;
+	}
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		say(err, len, "control socket path %s is too long", path);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		say(err, len, "cannot create a control socket: %s",
+		    strerror(errno));
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		say(err, len,
+		    "cannot reach gsockd at %s: %s (is gsockd running? start it or set GSOCK_CONTROL)",
+		    path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Send the hello with the memfd; read gsockd's verdict. */
+static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
+{
+	struct gs_ctl_hello hello = { GS_CTL_MAGIC, GS_CTL_VERSION,
+				      ctx->layout.size };
+	struct gs_ctl_reply reply;
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { &hello, sizeof(hello) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	ssize_t n;
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &ctx->memfd, sizeof(int));
+	if (sendmsg(ctx->ctl_fd, &msg, MSG_NOSIGNAL) < 0) {
+		say(err, len, "cannot send the arena to gsockd: %s",
+		    strerror(errno));
+		return -1;
+	}
+	n = recv(ctx->ctl_fd, &reply, sizeof(reply), 0);
+	if (n != (ssize_t)sizeof(reply) || reply.magic != GS_CTL_MAGIC) {
+		say(err, len, "gsockd closed the control socket without a reply");
+		return -1;
+	}
+	if (reply.status) {
+		reply.msg[sizeof(reply.msg) - 1] = 0;
+		say(err, len, "gsockd refused the arena: %s", reply.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Map the arena into the device's address space. */
+static int gs_device_map(struct gsock_ctx *ctx, char *err, size_t len)
+{
+#ifdef GSOCK_USE_CUDA
+	cudaError_t e;
+	void *dev = NULL;
+
+	e = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync |
+			       cudaDeviceMapHost);
+	if (e != cudaSuccess && e != cudaErrorSetOnActiveProcess)
+		goto err_cuda;
+	(void)cudaGetLastError();
+	e = cudaHostRegister(ctx->base, ctx->layout.size,
+			     cudaHostRegisterMapped);
+	if (e != cudaSuccess)
+		goto err_cuda;
+	e = cudaHostGetDevicePointer(&dev, ctx->base, 0);
+	if (e != cudaSuccess)
+		goto err_cuda;
+	ctx->dev_base = dev;
+	e = cudaMalloc((void **)&ctx->db_ticket, sizeof(*ctx->db_ticket));
+	if (e != cudaSuccess)
+		goto err_cuda;
+	e = cudaMemset(ctx->db_ticket, 0, sizeof(*ctx->db_ticket));
+	if (e != cudaSuccess)
+		goto err_cuda;
+	return 0;
+err_cuda:
+	say(err, len, "cannot map the arena for the GPU: %s",
+	    cudaGetErrorString(e));
+	return -1;
+#else
+	ctx->dev_base = ctx->base;
+	ctx->db_ticket = calloc(1, sizeof(*ctx->db_ticket));
+	if (!ctx->db_ticket) {
+		say(err, len, "out of memory");
+		return -1;
+	}
+	return 0;
+#endif
+}
+
+static int gs_arena_create(struct gsock_ctx *ctx, const struct gsock_opts *o,
+			   char *err, size_t len)
+{
+	uint32_t nslots = o->nslots ? o->nslots : DEFAULT_SLOTS;
+	uint32_t nsocks = o->nsocks ? o->nsocks : DEFAULT_SOCKS;
+	uint32_t ring = o->ring_size ? o->ring_size : DEFAULT_RING;
+	uint32_t db = pow2_at_least(2 * (uint64_t)(nslots + nsocks));
+	struct gs_arena_hdr *h;
+
+	if (gs_arena_layout(nslots, nsocks, ring, db, &ctx->layout)) {
+		say(err, len,
+		    "arena geometry out of range: slots %u (1..%u), sockets %u (1..%u), ring %u (a power of two, %u..%u)",
+		    nslots, GS_MAX_SLOTS, nsocks, GS_MAX_SOCKS, ring,
+		    GS_MIN_RING, GS_MAX_RING);
+		return -1;
+	}
+	ctx->memfd = memfd_create("gsock-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	/* Sealed, so gsockd knows the pages it maps cannot vanish under it. */
+	if (ctx->memfd < 0 || ftruncate(ctx->memfd, ctx->layout.size) < 0 ||
+	    fcntl(ctx->memfd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		say(err, len, "cannot create a %llu-byte arena: %s",
+		    (unsigned long long)ctx->layout.size, strerror(errno));
+		return -1;
+	}
+	ctx->base = mmap(NULL, ctx->layout.size, PROT_READ | PROT_WRITE,
+			 MAP_SHARED, ctx->memfd, 0);
+	if (ctx->base == MAP_FAILED) {
+		ctx->base = NULL;
+		say(err, len, "cannot map the arena: %s", strerror(errno));
+		return -1;
+	}
+	h = ctx->hdr = (struct gs_arena_hdr *)ctx->base;
+	h->magic = GS_ARENA_MAGIC;
+	h->version = GS_ARENA_VERSION;
+	h->hdr_size = sizeof(*h);
+	h->arena_size = ctx->layout.size;
+	h->nslots = nslots;
+	h->nsocks = nsocks;
+	h->ring_size = ring;
+	h->db_size = db;
+	h->slots_off = ctx->layout.slots_off;
+	h->socks_off = ctx->layout.socks_off;
+	h->db_off = ctx->layout.db_off;
+	h->rings_off = ctx->layout.rings_off;
+	return 0;
+}
+
+struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
+			     size_t errlen)
+{
+	struct gsock_opts none = { 0 };
+	struct gsock_ctx *ctx = calloc(1, sizeof(*ctx));
+
+	if (!ctx) {
+		say(err, errlen, "out of memory");
+		return NULL;
+	}
+	ctx->memfd = -1;
+	pthread_mutex_init(&ctx->lock, NULL);
+	ctx->ctl_fd = gs_connect_control(opts ? opts : &none, err, errlen);
+	if (ctx->ctl_fd < 0)
+		goto err_free;
+	if (gs_arena_create(ctx, opts ? opts : &none, err, errlen) ||
+	    gs_device_map(ctx, err, errlen) || gs_register(ctx, err, errlen))
+		goto err_free;
+	if (pthread_create(&ctx->watcher, NULL, gs_watch, ctx)) {
+		say(err, errlen, "cannot start the watcher thread");
+		goto err_free;
+	}
+	ctx->watching = 1;
+	return ctx;
+err_free:
+	gsock_fini(ctx);
+	return NULL;
+}
+
+static struct gsock_dev gs_dev_view(struct gsock_ctx *ctx, uint32_t base)
+{
+	struct gsock_dev d;
+	const struct gs_arena_hdr *h = ctx->hdr;
+
+	d.arena = (struct gs_arena_hdr *)ctx->dev_base;
+	d.slots = (struct gs_cmd *)(ctx->dev_base + h->slots_off);
+	d.socks = (struct gs_sock *)(ctx->dev_base + h->socks_off);
+	d.db = (uint64_t *)(ctx->dev_base + h->db_off);
+	d.rings = ctx->dev_base + h->rings_off;
+	d.db_ticket = ctx->db_ticket;
+	d.slot_base = base;
+	d.nsocks = h->nsocks;
+	d.ring_size = h->ring_size;
+	d.db_size = h->db_size;
+	return d;
+}
+
+#ifdef GSOCK_USE_CUDA
+static int gs_start(struct gs_launch *l, const void *kernel,
+		    struct gsock_dev dev, unsigned blocks, unsigned threads,
+		    void *arg)
+{
+	dim3 grid = { blocks, 1, 1 }, block = { threads, 1, 1 };
+	void *args[] = { &dev, &arg };
+	cudaError_t e;
+
+	e = cudaStreamCreateWithFlags(&l->stream, cudaStreamNonBlocking);
+	if (e != cudaSuccess)
+		return -ENOMEM;
+	e = cudaLaunchKernel(kernel, grid, block, args, 0, l->stream);
+	if (e != cudaSuccess) {
+		fprintf(stderr, "gsock: kernel launch failed: %s\n",
+			cudaGetErrorString(e));
+		cudaStreamDestroy(l->stream);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int gs_finish(struct gs_launch *l)
+{
+	cudaError_t e = cudaStreamSynchronize(l->stream);
+
+	cudaStreamDestroy(l->stream);
+	if (e != cudaSuccess) {
+		fprintf(stderr, "gsock: kernel failed: %s\n",
+			cudaGetErrorString(e));
+		return -EIO;
+	}
+	return 0;
+}
+#else
+static int gs_start(struct gs_launch *l, const void *kernel,
+		    struct gsock_dev dev, unsigned blocks, unsigned threads,
+		    void *arg)
+{
+	pthread_attr_t attr;
+	unsigned i;
+	int r = 0;
+
+	(void)threads; /* the host backend runs blocks of one thread */
+	l->threads = calloc(blocks, sizeof(*l->threads));
+	l->args = calloc(blocks, sizeof(*l->args));
+	if (!l->threads || !l->args)
+		return -ENOMEM;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	for (i = 0; i < blocks; i++) {
+		l->args[i] = (struct gs_host_block){ (gs_host_kernel)kernel,
+						     dev, arg, i };
+		r = -pthread_create(&l->threads[i], &attr, gs_host_block_main,
+				    &l->args[i]);
+		if (r)
+			break;
+	}
+	pthread_attr_destroy(&attr);
+	l->blocks = i;
+	return r;
+}
+
+static int gs_finish(struct gs_launch *l)
+{
+	for (unsigned i = 0; i < l->blocks; i++)
+		pthread_join(l->threads[i], NULL);
+	free(l->threads);
+	free(l->args);
+	return 0;
+}
+#endif
+
+int gsock_launch(struct gsock_ctx *ctx, const void *kernel, unsigned blocks,
+		 unsigned threads, void *arg)
+{
+	struct gs_launch *l;
+	int r = -ENOSPC;
+
+	if (!blocks || !threads)
+		return -EINVAL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	pthread_mutex_lock(&ctx->lock);
+	if ((uint64_t)ctx->next_slot + blocks > ctx->hdr->nslots)
+		goto out_unlock;
+	r = gs_start(l, kernel, gs_dev_view(ctx, ctx->next_slot), blocks,
+		     threads, arg);
+	if (r) {
+		gs_finish(l);
+		goto out_unlock;
+	}
+	ctx->next_slot += blocks;
+	l->next = ctx->launches;
+	ctx->launches = l;
+	l = NULL;
+out_unlock:
+	pthread_mutex_unlock(&ctx->lock);
+	free(l);
+	return r;
+}
+
+int gsock_wait(struct gsock_ctx *ctx)
+{
+	struct gs_launch *l, *next;
+	int r = 0;
+
+	pthread_mutex_lock(&ctx->lock);
+	l = ctx->launches;
+	ctx->launches = NULL;
+	pthread_mutex_unlock(&ctx->lock);
+	for (; l; l = next) {
+		next = l->next;
+		r = gs_finish(l) ?: r;
+		free(l);
+	}
+	pthread_mutex_lock(&ctx->lock);
+	if (!ctx->launches)
+		ctx->next_slot = 0;
+	pthread_mutex_unlock(&ctx->lock);
+	return r;
+}
+
+void gsock_stop(struct gsock_ctx *ctx)
+{
+	__atomic_fetch_or(&ctx->hdr->app_flags, GS_APP_STOP, __ATOMIC_SEQ_CST);
+}
+
+int gsock_bridge_gone(struct gsock_ctx *ctx)
+{
+	return (__atomic_load_n(&ctx->hdr->app_flags, __ATOMIC_ACQUIRE) &
+		GS_APP_BRIDGE_GONE) != 0;
+}
+
+void *gsock_alloc(struct gsock_ctx *ctx, size_t size)
+{
+	(void)ctx;
+#ifdef GSOCK_USE_CUDA
+	void *p = NULL;
+
+	if (cudaHostAlloc(&p, size, cudaHostAllocMapped) != cudaSuccess)
+		return NULL;
+	memset(p, 0, size);
+	return p;
+#else
+	return calloc(1, size);
+#endif
+}
+
+void gsock_free(struct gsock_ctx *ctx, void *p)
+{
+	(void)ctx;
+#ifdef GSOCK_USE_CUDA
+	if (p)
+		cudaFreeHost(p);
+#else
+	free(p);
+#endif
+}
+
+void *gsock_dev_alloc(struct gsock_ctx *ctx, size_t size)
+{
+	(void)ctx;
+#ifdef GSOCK_USE_CUDA
+	void *p = NULL;
+
+	if (cudaMalloc(&p, size) != cudaSuccess)
+		return NULL;
+	return p;
+#else
+	return malloc(size);
+#endif
+}
+
+void gsock_dev_free(struct gsock_ctx *ctx, void *p)
+{
+	(void)ctx;
+#ifdef GSOCK_USE_CUDA
+	if (p)
+		cudaFree(p);
+#else
+	free(p);
+#endif
+}
+
+void gsock_fini(struct gsock_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	if (ctx->ctl_fd >= 0)
+		shutdown(ctx->ctl_fd, SHUT_RDWR);
+	if (ctx->watching)
+		pthread_join(ctx->watcher, NULL);
+#ifdef GSOCK_USE_CUDA
+	if (ctx->dev_base)
+		cudaHostUnregister(ctx->base);
+	if (ctx->db_ticket)
+		cudaFree(ctx->db_ticket);
+#else
+	free(ctx->db_ticket);
+#endif
+	if (ctx->base)
+		munmap(ctx->base, ctx->layout.size);
+	if (ctx->memfd >= 0)
+		close(ctx->memfd);
+	if (ctx->ctl_fd >= 0)
+		close(ctx->ctl_fd);
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx);
+}

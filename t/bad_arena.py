@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""A hostile gsock application, for t/bad-input.t.
+
+Speaks the control protocol and the arena protocol from Python (layout as
+devlib/gsock_arena.h draws it) and breaks them on purpose, one scenario per
+connection. For each scenario prints "ok NAME" when gsockd refused or
+dropped the application as it should, "bad NAME ..." otherwise.
+
+usage: bad_arena.py CONTROL_PATH ECHO_PORT
+"""
+import fcntl
+import mmap
+import os
+import random
+import socket
+import struct
+import sys
+import time
+
+CTL_MAGIC, CTL_VERSION = 0x6C746367, 1
+ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, 1
+HDR, CMD, SOCK = 256, 384, 256
+DB_CMD = 0x80000000
+OP_SOCKET, OP_CONNECT = 1, 5
+
+
+def layout(nslots, nsocks, ring, db):
+    slots = HDR
+    socks = slots + nslots * CMD
+    dbo = socks + nsocks * SOCK
+    rings = (dbo + db * 8 + 4095) & ~4095
+    return slots, socks, dbo, rings, rings + nsocks * 2 * ring
+
+
+class Arena:
+    def __init__(self, nslots=4, nsocks=4, ring=4096, db=64, seal=True):
+        self.geo = (nslots, nsocks, ring, db)
+        self.slots, self.socks, self.dbo, self.rings, self.size = layout(*self.geo)
+        flags = os.MFD_ALLOW_SEALING if seal else 0
+        self.fd = os.memfd_create("bad-arena", flags)
+        os.ftruncate(self.fd, self.size)
+        if seal:
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+        self.m = mmap.mmap(self.fd, self.size)
+        struct.pack_into("<QIIQIIIIQQQQ", self.m, 0, ARENA_MAGIC, ARENA_VERSION, HDR,
+                         self.size, nslots, nsocks, ring, db,
+                         self.slots, self.socks, self.dbo, self.rings)
+        self.ticket = 0
+
+    def doorbell(self, what):
+        db = self.geo[3]
+        struct.pack_into("<Q", self.m, self.dbo + 8 * (self.ticket % db),
+                         (((self.ticket + 1) & 0xFFFFFFFF) << 32) | what)
+        self.ticket += 1
+
+    def command(self, slot, op, fd=-1, args=(0, 0, 0), addr=b"", addrlen=None):
+        base = self.slots + slot * CMD
+        seq = struct.unpack_from("<Q", self.m, base)[0] + 1
+        struct.pack_into("<Iiqqq I", self.m, base + 8, op, fd, *args,
+                         len(addr) if addrlen is None else addrlen)
+        self.m[base + 48:base + 48 + len(addr)] = addr
+        struct.pack_into("<Q", self.m, base, seq)
+        self.doorbell(DB_CMD | slot)
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            if struct.unpack_from("<Q", self.m, base + 192)[0] == seq:
+                return struct.unpack_from("<q", self.m, base + 200)[0]
+            time.sleep(0.001)
+        return None
+
+
+def hello_bytes(size, magic=CTL_MAGIC):
+    return struct.pack("<IIQ", magic, CTL_VERSION, size)
+
+
+def connect(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(5)
+    s.connect(path)
+    return s
+
+
+def verdict(s):
+    """gsockd's reply status, or None if it closed without one."""
+    try:
+        r = s.recv(256)
+    except OSError:
+        return None
+    if len(r) < 8:
+        return None
+    return struct.unpack_from("<Ii", r)[1]
+
+
+def dropped(s, secs=3):
+    """True when gsockd closes the control connection within secs."""
+    s.settimeout(secs)
+    try:
+        return s.recv(64) == b""
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+
+results = []
+
+
+def check(name, good, detail=""):
+    results.append(good)
+    print(("ok " if good else "bad ") + name + (" " + detail if detail and not good else ""), flush=True)
+
+
+def refused(path, name, data, fds=()):
+    s = connect(path)
+    socket.send_fds(s, [data], list(fds)) if fds else s.send(data)
+    st = verdict(s)
+    check(name, st is not None and st < 0, "status %r" % (st,))
+    s.close()
+
+
+def registered(path, arena):
+    s = connect(path)
+    socket.send_fds(s, [hello_bytes(arena.size)], [arena.fd])
+    st = verdict(s)
+    if st != 0:
+        raise SystemExit("bad registration of a valid arena: %r" % (st,))
+    return s
+
+
+def main(path, echo_port):
+    # Control protocol.
+    refused(path, "short-hello", b"garbage!!")
+    refused(path, "wrong-magic", hello_bytes(4096, magic=0xDEADBEEF))
+    refused(path, "no-descriptor", hello_bytes(4096))
+    r, w = os.pipe()
+    refused(path, "pipe-descriptor", hello_bytes(4096), [r])
+    a = Arena(seal=False)
+    refused(path, "unsealed-memfd", hello_bytes(a.size), [a.fd])
+    a = Arena()
+    a.m[0:8] = b"notgsock"
+    refused(path, "bad-arena-magic", hello_bytes(a.size), [a.fd])
+    a = Arena()
+    struct.pack_into("<I", a.m, 24, 1 << 20)  # nslots lies
+    refused(path, "bad-geometry", hello_bytes(a.size), [a.fd])
+    a = Arena()
+    refused(path, "size-mismatch", hello_bytes(a.size + 4096), [a.fd])
+
+    # A valid arena whose contents then go wrong.
+    a = Arena()
+    s = registered(path, a)
+    check("valid-socket-command", a.command(0, OP_SOCKET, args=(socket.AF_INET, socket.SOCK_STREAM, 0)) == 0)
+    check("command-bad-fd", a.command(1, OP_CONNECT, fd=3, addr=b"\x02\x00") == -9)
+    a.doorbell(DB_CMD | 999)
+    check("doorbell-bad-slot", dropped(s))
+
+    a = Arena()
+    s = registered(path, a)
+    a.command(0, 77)
+    check("unknown-opcode", dropped(s))
+
+    a = Arena()
+    s = registered(path, a)
+    a.command(0, OP_CONNECT, fd=0, addrlen=5000)
+    check("oversized-address", dropped(s))
+
+    a = Arena()
+    s = registered(path, a)
+    fd = a.command(0, OP_SOCKET, args=(socket.AF_INET, socket.SOCK_STREAM, 0))
+    sin = (struct.pack("<H", socket.AF_INET) + struct.pack("!H", int(echo_port)) +
+           socket.inet_aton("127.0.0.1") + bytes(8))
+    r = a.command(1, OP_CONNECT, fd=fd, addr=sin)
+    check("connect-for-real", r == 0, "connect returned %r" % (r,))
+    struct.pack_into("<Q", a.m, a.socks + fd * SOCK + 192, 10 * 4096)  # tx_tail far ahead
+    a.doorbell(fd)
+    check("corrupt-tx-counters", dropped(s))
+
+    a = Arena()
+    s = registered(path, a)
+    rng = random.Random(7)
+    a.m[HDR:a.size] = rng.randbytes(a.size - HDR)
+    for _ in range(64):
+        a.doorbell(rng.getrandbits(32))
+    time.sleep(0.3)
+    print("# garbage arena written; t/bad-input.t checks that gsockd lives", flush=True)
+    s.close()
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

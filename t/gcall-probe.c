@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gcall-probe MODE ADDR: runs one probe kernel (see probe.h) and prints
+ * each result as "NAME VALUE", values as the g-call returned them
+ * (negative errno). Exit status 69 if gsockd went away.
+ */
+#include <config.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sysexits.h>
+
+#include "gsock.h"
+#include "probe.h"
+
+int main(int argc, char **argv)
+{
+	struct gsock_opts go = { .nslots = 1, .nsocks = 8 };
+	struct gsock_ctx *ctx;
+	struct probe_args *a;
+	char err[512];
+	int status = 0;
+
+	if (argc != 3 || (strcmp(argv[1], "recv") && strcmp(argv[1], "errors"))) {
+		fprintf(stderr, "usage: gcall-probe recv|errors ADDR\n");
+		return EX_USAGE;
+	}
+	ctx = gsock_init(&go, err, sizeof(err));
+	if (!ctx) {
+		fprintf(stderr, "gcall-probe: %s\n", err);
+		return EX_UNAVAILABLE;
+	}
+	a = gsock_alloc(ctx, sizeof(*a));
+	a->buf = gsock_dev_alloc(ctx, 4096);
+	a->mode = strcmp(argv[1], "recv") ? PROBE_ERRORS : PROBE_RECV;
+	if (echo_parse_addr(argv[2], &a->addr, &a->addrlen)) {
+		fprintf(stderr, "gcall-probe: bad address %s\n", argv[2]);
+		status = EX_USAGE;
+		goto out;
+	}
+	printf("backend %s\n", gsock_backend());
+	fflush(stdout);
+	if (gsock_launch(ctx, (const void *)probe_kernel, 1, 128, a)) {
+		status = EX_SOFTWARE;
+		goto out;
+	}
+	gsock_wait(ctx);
+	for (uint32_t i = 0; i < a->n; i++)
+		printf("%s %lld\n", a->name[i], (long long)a->value[i]);
+	if (gsock_bridge_gone(ctx)) {
+		fprintf(stderr, "gcall-probe: gsockd went away\n");
+		status = EX_UNAVAILABLE;
+	}
+out:
+	gsock_dev_free(ctx, a->buf);
+	gsock_free(ctx, a);
+	gsock_fini(ctx);
+	return status;
+}

@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+# Shared by the end-to-end tests: TAP output, a private gsockd, the GPU
+# programs of the backend under test, and clean-up of everything started,
+# also when a test fails or times out.
+#
+# GSOCK_TEST_BACKEND=host|cuda picks the programs (default host).
+
+set -u
+: "${GSOCK_BUILD:=$(cd "$(dirname "$0")/.." && pwd)}"
+: "${GSOCK_SRC:=$GSOCK_BUILD}"
+BACKEND=${GSOCK_TEST_BACKEND:-host}
+GSOCKD=$GSOCK_BUILD/bridge/gsockd
+SERVER=$GSOCK_BUILD/apps/echo/gsock-echo-server-$BACKEND
+CLIENT=$GSOCK_BUILD/apps/echo/gsock-echo-client-$BACKEND
+PROBE=$GSOCK_BUILD/t/gcall-probe-$BACKEND
+PY=$GSOCK_SRC/t/echo_clients.py
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/gsock-test.XXXXXX")
+export GSOCK_CONTROL=$TMP/gsockd.sock
+PIDS=""
+tap_n=0
+tap_fail=0
+
+cleanup() {
+	[ -n "${WATCHDOG:-}" ] && kill -TERM "$WATCHDOG" 2>/dev/null
+	for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	if [ "$tap_fail" -ne 0 ] && [ -f "$TMP/gsockd.log" ]; then
+		echo "# gsockd log:"; sed 's/^/#   /' "$TMP/gsockd.log" | tail -40
+	fi
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'echo "not ok - test timed out"; exit 1' ALRM
+
+# Bound the whole test: after $1 seconds, fail it.
+# The watchdog keeps no descriptor of the test open, so that the TAP
+# driver never waits for it.
+time_limit() {
+	( exec >/dev/null 2>&1 </dev/null; sleep "$1" & w=$!
+	  trap 'kill $w; exit 0' TERM; wait $w; kill -ALRM $$ ) &
+	WATCHDOG=$!
+}
+
+plan() { echo "1..$1"; }
+skip_all() { echo "1..0 # SKIP $*"; trap - EXIT; rm -rf "$TMP"; exit 0; }
+ok() { # ok COND-STATUS DESCRIPTION
+	tap_n=$((tap_n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $tap_n - $2"
+	else echo "not ok $tap_n - $2"; tap_fail=$((tap_fail + 1)); fi
+}
+is() { # is GOT EXPECTED DESCRIPTION
+	if [ "$1" = "$2" ]; then ok 0 "$3"
+	else ok 1 "$3"; echo "#   got '$1', expected '$2'"; fi
+}
+finish() { exit $((tap_fail != 0)); }
+
+need_backend() {
+	[ -x "$SERVER" ] || skip_all "the $BACKEND backend is not built (configure found no CUDA toolkit)"
+	if [ "$BACKEND" = cuda ] && ! nvidia-smi -L >/dev/null 2>&1; then
+		skip_all "no CUDA device"
+	fi
+	command -v python3 >/dev/null || skip_all "python3 is not installed"
+}
+
+# Start gsockd on a private control socket; extra args go to gsockd.
+start_gsockd() {
+	: > "$TMP/gsock.conf"
+	${GSOCKD_WRAPPER:-} "$GSOCKD" --conf "$TMP/gsock.conf" --control "$GSOCK_CONTROL" \
+		--log-level "${GSOCKD_LOG_LEVEL:-info}" "$@" >/dev/null 2>>"$TMP/gsockd.log" &
+	GSOCKD_PID=$!
+	PIDS="$PIDS $GSOCKD_PID"
+	for _ in $(seq 200); do
+		[ -S "$GSOCK_CONTROL" ] && return 0
+		sleep 0.05
+	done
+	echo "# gsockd did not start"; cat "$TMP/gsockd.log"
+	return 1
+}
+
+# Start the GPU echo server; sets SERVER_PID and PORT (or the unix path).
+start_server() {
+	"$SERVER" "$@" >"$TMP/server.out" 2>"$TMP/server.err" &
+	SERVER_PID=$!
+	PIDS="$PIDS $SERVER_PID"
+	for _ in $(seq 400); do
+		if grep -q 'listening on' "$TMP/server.out"; then
+			PORT=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/server.out")
+			return 0
+		fi
+		kill -0 "$SERVER_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "# echo server did not start:"; sed 's/^/#   /' "$TMP/server.err"
+	return 1
+}
+
+# Start a python helper server (see echo_clients.py); sets HELPER_PORT.
+start_helper() {
+	python3 "$PY" "$@" >"$TMP/helper.out" 2>"$TMP/helper.err" &
+	HELPER_PID=$!
+	PIDS="$PIDS $HELPER_PID"
+	for _ in $(seq 200); do
+		HELPER_PORT=$(sed -n 's/^listening \(.*\)$/\1/p' "$TMP/helper.out")
+		[ -n "$HELPER_PORT" ] && return 0
+		sleep 0.05
+	done
+	echo "# helper did not start:"; sed 's/^/#   /' "$TMP/helper.err"
+	return 1
+}
+
+# Value NAME from gcall-probe output in file $1.
+probe_value() { sed -n "s/^$2 //p" "$1" | head -1; }
+
+# Seconds since the epoch with milliseconds, for bounded-time checks.
+now_ms() { date +%s%3N; }

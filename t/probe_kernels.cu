@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gcall-probe's kernel: one block, results recorded by name. */
+#include "probe.h"
+
+GSOCK_DEVICE void put(struct probe_args *a, const char *name, int64_t v)
+{
+	if (gs_tid() == 0 && a->n < PROBE_MAX) {
+		uint32_t i = a->n;
+
+		for (int k = 0; k < 23 && name[k]; k++)
+			a->name[i][k] = name[k];
+		a->value[i] = v;
+		gs_st32(&a->n, i + 1);
+	}
+	gs_sync();
+}
+
+/* Connect, then report every grecv until EOF or an error. */
+GSOCK_DEVICE void probe_recv(struct gsock_dev gs, struct probe_args *a)
+{
+	int fd = gsocket(gs, ((struct sockaddr *)&a->addr)->sa_family,
+			 SOCK_STREAM, 0);
+	long r = gconnect(gs, fd, (struct sockaddr *)&a->addr, a->addrlen);
+	uint64_t total = 0;
+
+	put(a, "connect", r);
+	if (r < 0)
+		return;
+	do {
+		r = grecv(gs, fd, a->buf, 4096, 0);
+		if (r > 0)
+			total += (uint64_t)r;
+	} while (r > 0);
+	put(a, "bytes", (int64_t)total);
+	put(a, "end", r);
+	/* Give a reset time to arrive before the send that should see it. */
+	r = gsend(gs, fd, a->buf, 1, 0);
+	put(a, "send", r);
+	put(a, "close", gclose(gs, fd));
+	put(a, "after-close", grecv(gs, fd, a->buf, 1, 0));
+}
+
+GSOCK_DEVICE void probe_errors(struct gsock_dev gs, struct probe_args *a)
+{
+	struct sockaddr_in priv;
+	GS_SHARED struct gpollfd pfd;
+	int one = 1, fd, lfd;
+	uint64_t t0;
+	long r;
+
+	put(a, "send-badfd", gsend(gs, 9999, a->buf, 1, 0));
+	put(a, "recv-negfd", grecv(gs, -1, a->buf, 1, 0));
+	put(a, "socket-family", gsocket(gs, AF_PACKET, SOCK_STREAM, 0));
+	put(a, "socket-dgram", gsocket(gs, AF_INET, SOCK_DGRAM, 0));
+	fd = gsocket(gs, AF_INET, SOCK_STREAM, 0);
+	put(a, "socket", fd >= 0 ? 0 : fd);
+	put(a, "recv-unconnected", grecv(gs, fd, a->buf, 1, 0));
+	put(a, "send-unconnected", gsend(gs, fd, a->buf, 1, 0));
+	put(a, "sockopt-unknown", gsetsockopt(gs, fd, SOL_SOCKET, SO_DEBUG, &one, sizeof(one)));
+	put(a, "sockopt-nodelay", gsetsockopt(gs, fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
+	put(a, "shutdown-badhow", gshutdown(gs, fd, 7));
+	memset(&priv, 0, sizeof(priv));
+	priv.sin_family = AF_INET;
+	priv.sin_port = gs_htons(1);
+	priv.sin_addr.s_addr = gs_htonl(INADDR_LOOPBACK);
+	put(a, "bind-privileged", gbind(gs, fd, (struct sockaddr *)&priv, sizeof(priv)));
+	put(a, "bind-short", gbind(gs, fd, (struct sockaddr *)&priv, 4));
+	put(a, "connect-refused", gconnect(gs, fd, (struct sockaddr *)&a->addr, a->addrlen));
+	gclose(gs, fd);
+	lfd = gsocket(gs, AF_INET, SOCK_STREAM, 0);
+	priv.sin_port = 0;
+	gbind(gs, lfd, (struct sockaddr *)&priv, sizeof(priv));
+	put(a, "listen", glisten(gs, lfd, 8));
+	put(a, "accept-nb", gaccept_nb(gs, lfd, 0, 0));
+	if (gs_tid() == 0) {
+		pfd.fd = lfd;
+		pfd.events = POLLIN;
+	}
+	gs_sync();
+	t0 = gs_now_ns();
+	r = gpoll(gs, &pfd, 1, 20000);
+	put(a, "poll-timeout", r);
+	put(a, "poll-waited-ms", (int64_t)((gs_now_ns() - t0) / 1000000));
+	put(a, "close", gclose(gs, lfd));
+	put(a, "close-again", gclose(gs, lfd));
+}
+
+GSOCK_KERNEL(probe_kernel, gs, arg)
+{
+	struct probe_args *a = (struct probe_args *)arg;
+
+	if (a->mode == PROBE_RECV)
+		probe_recv(gs, a);
+	else
+		probe_errors(gs, a);
+	if (gs_tid() == 0)
+		gs_st32((uint32_t *)&a->done, 1);
+}
