@@ -47,7 +47,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: gsockd [options]\n"
 		"  -c, --conf FILE       configuration (default $GSOCK_CONF, then %s/gsock.conf)\n"
-		"  -s, --control PATH    control socket (default: per user, see gsock.conf)\n"
+		"  -s, --control PATH    control socket (default $GSOCK_CONTROL, then gsock.conf, then per user)\n"
 		"  -l, --log-level LVL   error, warn, info or debug\n"
 		"  -v, --verbose         same as --log-level debug\n"
 		"      --syslog          log to syslog instead of stderr\n"
@@ -241,7 +241,9 @@ int main(int argc, char **argv)
 		printf("gsockd: %s is valid\n", conf);
 		return 0;
 	}
-	if (control) {
+	if (!control || !*control)
+		control = getenv("GSOCK_CONTROL");
+	if (control && *control) {
 		if (strlen(control) >= sizeof(br.conf.control)) {
 			fprintf(stderr, "gsockd: --control %s: path too long\n",
 				control);
