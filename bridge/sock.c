@@ -70,8 +70,7 @@ static int epoll_watch(struct br_sock *s, uint32_t events)
 }
 
 /* Take a free id and give it the real socket fd; arena entry reset. */
-static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain,
-				  uint32_t opts)
+static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 {
 	struct br_sock *s = a->free_list;
 	struct gs_sock *g;
@@ -92,7 +91,6 @@ static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain,
 	g->error = 0;
 	g->rx_blocked = 0;
 	g->accept_pending = 0;
-	g->opts = opts;
 	s->status = 0;
 	publish_status(s, GS_ST_OPEN, 0);
 	return s;
@@ -302,7 +300,7 @@ static void accept_complete(struct br_sock *ls, uint32_t slot, int fd)
 	struct br_sock *s;
 	int one = 1;
 
-	s = sock_alloc(a, fd, ls->domain, 0);
+	s = sock_alloc(a, fd, ls->domain);
 	if (!s) {
 		close(fd);
 		br_app_complete(a, slot, -EMFILE, NULL, 0);
@@ -456,8 +454,7 @@ static int64_t cmd_socket(struct br_app *a, const struct gs_cmd *c)
 	fd = socket(domain, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, proto);
 	if (fd < 0)
 		return -errno;
-	s = sock_alloc(a, fd, domain,
-		       (type & SOCK_NONBLOCK) ? GS_OPT_NONBLOCK : 0);
+	s = sock_alloc(a, fd, domain);
 	return s->id;
 }
 
@@ -545,7 +542,7 @@ static int64_t cmd_accept(struct br_sock *s, uint32_t slot,
 		pump_accept(s);
 		return BR_LATER;
 	}
-	if (c->arg[0] || (arena_sock(s)->opts & GS_OPT_NONBLOCK))
+	if (c->arg[0])
 		return -EAGAIN;
 	a->slot[slot].parked = true;
 	return BR_LATER;

@@ -8,8 +8,9 @@
  * failure, 0 from grecv at end of stream.
  *
  * Waiting is bounded by the world, never by luck: every wait loop checks
- * the arena's app_flags, which libgsock sets when gsockd dies
- * (-ECONNABORTED) or the application stops its kernels (-ECANCELED).
+ * the world word in device memory, which libgsock's watcher thread sets
+ * when gsockd dies (-ECONNABORTED) or the application stops its kernels
+ * (-ECANCELED).
  */
 #ifndef GSOCK_CUH
 #define GSOCK_CUH
@@ -24,14 +25,46 @@
 #include "gsock_port.h"
 #include "gsock_ring.h"
 
-/* What a kernel gets from gsock_launch(): where the arena is, by value. */
+/*
+ * Device-memory state of one socket, written by the application only.
+ * Keeping it off the arena means the fast path of gsend and grecv reads
+ * nothing across PCIe but the one counter it waits on.
+ */
+struct gs_lsock {
+	uint64_t rx_head; /* bytes consumed; published to the arena's rx_head */
+	uint64_t tx_tail; /* bytes queued; published to the arena's tx_tail */
+	uint64_t rx_tail_seen; /* the arena's rx_tail when last read */
+	uint64_t tx_head_seen; /* the arena's tx_head when last read */
+	int32_t error; /* a socket error already seen: sticky */
+	uint32_t flags; /* GS_LS_* */
+};
+
+#define GS_LS_OPEN 0x1 /* a descriptor of ours: gsocket/gaccept, not gclose */
+#define GS_LS_CONNECTED 0x2 /* gconnect or gaccept succeeded */
+#define GS_LS_TX_SHUT 0x4 /* gshutdown(SHUT_WR or SHUT_RDWR) */
+#define GS_LS_NONBLOCK 0x8 /* SOCK_NONBLOCK or GSOCK_NONBLOCK: never wait */
+
+/* world bits: set by libgsock's watcher thread, read by every wait. */
+#define GS_WORLD_BRIDGE_GONE 0x1 /* gsockd's control socket closed */
+#define GS_WORLD_STOP 0x2 /* gsock_stop(): the application ends its kernels */
+
+/* Device-memory state of the whole application. */
+struct gs_local {
+	unsigned long long db_ticket; /* doorbell tickets taken */
+	unsigned long long db_head_seen; /* the arena's db_head when last read */
+	uint32_t world; /* GS_WORLD_* */
+	uint32_t pad;
+};
+
+/* What a kernel gets from gsock_launch(): where everything is, by value. */
 struct gsock_dev {
 	struct gs_arena_hdr *arena;
 	struct gs_cmd *slots;
 	struct gs_sock *socks;
 	uint64_t *db;
 	uint8_t *rings;
-	unsigned long long *db_ticket; /* device memory: doorbell tickets */
+	struct gs_local *local; /* device memory */
+	struct gs_lsock *lsock; /* device memory, nsocks */
 	uint32_t slot_base; /* this launch's first command slot */
 	uint32_t nsocks;
 	uint32_t ring_size;
@@ -69,11 +102,11 @@ GSOCK_HD uint32_t gs_htonl(uint32_t v)
 /* 0 while the world is well, else the error every wait must return. */
 GSOCK_DEVICE int gs_world_error(struct gsock_dev gs)
 {
-	uint64_t f = gs_ld64(&gs.arena->app_flags);
+	uint32_t w = gs_ld_local32(&gs.local->world);
 
-	if (f & GS_APP_BRIDGE_GONE)
+	if (w & GS_WORLD_BRIDGE_GONE)
 		return -ECONNABORTED;
-	if (f & GS_APP_STOP)
+	if (w & GS_WORLD_STOP)
 		return -ECANCELED;
 	return 0;
 }
@@ -81,11 +114,16 @@ GSOCK_DEVICE int gs_world_error(struct gsock_dev gs)
 /* Tell the bridge that `what` (socket id, or GS_DB_CMD | slot) changed. */
 GSOCK_DEVICE int gs_ring_doorbell(struct gsock_dev gs, uint32_t what)
 {
-	uint64_t t = gs_fetch_add64(gs.db_ticket, 1);
+	uint64_t t = gs_fetch_add64(&gs.local->db_ticket, 1);
 	unsigned i = 0;
 	int err;
 
-	while (t - gs_ld64(&gs.arena->db_head) >= gs.db_size) {
+	/* The cached head is behind the real one, never ahead: re-read it
+	 * only when the queue looks full. */
+	while (t - gs.local->db_head_seen >= gs.db_size) {
+		gs.local->db_head_seen = gs_ld64(&gs.arena->db_head);
+		if (t - gs.local->db_head_seen < gs.db_size)
+			break;
 		err = gs_world_error(gs);
 		if (err)
 			return err;
@@ -94,13 +132,6 @@ GSOCK_DEVICE int gs_ring_doorbell(struct gsock_dev gs, uint32_t what)
 	gs_st64(&gs.db[t & (gs.db_size - 1)],
 		((uint64_t)(uint32_t)(t + 1) << 32) | what);
 	return 0;
-}
-
-GSOCK_DEVICE struct gs_sock *gs_sock_of(struct gsock_dev gs, int fd)
-{
-	if (fd < 0 || (uint32_t)fd >= gs.nsocks)
-		return 0;
-	return &gs.socks[fd];
 }
 
 GSOCK_DEVICE struct gs_cmd *gs_my_slot(struct gsock_dev gs)
@@ -181,6 +212,25 @@ GSOCK_DEVICE long gs_command(struct gsock_dev gs, uint32_t op, int fd,
 	return r;
 }
 
+/* Thread 0: a new descriptor from the bridge starts with fresh state. */
+GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
+{
+	struct gs_lsock *ls = &gs.lsock[fd];
+
+	ls->rx_head = ls->tx_tail = ls->rx_tail_seen = ls->tx_head_seen = 0;
+	ls->error = 0;
+	ls->flags = GS_LS_OPEN | flags;
+}
+
+/* The device-side state of fd, or NULL if fd is not an open descriptor. */
+GSOCK_DEVICE struct gs_lsock *gs_lsock_of(struct gsock_dev gs, int fd)
+{
+	if (fd < 0 || (uint32_t)fd >= gs.nsocks ||
+	    !(gs.lsock[fd].flags & GS_LS_OPEN))
+		return 0;
+	return &gs.lsock[fd];
+}
+
 /*
  * Block-wide copy of n bytes with the widest access both pointers allow:
  * arena memory is reached over PCIe, where a 16-byte access costs about
@@ -253,46 +303,81 @@ GSOCK_DEVICE uint8_t *gs_tx_ring(struct gsock_dev gs, int fd)
 	return gs_rx_ring(gs, fd) + gs.ring_size;
 }
 
-/*
- * Thread 0: wait until the rx ring of s has bytes, EOF or an error.
- * Returns bytes available (> 0), 0 at EOF, or a negative errno.
- */
-GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, struct gs_sock *s,
-				int dontwait)
+/* Thread 0: bytes in the rx ring, reading the arena's tail. */
+GSOCK_DEVICE uint64_t gs_rx_refresh_t0(struct gs_sock *s, struct gs_lsock *ls)
 {
+	ls->rx_tail_seen = gs_ld64(&s->rx_tail);
+	return ls->rx_tail_seen - ls->rx_head;
+}
+
+/*
+ * Thread 0: wait until the rx ring has bytes, EOF or an error. Returns
+ * bytes available (> 0), 0 at EOF, or a negative errno.
+ */
+GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
+				struct gs_lsock *ls, int dontwait)
+{
+	struct gs_sock *s = &gs.socks[fd];
+	uint64_t avail = ls->rx_tail_seen - ls->rx_head;
 	unsigned i = 0;
 
+	if (!avail)
+		avail = gs_rx_refresh_t0(s, ls);
 	for (;;) {
-		uint32_t st = gs_ld32(&s->status);
-		uint64_t avail = gs_ld64(&s->rx_tail) - s->rx_head;
+		uint32_t st;
 		int err;
 
-		if (!(st & GS_ST_OPEN))
-			return -EBADF;
 		if (avail > gs.ring_size)
 			return -EIO;
 		if (avail)
 			return (long)avail;
+		if (ls->error)
+			return ls->error;
+		/* Slow path: status first, then the tail it covers. */
+		st = gs_ld32(&s->status);
+		avail = gs_rx_refresh_t0(s, ls);
+		if (avail)
+			continue;
+		if (!(st & GS_ST_OPEN))
+			return -EBADF;
 		if (st & GS_ST_RX_EOF)
 			return 0;
 		if (s->error)
-			return s->error;
+			return ls->error = s->error;
 		if (!(st & GS_ST_CONNECTED))
 			return -ENOTCONN;
-		if (dontwait || (s->opts & GS_OPT_NONBLOCK))
+		/* An empty ring: a stalled bridge would wait for us forever. */
+		if (i == 0 && gs_ld32(&s->rx_blocked)) {
+			err = gs_ring_doorbell(gs, (uint32_t)fd);
+			if (err)
+				return err;
+		}
+		if (dontwait || (ls->flags & GS_LS_NONBLOCK))
 			return -EAGAIN;
 		err = gs_world_error(gs);
 		if (err)
 			return err;
 		gs_relax(i++);
+		avail = gs_rx_refresh_t0(s, ls);
 	}
 }
 
-/* Thread 0: mark n rx bytes consumed; wake the bridge if it stalled. */
+/*
+ * Thread 0: mark n rx bytes consumed. If the ring was at least half full,
+ * the bridge may have stalled on it: ring if it says so (the fence pairs
+ * with the bridge's, see bridge/sock.c rx_space). A smaller ring state is
+ * caught by the empty-ring check in gs_rx_wait_t0.
+ */
 GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
-				  struct gs_sock *s, uint64_t n)
+				  struct gs_lsock *ls, uint64_t n,
+				  uint64_t avail)
 {
-	gs_st64(&s->rx_head, s->rx_head + n);
+	struct gs_sock *s = &gs.socks[fd];
+
+	ls->rx_head += n;
+	gs_st64(&s->rx_head, ls->rx_head);
+	if (avail < gs.ring_size / 2)
+		return 0;
 	gs_fence();
 	if (gs_ld32(&s->rx_blocked))
 		return gs_ring_doorbell(gs, (uint32_t)fd);
@@ -301,11 +386,23 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 
 /* ---- the g-calls ---- */
 
+/* Thread 0: after a command that returned a new descriptor. */
+GSOCK_DEVICE long gs_new_fd(struct gsock_dev gs, long fd, uint32_t flags)
+{
+	if (gs_tid() == 0 && fd >= 0 && (uint32_t)fd < gs.nsocks)
+		gs_lsock_reset_t0(gs, (int)fd, flags);
+	gs_sync();
+	return fd;
+}
+
 GSOCK_DEVICE int gsocket(struct gsock_dev gs, int domain, int type,
 			 int protocol)
 {
-	return (int)gs_command(gs, GS_OP_SOCKET, -1, domain, type, protocol,
-			       0, 0, 0, 0);
+	long fd = gs_command(gs, GS_OP_SOCKET, -1, domain, type, protocol, 0,
+			     0, 0, 0);
+
+	return (int)gs_new_fd(gs, fd,
+			      (type & SOCK_NONBLOCK) ? GS_LS_NONBLOCK : 0);
 }
 
 GSOCK_DEVICE int gbind(struct gsock_dev gs, int fd, const struct sockaddr *addr,
@@ -320,34 +417,67 @@ GSOCK_DEVICE int glisten(struct gsock_dev gs, int fd, int backlog)
 			       0);
 }
 
+GSOCK_DEVICE int gs_accept(struct gsock_dev gs, int fd, struct sockaddr *addr,
+			   socklen_t *len, int dontwait)
+{
+	struct gs_lsock *ls = gs_lsock_of(gs, fd);
+	long c;
+
+	if (!ls)
+		return -EBADF;
+	dontwait |= (ls->flags & GS_LS_NONBLOCK) != 0;
+	c = gs_command(gs, GS_OP_ACCEPT, fd, dontwait, 0, 0, 0, 0, addr, len);
+	return (int)gs_new_fd(gs, c, GS_LS_CONNECTED);
+}
+
 /* Blocking unless fd is non-blocking; addr/len may be NULL. */
 GSOCK_DEVICE int gaccept(struct gsock_dev gs, int fd, struct sockaddr *addr,
 			 socklen_t *len)
 {
-	return (int)gs_command(gs, GS_OP_ACCEPT, fd, 0, 0, 0, 0, 0, addr, len);
+	return gs_accept(gs, fd, addr, len, 0);
 }
 
 /* Never waits: -EAGAIN when no connection is pending. */
 GSOCK_DEVICE int gaccept_nb(struct gsock_dev gs, int fd,
 			    struct sockaddr *addr, socklen_t *len)
 {
-	return (int)gs_command(gs, GS_OP_ACCEPT, fd, 1, 0, 0, 0, 0, addr, len);
+	return gs_accept(gs, fd, addr, len, 1);
 }
 
+/* Always waits for the connection to be made or refused. */
 GSOCK_DEVICE int gconnect(struct gsock_dev gs, int fd,
 			  const struct sockaddr *addr, socklen_t len)
 {
-	return (int)gs_command(gs, GS_OP_CONNECT, fd, 0, 0, 0, addr, len, 0, 0);
+	long r = gs_command(gs, GS_OP_CONNECT, fd, 0, 0, 0, addr, len, 0, 0);
+
+	if (r == 0 && gs_tid() == 0)
+		gs.lsock[fd].flags |= GS_LS_CONNECTED;
+	gs_sync();
+	return (int)r;
 }
 
 GSOCK_DEVICE int gshutdown(struct gsock_dev gs, int fd, int how)
 {
-	return (int)gs_command(gs, GS_OP_SHUTDOWN, fd, how, 0, 0, 0, 0, 0, 0);
+	long r = gs_command(gs, GS_OP_SHUTDOWN, fd, how, 0, 0, 0, 0, 0, 0);
+
+	if (r == 0 && how != SHUT_RD && gs_tid() == 0)
+		gs.lsock[fd].flags |= GS_LS_TX_SHUT;
+	gs_sync();
+	return (int)r;
 }
 
-/* Unsent bytes still go out: the bridge drains the tx ring before closing. */
+/*
+ * Unsent bytes still go out: the bridge drains the tx ring before closing.
+ * The device forgets fd before asking: once the bridge frees the id,
+ * another block's gaccept may get it and set up fresh state.
+ */
 GSOCK_DEVICE int gclose(struct gsock_dev gs, int fd)
 {
+	if (!gs_lsock_of(gs, fd))
+		return -EBADF;
+	gs_sync();
+	if (gs_tid() == 0)
+		gs.lsock[fd].flags = 0;
 	return (int)gs_command(gs, GS_OP_CLOSE, fd, 0, 0, 0, 0, 0, 0, 0);
 }
 
@@ -373,10 +503,10 @@ GSOCK_DEVICE int ggetpeername(struct gsock_dev gs, int fd,
 GSOCK_DEVICE int gsetsockopt(struct gsock_dev gs, int fd, int level,
 			     int name, const void *val, socklen_t len)
 {
-	struct gs_sock *s = gs_sock_of(gs, fd);
+	struct gs_lsock *ls = gs_lsock_of(gs, fd);
 	int v;
 
-	if (!s)
+	if (!ls)
 		return -EBADF;
 	if (len != sizeof(int))
 		return -EINVAL;
@@ -385,8 +515,8 @@ GSOCK_DEVICE int gsetsockopt(struct gsock_dev gs, int fd, int level,
 		if (name != GSOCK_NONBLOCK)
 			return -ENOPROTOOPT;
 		if (gs_tid() == 0)
-			s->opts = v ? s->opts | GS_OPT_NONBLOCK :
-				      s->opts & ~GS_OPT_NONBLOCK;
+			ls->flags = v ? ls->flags | GS_LS_NONBLOCK :
+					ls->flags & ~GS_LS_NONBLOCK;
 		gs_sync();
 		return 0;
 	}
@@ -401,18 +531,19 @@ GSOCK_DEVICE int gsetsockopt(struct gsock_dev gs, int fd, int level,
 GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 			int flags)
 {
-	struct gs_sock *s = gs_sock_of(gs, fd);
+	struct gs_lsock *ls = gs_lsock_of(gs, fd);
 	size_t done = 0;
 
-	if (!s)
+	if (!ls)
 		return -EBADF;
 	while (done < len) {
-		long n = 0;
+		long n = 0, avail = 0;
 		uint64_t head = 0;
 
 		if (gs_tid() == 0) {
-			head = s->rx_head;
-			n = gs_rx_wait_t0(gs, s, (flags & MSG_DONTWAIT) != 0);
+			head = ls->rx_head;
+			n = avail = gs_rx_wait_t0(gs, fd, ls,
+						  (flags & MSG_DONTWAIT) != 0);
 			if (n > (long)(len - done))
 				n = (long)(len - done);
 		}
@@ -423,7 +554,8 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 		gs_ring_copy(gs, gs_rx_ring(gs, fd), head, (uint8_t *)buf + done,
 			     (uint64_t)n, 0);
 		gs_sync();
-		if (gs_tid() == 0 && gs_rx_consume_t0(gs, fd, s, (uint64_t)n))
+		if (gs_tid() == 0 &&
+		    gs_rx_consume_t0(gs, fd, ls, (uint64_t)n, (uint64_t)avail))
 			n = -ECONNABORTED;
 		n = gs_bcast(n);
 		if (n < 0)
@@ -437,34 +569,45 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 
 /*
  * Thread 0: wait for tx space. Returns free bytes (> 0) or a negative
- * errno.
+ * errno. The fast path reads only device memory: errors the device has
+ * not seen yet are reported by a later call, as the kernel's send does.
  */
-GSOCK_DEVICE long gs_tx_wait_t0(struct gsock_dev gs, struct gs_sock *s,
-				int dontwait)
+GSOCK_DEVICE long gs_tx_wait_t0(struct gsock_dev gs, int fd,
+				struct gs_lsock *ls, int dontwait)
 {
+	struct gs_sock *s = &gs.socks[fd];
+	uint64_t used = ls->tx_tail - ls->tx_head_seen;
 	unsigned i = 0;
+	int err = gs_world_error(gs);
 
+	if (err)
+		return err; /* bytes queued now could never leave */
+	if (ls->error)
+		return ls->error;
+	if (ls->flags & GS_LS_TX_SHUT)
+		return -EPIPE;
+	if (!(ls->flags & GS_LS_CONNECTED))
+		return -ENOTCONN;
+	if (used < gs.ring_size)
+		return (long)(gs.ring_size - used);
 	for (;;) {
 		uint32_t st = gs_ld32(&s->status);
-		uint64_t used = s->tx_tail - gs_ld64(&s->tx_head);
-		int err = gs_world_error(gs);
 
-		if (err)
-			return err; /* bytes queued now could never leave */
+		ls->tx_head_seen = gs_ld64(&s->tx_head);
+		used = ls->tx_tail - ls->tx_head_seen;
 		if (!(st & GS_ST_OPEN))
 			return -EBADF;
 		if (s->error)
-			return s->error;
-		if (st & GS_ST_TX_SHUT)
-			return -EPIPE;
-		if (!(st & GS_ST_CONNECTED))
-			return -ENOTCONN;
+			return ls->error = s->error;
 		if (used > gs.ring_size)
 			return -EIO;
 		if (used < gs.ring_size)
 			return (long)(gs.ring_size - used);
-		if (dontwait || (s->opts & GS_OPT_NONBLOCK))
+		if (dontwait || (ls->flags & GS_LS_NONBLOCK))
 			return -EAGAIN;
+		err = gs_world_error(gs);
+		if (err)
+			return err;
 		gs_relax(i++);
 	}
 }
@@ -476,18 +619,18 @@ GSOCK_DEVICE long gs_tx_wait_t0(struct gsock_dev gs, struct gs_sock *s,
 GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 			size_t len, int flags)
 {
-	struct gs_sock *s = gs_sock_of(gs, fd);
+	struct gs_lsock *ls = gs_lsock_of(gs, fd);
 	size_t done = 0;
 
-	if (!s)
+	if (!ls)
 		return -EBADF;
 	do {
 		long n = 0;
 		uint64_t tail = 0;
 
 		if (gs_tid() == 0) {
-			tail = s->tx_tail;
-			n = gs_tx_wait_t0(gs, s, (flags & MSG_DONTWAIT) != 0);
+			tail = ls->tx_tail;
+			n = gs_tx_wait_t0(gs, fd, ls, (flags & MSG_DONTWAIT) != 0);
 			if (n > (long)(len - done))
 				n = (long)(len - done);
 		}
@@ -499,7 +642,8 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
 		gs_sync();
 		if (gs_tid() == 0) {
-			gs_st64(&s->tx_tail, tail + (uint64_t)n);
+			ls->tx_tail = tail + (uint64_t)n;
+			gs_st64(&gs.socks[fd].tx_tail, ls->tx_tail);
 			if (gs_ring_doorbell(gs, (uint32_t)fd))
 				n = -ECONNABORTED;
 		}
@@ -514,26 +658,30 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 /* Thread 0: the poll events that are true of one descriptor now. */
 GSOCK_DEVICE short gs_poll_one_t0(struct gsock_dev gs, struct gpollfd *p)
 {
-	struct gs_sock *s = gs_sock_of(gs, p->fd);
+	struct gs_lsock *ls = gs_lsock_of(gs, p->fd);
+	struct gs_sock *s;
 	uint32_t st;
 	short ev = 0;
 
-	if (!s)
+	if (!ls)
 		return POLLNVAL;
+	s = &gs.socks[p->fd];
 	st = gs_ld32(&s->status);
 	if (!(st & GS_ST_OPEN))
 		return POLLNVAL;
 	if (st & GS_ST_LISTENING)
 		return gs_ld32(&s->accept_pending) ? (p->events & POLLIN) : 0;
-	if (gs_ld64(&s->rx_tail) != s->rx_head || (st & GS_ST_RX_EOF))
+	if (gs_rx_refresh_t0(s, ls) || (st & GS_ST_RX_EOF))
 		ev |= POLLIN;
-	if ((st & GS_ST_CONNECTED) &&
-	    s->tx_tail - gs_ld64(&s->tx_head) < gs.ring_size)
-		ev |= POLLOUT;
+	if ((ls->flags & GS_LS_CONNECTED) && !(ls->flags & GS_LS_TX_SHUT)) {
+		ls->tx_head_seen = gs_ld64(&s->tx_head);
+		if (ls->tx_tail - ls->tx_head_seen < gs.ring_size)
+			ev |= POLLOUT;
+	}
 	ev &= p->events;
 	if (st & GS_ST_RX_EOF)
 		ev |= POLLHUP;
-	if (s->error)
+	if (s->error || ls->error)
 		ev |= POLLERR;
 	return ev;
 }

@@ -9,7 +9,7 @@
  * Arena layout (offsets in the header, every part 64-byte aligned):
  *
  *   +--------------------+ 0
- *   | gs_arena_hdr       |  geometry (app writes once), live words
+ *   | gs_arena_hdr       |  geometry (app writes once), doorbell head
  *   +--------------------+ slots_off
  *   | gs_cmd[nslots]     |  one command slot per running threadblock
  *   +--------------------+ socks_off
@@ -42,10 +42,6 @@
 #define GS_MAX_RING (64u << 20)
 #define GS_MAX_DB 262144
 
-/* app_flags bits (written by the application's host runtime). */
-#define GS_APP_BRIDGE_GONE 0x1 /* control socket closed: gsockd is dead */
-#define GS_APP_STOP 0x2 /* the application asked its kernels to stop */
-
 /* Doorbell cell value: low 32 bits name what changed. */
 #define GS_DB_CMD 0x80000000u /* bit set: a command slot; clear: a socket */
 
@@ -63,10 +59,8 @@ struct gs_arena_hdr {
 	uint64_t db_off; /* app, once */
 	uint64_t rings_off; /* app, once */
 	uint8_t pad0[2 * GS_LINE - 72]; /* geometry ends on a line */
-	uint64_t app_flags; /* app (host runtime): GS_APP_* */
-	uint8_t pad1[GS_LINE - 8];
 	uint64_t db_head; /* bridge: doorbell cells consumed */
-	uint8_t pad2[GS_LINE - 8];
+	uint8_t pad1[GS_LINE - 8];
 };
 
 /* Command opcodes. Arguments are in gs_cmd.arg[] unless said otherwise. */
@@ -75,7 +69,7 @@ enum gs_op {
 	GS_OP_SOCKET, /* arg0 domain, arg1 type, arg2 protocol -> socket id */
 	GS_OP_BIND, /* fd, addr -> 0 */
 	GS_OP_LISTEN, /* fd, arg0 backlog -> 0 */
-	GS_OP_ACCEPT, /* fd, arg0 nonblock -> socket id, out_addr = peer */
+	GS_OP_ACCEPT, /* fd, arg0 non-zero: never wait -> socket id, out_addr = peer */
 	GS_OP_CONNECT, /* fd, addr -> 0 */
 	GS_OP_SHUTDOWN, /* fd, arg0 how (SHUT_RD/WR/RDWR) -> 0 */
 	GS_OP_CLOSE, /* fd -> 0 */
@@ -123,9 +117,6 @@ struct gs_cmd {
 #define GS_ST_LISTENING 0x8 /* a listening socket */
 #define GS_ST_TX_SHUT 0x10 /* our side shut down for writing */
 
-/* gs_sock.opts bits (application writes; device side only). */
-#define GS_OPT_NONBLOCK 0x1 /* calls never wait: -EAGAIN instead */
-
 /*
  * One socket's status and ring counters. Counters are free-running u64
  * byte counts; bytes in a ring = tail - head, always <= ring_size.
@@ -138,7 +129,10 @@ struct gs_cmd {
  *   tx_head         bridge   bytes taken from the tx ring
  *   rx_head         app      bytes consumed from the rx ring
  *   tx_tail         app      bytes written into the tx ring
- *   opts            app      GS_OPT_*
+ *
+ * The application keeps its own copies of rx_head and tx_tail (and what
+ * it last saw of rx_tail and tx_head) in device memory, so a g-call's
+ * fast path reads nothing across PCIe but the counter it waits on.
  */
 struct gs_sock {
 	uint64_t rx_tail;
@@ -152,13 +146,11 @@ struct gs_sock {
 	uint64_t rx_head;
 	uint8_t pad2[GS_LINE - 8];
 	uint64_t tx_tail;
-	uint32_t opts;
-	uint32_t pad3;
-	uint8_t pad4[GS_LINE - 16];
+	uint8_t pad3[GS_LINE - 8];
 };
 
 #ifndef __cplusplus
-_Static_assert(sizeof(struct gs_arena_hdr) == 4 * GS_LINE, "header layout");
+_Static_assert(sizeof(struct gs_arena_hdr) == 3 * GS_LINE, "header layout");
 _Static_assert(sizeof(struct gs_cmd) % GS_LINE == 0, "slot layout");
 _Static_assert(__builtin_offsetof(struct gs_cmd, done_seq) % GS_LINE == 0,
 	       "reply on its own line");

@@ -46,24 +46,31 @@ GSOCK_DEVICE void gs_fence(void)
 	__threadfence_system();
 }
 
-/* Load an arena word; later accesses are ordered after it. */
+/*
+ * Load an arena word with acquire semantics at system scope: later
+ * accesses are ordered after it, and no full fence is paid for it.
+ */
 GSOCK_DEVICE uint64_t gs_ld64(const uint64_t *p)
 {
-	uint64_t v = *(const volatile uint64_t *)p;
+	uint64_t v;
 
-	__threadfence_system();
+	asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
 	return v;
 }
 
 GSOCK_DEVICE uint32_t gs_ld32(const uint32_t *p)
 {
-	uint32_t v = *(const volatile uint32_t *)p;
+	uint32_t v;
 
-	__threadfence_system();
+	asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
 	return v;
 }
 
-/* Store an arena word after every earlier access is visible. */
+/*
+ * Publish an arena word after every earlier write of the block (made
+ * before a gs_sync) is visible to the host: a full system fence, then the
+ * store.
+ */
 GSOCK_DEVICE void gs_st64(uint64_t *p, uint64_t v)
 {
 	__threadfence_system();
@@ -74,6 +81,12 @@ GSOCK_DEVICE void gs_st32(uint32_t *p, uint32_t v)
 {
 	__threadfence_system();
 	*(volatile uint32_t *)p = v;
+}
+
+/* Load a device-memory word that the host runtime may change. */
+GSOCK_DEVICE uint32_t gs_ld_local32(const uint32_t *p)
+{
+	return *(const volatile uint32_t *)p;
 }
 
 GSOCK_DEVICE uint64_t gs_fetch_add64(unsigned long long *p, uint64_t v)
@@ -92,8 +105,9 @@ GSOCK_DEVICE uint64_t gs_now_ns(void)
 /* Back off in a wait loop: iteration i of the wait. */
 GSOCK_DEVICE void gs_relax(unsigned i)
 {
-	if (i > 64)
-		__nanosleep(i > 1024 ? 2000 : 200);
+	/* Each poll is already a PCIe read (~1 us); sleep only when idle long. */
+	if (i > 256)
+		__nanosleep(i > 4096 ? 1000 : 100);
 }
 
 #else /* host backend */
@@ -152,6 +166,11 @@ GSOCK_DEVICE void gs_st64(uint64_t *p, uint64_t v)
 GSOCK_DEVICE void gs_st32(uint32_t *p, uint32_t v)
 {
 	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+GSOCK_DEVICE uint32_t gs_ld_local32(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
 GSOCK_DEVICE uint64_t gs_fetch_add64(unsigned long long *p, uint64_t v)

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,22 +47,30 @@ struct gs_launch {
 };
 
 /*
- * lock protects next_slot and launches; app_flags in the arena is only
- * ever or-ed atomically, so gsock_stop() and the watcher need no lock.
+ * lock protects next_slot and launches. world is written by the watcher
+ * thread only (gsock_stop() asks it through wake_fd, which is safe in a
+ * signal handler) and copied by it to local->world on the device.
  */
 struct gsock_ctx {
 	int ctl_fd;
 	int memfd;
+	int wake_fd[2]; /* pipe: 's' stop the kernels, 'q' end the watcher */
 	uint8_t *base; /* host view of the arena */
 	uint8_t *dev_base; /* device view (equal on the host backend) */
 	struct gs_arena_hdr *hdr;
 	struct gs_layout layout;
-	unsigned long long *db_ticket; /* device memory */
+	struct gs_local *local; /* device memory */
+	struct gs_lsock *lsock; /* device memory, nsocks */
+	uint32_t world; /* GS_WORLD_*, the host's copy */
 	pthread_t watcher;
 	int watching;
 	pthread_mutex_t lock;
 	uint32_t next_slot;
 	struct gs_launch *launches;
+#ifdef GSOCK_USE_CUDA
+	int device;
+	cudaStream_t world_stream; /* copies world to the device while kernels run */
+#endif
 };
 
 #ifndef GSOCK_USE_CUDA
@@ -116,18 +125,55 @@ static uint32_t pow2_at_least(uint64_t x)
 	return p;
 }
 
-/* Wait for gsockd's end of the control socket; then tell every kernel. */
+/* Make the device see world |= bits. Watcher thread only. */
+static void gs_world_set(struct gsock_ctx *ctx, uint32_t bits)
+{
+	__atomic_fetch_or(&ctx->world, bits, __ATOMIC_SEQ_CST);
+#ifdef GSOCK_USE_CUDA
+	cudaMemcpyAsync(&ctx->local->world, &ctx->world, sizeof(ctx->world),
+			cudaMemcpyHostToDevice, ctx->world_stream);
+	cudaStreamSynchronize(ctx->world_stream);
+#else
+	__atomic_fetch_or(&ctx->local->world, bits, __ATOMIC_SEQ_CST);
+#endif
+}
+
+/*
+ * Watch gsockd's end of the control socket and the stop requests; tell
+ * every kernel through the world word.
+ */
 static void *gs_watch(void *p)
 {
 	struct gsock_ctx *ctx = p;
+	struct pollfd pfd[2] = { { ctx->ctl_fd, POLLIN, 0 },
+				 { ctx->wake_fd[0], POLLIN, 0 } };
 	char buf[64];
-	ssize_t n;
 
-	do
-		n = recv(ctx->ctl_fd, buf, sizeof(buf), 0);
-	while (n > 0 || (n < 0 && errno == EINTR));
-	__atomic_fetch_or(&ctx->hdr->app_flags, GS_APP_BRIDGE_GONE,
-			  __ATOMIC_SEQ_CST);
+#ifdef GSOCK_USE_CUDA
+	cudaSetDevice(ctx->device);
+#endif
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pfd[1].revents) {
+			ssize_t n = read(ctx->wake_fd[0], buf, sizeof(buf));
+
+			if (n > 0 && memchr(buf, 's', (size_t)n))
+				gs_world_set(ctx, GS_WORLD_STOP);
+			if (n <= 0 || memchr(buf, 'q', (size_t)n))
+				return NULL;
+		}
+		if (pfd[0].revents) {
+			ssize_t n = recv(ctx->ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+				break;
+		}
+	}
+	gs_world_set(ctx, GS_WORLD_BRIDGE_GONE);
 	return NULL;
 }
 
@@ -200,7 +246,14 @@ static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
 	return 0;
 }
 
-/* Map the arena into the device's address space. */
+/* Bytes of device-memory state: gs_local, then one gs_lsock per socket. */
+static size_t gs_local_size(const struct gsock_ctx *ctx)
+{
+	return sizeof(struct gs_local) +
+	       ctx->hdr->nsocks * sizeof(struct gs_lsock);
+}
+
+/* Map the arena into the device's address space; make the local state. */
 static int gs_device_map(struct gsock_ctx *ctx, char *err, size_t len)
 {
 #ifdef GSOCK_USE_CUDA
@@ -220,10 +273,16 @@ static int gs_device_map(struct gsock_ctx *ctx, char *err, size_t len)
 	if (e != cudaSuccess)
 		goto err_cuda;
 	ctx->dev_base = dev;
-	e = cudaMalloc((void **)&ctx->db_ticket, sizeof(*ctx->db_ticket));
+	e = cudaGetDevice(&ctx->device);
 	if (e != cudaSuccess)
 		goto err_cuda;
-	e = cudaMemset(ctx->db_ticket, 0, sizeof(*ctx->db_ticket));
+	e = cudaStreamCreateWithFlags(&ctx->world_stream, cudaStreamNonBlocking);
+	if (e != cudaSuccess)
+		goto err_cuda;
+	e = cudaMalloc((void **)&ctx->local, gs_local_size(ctx));
+	if (e != cudaSuccess)
+		goto err_cuda;
+	e = cudaMemset(ctx->local, 0, gs_local_size(ctx));
 	if (e != cudaSuccess)
 		goto err_cuda;
 	return 0;
@@ -233,8 +292,8 @@ err_cuda:
 	return -1;
 #else
 	ctx->dev_base = ctx->base;
-	ctx->db_ticket = calloc(1, sizeof(*ctx->db_ticket));
-	if (!ctx->db_ticket) {
+	ctx->local = calloc(1, gs_local_size(ctx));
+	if (!ctx->local) {
 		say(err, len, "out of memory");
 		return -1;
 	}
@@ -300,8 +359,13 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 		say(err, errlen, "out of memory");
 		return NULL;
 	}
-	ctx->memfd = -1;
+	ctx->memfd = ctx->ctl_fd = -1;
+	ctx->wake_fd[0] = ctx->wake_fd[1] = -1;
 	pthread_mutex_init(&ctx->lock, NULL);
+	if (pipe2(ctx->wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+		say(err, errlen, "cannot create a pipe: %s", strerror(errno));
+		goto err_free;
+	}
 	ctx->ctl_fd = gs_connect_control(opts ? opts : &none, err, errlen);
 	if (ctx->ctl_fd < 0)
 		goto err_free;
@@ -329,7 +393,8 @@ static struct gsock_dev gs_dev_view(struct gsock_ctx *ctx, uint32_t base)
 	d.socks = (struct gs_sock *)(ctx->dev_base + h->socks_off);
 	d.db = (uint64_t *)(ctx->dev_base + h->db_off);
 	d.rings = ctx->dev_base + h->rings_off;
-	d.db_ticket = ctx->db_ticket;
+	d.local = ctx->local;
+	d.lsock = (struct gs_lsock *)(ctx->local + 1);
 	d.slot_base = base;
 	d.nsocks = h->nsocks;
 	d.ring_size = h->ring_size;
@@ -463,13 +528,18 @@ int gsock_wait(struct gsock_ctx *ctx)
 
 void gsock_stop(struct gsock_ctx *ctx)
 {
-	__atomic_fetch_or(&ctx->hdr->app_flags, GS_APP_STOP, __ATOMIC_SEQ_CST);
+	int saved = errno;
+
+	if (write(ctx->wake_fd[1], "s", 1) < 0) {
+		/* A full pipe already holds a request the watcher will read. */
+	}
+	errno = saved;
 }
 
 int gsock_bridge_gone(struct gsock_ctx *ctx)
 {
-	return (__atomic_load_n(&ctx->hdr->app_flags, __ATOMIC_ACQUIRE) &
-		GS_APP_BRIDGE_GONE) != 0;
+	return (__atomic_load_n(&ctx->world, __ATOMIC_ACQUIRE) &
+		GS_WORLD_BRIDGE_GONE) != 0;
 }
 
 void *gsock_alloc(struct gsock_ctx *ctx, size_t size)
@@ -527,17 +597,20 @@ void gsock_fini(struct gsock_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	if (ctx->ctl_fd >= 0)
-		shutdown(ctx->ctl_fd, SHUT_RDWR);
-	if (ctx->watching)
+	if (ctx->watching) {
+		if (write(ctx->wake_fd[1], "q", 1) < 0)
+			shutdown(ctx->ctl_fd, SHUT_RDWR);
 		pthread_join(ctx->watcher, NULL);
+	}
 #ifdef GSOCK_USE_CUDA
 	if (ctx->dev_base)
 		cudaHostUnregister(ctx->base);
-	if (ctx->db_ticket)
-		cudaFree(ctx->db_ticket);
+	if (ctx->local)
+		cudaFree(ctx->local);
+	if (ctx->world_stream)
+		cudaStreamDestroy(ctx->world_stream);
 #else
-	free(ctx->db_ticket);
+	free(ctx->local);
 #endif
 	if (ctx->base)
 		munmap(ctx->base, ctx->layout.size);
@@ -545,6 +618,9 @@ void gsock_fini(struct gsock_ctx *ctx)
 		close(ctx->memfd);
 	if (ctx->ctl_fd >= 0)
 		close(ctx->ctl_fd);
+	for (int i = 0; i < 2; i++)
+		if (ctx->wake_fd[i] >= 0)
+			close(ctx->wake_fd[i]);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);
 }

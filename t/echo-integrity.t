@@ -5,7 +5,7 @@
 need_backend
 command -v nc >/dev/null || skip_all "nc (netcat-openbsd) is not installed"
 time_limit 300
-plan 7
+plan 8
 
 start_gsockd
 start_server -l 127.0.0.1:0 -b 72
@@ -32,4 +32,16 @@ sed 's/^/# /' "$TMP/conc"
 
 kill -0 "$SERVER_PID" && kill -0 "$GSOCKD_PID"
 ok $? "server and gsockd still run"
+
+# Fewer blocks than clients: socket ids freed by one block's gclose are
+# reused by another block's gaccept at once (a race seen on 2026-11-22).
+start_server -l 127.0.0.1:0 -b 4
+bad=0
+for round in 1 2 3 4; do
+	timeout 60 python3 "$PY" sizes "$PORT" 1 100 4096 65537 300000 >"$TMP/s$round" 2>&1 &
+	p1=$!
+	timeout 60 python3 "$PY" concurrent "$PORT" 6 "$round" >"$TMP/c$round" 2>&1 || bad=1
+	wait $p1 || bad=1
+done
+ok $bad "4-block server, 4 rounds of sequential and 6 concurrent clients: all intact"
 finish

@@ -66,7 +66,7 @@ int main(void)
 	struct gs_layout l;
 	uint32_t off;
 
-	tap_plan(19);
+	tap_plan(20);
 	ok(gs_ring_used(0, 0) == 0 && gs_ring_free(0, 0, size) == size,
 	   "empty ring: nothing used, all free");
 	ok(gs_ring_used(10, 10 + size) == size &&
@@ -107,6 +107,9 @@ int main(void)
 	ok(gs_arena_layout(1, GS_MAX_SOCKS + 1, 65536, 1024, &l) < 0 &&
 		   gs_arena_layout(1, 1, GS_MAX_RING * 2u, 1024, &l) < 0,
 	   "layout: too many sockets or too large rings are refused");
+	ok(sizeof(struct gs_arena_hdr) == 192 && sizeof(struct gs_cmd) == 384 &&
+		   sizeof(struct gs_sock) == 256,
+	   "wire sizes are the ones t/bad_arena.py speaks");
 	ok(gs_arena_layout(1, 1, 4096, 1000, &l) < 0,
 	   "layout: a doorbell that is not a power of two is refused");
 	tap_exit();

@@ -134,6 +134,9 @@ int main(int argc, char **argv)
 	for (unsigned b = 0; b < blocks; b++) {
 		conns += a->stats[b].conns;
 		bytes += a->stats[b].bytes;
+		if (a->stats[b].last_error)
+			fprintf(stderr, "gsock-echo-server: block %u: a connection ended with %s\n",
+				b, strerror((int)-a->stats[b].last_error));
 	}
 	if (gsock_bridge_gone(ctx)) {
 		fprintf(stderr, "gsock-echo-server: gsockd went away; exiting\n");
