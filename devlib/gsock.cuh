@@ -129,8 +129,9 @@ GSOCK_DEVICE int gs_ring_doorbell(struct gsock_dev gs, uint32_t what)
 			return err;
 		gs_relax(i++);
 	}
-	gs_st64(&gs.db[t & (gs.db_size - 1)],
-		((uint64_t)(uint32_t)(t + 1) << 32) | what);
+	/* Callers published what changed before; release orders it first. */
+	gs_st_release64(&gs.db[t & (gs.db_size - 1)],
+			((uint64_t)(uint32_t)(t + 1) << 32) | what);
 	return 0;
 }
 
@@ -374,8 +375,9 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 {
 	struct gs_sock *s = &gs.socks[fd];
 
+	/* The copy's loads have returned: no fence before freeing the space. */
 	ls->rx_head += n;
-	gs_st64(&s->rx_head, ls->rx_head);
+	gs_st_plain64(&s->rx_head, ls->rx_head);
 	if (avail < gs.ring_size / 2)
 		return 0;
 	gs_fence();

@@ -83,6 +83,22 @@ GSOCK_DEVICE void gs_st32(uint32_t *p, uint32_t v)
 	*(volatile uint32_t *)p = v;
 }
 
+/* Store an arena word after this thread's earlier stores (release). */
+GSOCK_DEVICE void gs_st_release64(uint64_t *p, uint64_t v)
+{
+	asm volatile("st.release.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+}
+
+/*
+ * Store an arena word with no ordering but program order: for counters
+ * that only tell the host what it may overwrite, written after the loads
+ * they cover have returned their values.
+ */
+GSOCK_DEVICE void gs_st_plain64(uint64_t *p, uint64_t v)
+{
+	*(volatile uint64_t *)p = v;
+}
+
 /* Load a device-memory word that the host runtime may change. */
 GSOCK_DEVICE uint32_t gs_ld_local32(const uint32_t *p)
 {
@@ -164,6 +180,16 @@ GSOCK_DEVICE void gs_st64(uint64_t *p, uint64_t v)
 }
 
 GSOCK_DEVICE void gs_st32(uint32_t *p, uint32_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+GSOCK_DEVICE void gs_st_release64(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+GSOCK_DEVICE void gs_st_plain64(uint64_t *p, uint64_t v)
 {
 	__atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
