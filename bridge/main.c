@@ -143,7 +143,8 @@ static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
 /*
  * The loop. GPU doorbells cannot wake epoll, so the loop polls the
  * arenas: without a pause while anything happened in the last
- * busy_poll_us, then once per idle_sleep_us.
+ * busy_poll_us, then once per idle_sleep_us, and not at all while no
+ * application is registered.
  */
 static void run(int ctl_fd)
 {
@@ -154,7 +155,10 @@ static void run(int ctl_fd)
 	while (!stop) {
 		uint64_t now = br_now_ns();
 		int busy = now - last_busy < (uint64_t)br.conf.busy_poll_us * 1000;
-		int timeout = busy ? 0 : (int)((br.conf.idle_sleep_us + 999) / 1000);
+		/* With no application registered there is no arena to poll. */
+		int timeout = busy ? 0 :
+			      !br.apps ? -1 :
+					 (int)((br.conf.idle_sleep_us + 999) / 1000);
 		int n = epoll_wait(br.epfd, evs, 128, timeout);
 		int work = n > 0;
 
