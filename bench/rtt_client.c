@@ -81,7 +81,9 @@ int main(int argc, char **argv)
 		uint64_t t0 = now_ns();
 
 		if (xfer(fd, buf, size, 1) || xfer(fd, buf, size, 0)) {
-			fprintf(stderr, "rtt-client: connection ended after %zu round trips\n", i);
+			fprintf(stderr,
+				"rtt-client: connection ended after %zu round trips\n",
+				i);
 			return 1;
 		}
 		if (i >= warm)

@@ -49,7 +49,8 @@ static int recv_hello(int fd, struct gs_ctl_hello *h, char *why, size_t len)
 {
 	char cbuf[CMSG_SPACE(4 * sizeof(int))];
 	struct iovec iov = { h, sizeof(*h) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
 			      .msg_control = cbuf,
 			      .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *cm;
@@ -57,29 +58,34 @@ static int recv_hello(int fd, struct gs_ctl_hello *h, char *why, size_t len)
 	ssize_t n;
 
 	n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	for (cm = CMSG_FIRSTHDR(&msg); n >= 0 && cm; cm = CMSG_NXTHDR(&msg, cm)) {
+	for (cm = CMSG_FIRSTHDR(&msg); n >= 0 && cm;
+	     cm = CMSG_NXTHDR(&msg, cm)) {
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 			continue;
 		nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (int i = 0; i < nfds; i++) {
 			int got;
 
-			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int),
+			       sizeof(int));
 			if (i == 0)
 				memfd = got;
 			else
 				close(got);
 		}
 	}
-	if (n != (ssize_t)sizeof(*h) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+	if (n != (ssize_t)sizeof(*h) ||
+	    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
 		snprintf(why, len, "malformed hello (%zd bytes, expected %zu)",
 			 n, sizeof(*h));
 	else if (h->magic != GS_CTL_MAGIC || h->version != GS_CTL_VERSION)
-		snprintf(why, len,
-			 "hello has magic %#x version %u, expected %#x version %u (mismatched libgsock?)",
-			 h->magic, h->version, GS_CTL_MAGIC, GS_CTL_VERSION);
+		snprintf(
+			why, len,
+			"hello has magic %#x version %u, expected %#x version %u (mismatched libgsock?)",
+			h->magic, h->version, GS_CTL_MAGIC, GS_CTL_VERSION);
 	else if (nfds != 1)
-		snprintf(why, len, "hello carries %d descriptors, expected one memfd",
+		snprintf(why, len,
+			 "hello carries %d descriptors, expected one memfd",
 			 nfds);
 	else
 		return memfd;
@@ -104,17 +110,20 @@ static int map_arena(struct br_app *a, int memfd, uint64_t size, char *why,
 		return -1;
 	}
 	if ((fcntl(memfd, F_GET_SEALS) & seals) != seals) {
-		snprintf(why, len,
-			 "the arena memfd is not sealed against shrinking (F_SEAL_SHRINK | F_SEAL_SEAL)");
+		snprintf(
+			why, len,
+			"the arena memfd is not sealed against shrinking (F_SEAL_SHRINK | F_SEAL_SEAL)");
 		return -1;
 	}
 	if (size < sizeof(h) || size > (uint64_t)br.conf.max_arena_mb << 20) {
-		snprintf(why, len,
-			 "arena of %llu bytes is outside 1 page..max_arena_mb (%ld MiB)",
-			 (unsigned long long)size, br.conf.max_arena_mb);
+		snprintf(
+			why, len,
+			"arena of %llu bytes is outside 1 page..max_arena_mb (%ld MiB)",
+			(unsigned long long)size, br.conf.max_arena_mb);
 		return -1;
 	}
-	a->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	a->base =
+		mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (a->base == MAP_FAILED) {
 		a->base = NULL;
 		snprintf(why, len, "cannot map the arena: %s", strerror(errno));
@@ -124,16 +133,18 @@ static int map_arena(struct br_app *a, int memfd, uint64_t size, char *why,
 	memcpy(&h, a->base, sizeof(h));
 	if (h.magic != GS_ARENA_MAGIC || h.version != GS_ARENA_VERSION ||
 	    h.hdr_size != sizeof(h) || h.arena_size != size) {
-		snprintf(why, len, "arena header has a bad magic, version or size");
+		snprintf(why, len,
+			 "arena header has a bad magic, version or size");
 		return -1;
 	}
 	if (gs_arena_layout(h.nslots, h.nsocks, h.ring_size, h.db_size, &l) ||
 	    l.size != size || l.slots_off != h.slots_off ||
 	    l.socks_off != h.socks_off || l.db_off != h.db_off ||
 	    l.rings_off != h.rings_off) {
-		snprintf(why, len,
-			 "arena geometry is inconsistent (slots %u, sockets %u, ring %u, doorbell %u)",
-			 h.nslots, h.nsocks, h.ring_size, h.db_size);
+		snprintf(
+			why, len,
+			"arena geometry is inconsistent (slots %u, sockets %u, ring %u, doorbell %u)",
+			h.nslots, h.nsocks, h.ring_size, h.db_size);
 		return -1;
 	}
 	a->nslots = h.nslots;
@@ -221,7 +232,8 @@ void br_app_accept(int ctl_listen_fd)
 		return;
 	}
 	/* libgsock sends its hello right after connecting; wait 1 s at most. */
-	if (poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 1000) <= 0) {
+	if (poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 1000) <=
+	    0) {
 		br_warn("rejecting application pid %d: no hello within 1 s",
 			(int)cred.pid);
 		close(fd);
@@ -298,8 +310,10 @@ void br_app_event(struct br_app *a, uint32_t events)
 			(int)a->pid);
 		a->dead = true;
 	} else if (n > 0) {
-		br_app_reject(a, "unexpected %zd-byte message on its control connection",
-			      n);
+		br_app_reject(
+			a,
+			"unexpected %zd-byte message on its control connection",
+			n);
 	}
 }
 
@@ -382,7 +396,8 @@ int br_app_poll(struct br_app *a)
 		}
 	}
 	if (n)
-		__atomic_store_n(&a->hdr->db_head, a->db_head, __ATOMIC_RELEASE);
+		__atomic_store_n(&a->hdr->db_head, a->db_head,
+				 __ATOMIC_RELEASE);
 	if (a->nclosing)
 		br_sock_tick(a);
 	return n;

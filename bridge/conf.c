@@ -46,7 +46,8 @@ static const struct {
 	size_t off;
 } int_keys[] = {
 	{ "busy_poll_us", 0, 10000000, offsetof(struct br_conf, busy_poll_us) },
-	{ "idle_sleep_us", 10, 1000000, offsetof(struct br_conf, idle_sleep_us) },
+	{ "idle_sleep_us", 10, 1000000,
+	  offsetof(struct br_conf, idle_sleep_us) },
 	{ "max_apps", 1, 4096, offsetof(struct br_conf, max_apps) },
 	{ "max_arena_mb", 1, 1 << 20, offsetof(struct br_conf, max_arena_mb) },
 	{ "accept_queue", 1, 65536, offsetof(struct br_conf, accept_queue) },
@@ -75,9 +76,10 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 	const char *v = cfg_opt_getnstr(opt, 0);
 
 	if (!strcmp(opt->name, "log_level") && br_log_level_parse(v) < 0) {
-		cfg_error(cfg,
-			  "log_level: \"%s\" is not one of error, warn, info, debug",
-			  v);
+		cfg_error(
+			cfg,
+			"log_level: \"%s\" is not one of error, warn, info, debug",
+			v);
 		return -1;
 	}
 	if (!strcmp(opt->name, "log") && strcmp(v, "stderr") &&
@@ -86,10 +88,12 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 		return -1;
 	}
 	if (!strcmp(opt->name, "control") &&
-	    (v[0] != '/' || strlen(v) >= sizeof(((struct br_conf *)0)->control))) {
-		cfg_error(cfg,
-			  "control: \"%s\" must be an absolute path shorter than %zu bytes",
-			  v, sizeof(((struct br_conf *)0)->control));
+	    (v[0] != '/' ||
+	     strlen(v) >= sizeof(((struct br_conf *)0)->control))) {
+		cfg_error(
+			cfg,
+			"control: \"%s\" must be an absolute path shorter than %zu bytes",
+			v, sizeof(((struct br_conf *)0)->control));
 		return -1;
 	}
 	return 0;
@@ -137,7 +141,8 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 		       path);
 		goto out_free;
 	}
-	snprintf(c->control, sizeof(c->control), "%s", cfg_getstr(cfg, "control"));
+	snprintf(c->control, sizeof(c->control), "%s",
+		 cfg_getstr(cfg, "control"));
 	for (size_t i = 0; i < sizeof(int_keys) / sizeof(int_keys[0]); i++)
 		*(long *)((char *)c + int_keys[i].off) =
 			cfg_getint(cfg, int_keys[i].key);

@@ -154,11 +154,13 @@ static void run(int ctl_fd)
 
 	while (!stop) {
 		uint64_t now = br_now_ns();
-		int busy = now - last_busy < (uint64_t)br.conf.busy_poll_us * 1000;
+		int busy = now - last_busy <
+			   (uint64_t)br.conf.busy_poll_us * 1000;
 		/* With no application registered there is no arena to poll. */
-		int timeout = busy ? 0 :
-			      !br.apps ? -1 :
-					 (int)((br.conf.idle_sleep_us + 999) / 1000);
+		int timeout =
+			busy	 ? 0 :
+			!br.apps ? -1 :
+				   (int)((br.conf.idle_sleep_us + 999) / 1000);
 		int n = epoll_wait(br.epfd, evs, 128, timeout);
 		int work = n > 0;
 
@@ -228,7 +230,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "gsockd: unexpected argument %s\n", argv[optind]);
+		fprintf(stderr, "gsockd: unexpected argument %s\n",
+			argv[optind]);
 		usage(stderr);
 		return EX_USAGE;
 	}
@@ -253,7 +256,8 @@ int main(int argc, char **argv)
 				control);
 			return EX_USAGE;
 		}
-		snprintf(br.conf.control, sizeof(br.conf.control), "%s", control);
+		snprintf(br.conf.control, sizeof(br.conf.control), "%s",
+			 control);
 	}
 	br_log_open(level >= 0 ? level : br.conf.log_level,
 		    use_syslog || br.conf.log_syslog);

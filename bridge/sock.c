@@ -52,8 +52,7 @@ static void sock_fail(struct br_sock *s, int err)
 {
 	if (arena_sock(s)->error)
 		return;
-	br_dbg("pid %d socket %u: %s", (int)s->app->pid, s->id,
-	       strerror(-err));
+	br_dbg("pid %d socket %u: %s", (int)s->app->pid, s->id, strerror(-err));
 	arena_sock(s)->error = err;
 	publish_status(s, 0, 0);
 }
@@ -150,10 +149,11 @@ static void pump_tx(struct br_sock *s)
 		ssize_t n;
 
 		if (!gs_ring_sane(s->tx_head, tail, size)) {
-			br_app_reject(s->app,
-				      "socket %u tx ring counters are corrupt (head %llu, tail %llu)",
-				      s->id, (unsigned long long)s->tx_head,
-				      (unsigned long long)tail);
+			br_app_reject(
+				s->app,
+				"socket %u tx ring counters are corrupt (head %llu, tail %llu)",
+				s->id, (unsigned long long)s->tx_head,
+				(unsigned long long)tail);
 			return;
 		}
 		if (!len)
@@ -187,10 +187,11 @@ static int rx_sane(struct br_sock *s, uint64_t head)
 {
 	if (gs_ring_sane(head, s->rx_tail, s->app->ring_size))
 		return 1;
-	br_app_reject(s->app,
-		      "socket %u rx ring counters are corrupt (head %llu, tail %llu)",
-		      s->id, (unsigned long long)head,
-		      (unsigned long long)s->rx_tail);
+	br_app_reject(
+		s->app,
+		"socket %u rx ring counters are corrupt (head %llu, tail %llu)",
+		s->id, (unsigned long long)head,
+		(unsigned long long)s->rx_tail);
 	return 0;
 }
 
@@ -233,8 +234,8 @@ static void pump_rx(struct br_sock *s)
 
 		if (!space)
 			break;
-		iov[0].iov_base = rx_ring(s) +
-				  gs_ring_split(s->rx_tail, space, size, &first);
+		iov[0].iov_base = rx_ring(s) + gs_ring_split(s->rx_tail, space,
+							     size, &first);
 		iov[0].iov_len = first;
 		iov[1].iov_base = rx_ring(s);
 		iov[1].iov_len = space - first;
@@ -468,7 +469,8 @@ static int64_t cmd_bind(struct br_sock *s, const struct gs_cmd *c)
 		return -EINVAL;
 	if (s->domain == AF_UNIX) {
 		const struct sockaddr_un *un = (const void *)c->addr;
-		size_t plen = c->addrlen - offsetof(struct sockaddr_un, sun_path);
+		size_t plen =
+			c->addrlen - offsetof(struct sockaddr_un, sun_path);
 
 		/* gsockd's working directory is not the application's. */
 		if (plen == 0 || plen > sizeof(s->unix_path) ||
@@ -536,8 +538,8 @@ static int64_t cmd_accept(struct br_sock *s, uint32_t slot,
 		fd = s->acceptq[0];
 		memmove(s->acceptq, s->acceptq + 1,
 			--s->acceptq_len * sizeof(int));
-		__atomic_store_n(&arena_sock(s)->accept_pending,
-				 s->acceptq_len, __ATOMIC_RELEASE);
+		__atomic_store_n(&arena_sock(s)->accept_pending, s->acceptq_len,
+				 __ATOMIC_RELEASE);
 		accept_complete(s, slot, fd);
 		pump_accept(s);
 		return BR_LATER;

@@ -238,21 +238,21 @@ GSOCK_DEVICE struct gs_lsock *gs_lsock_of(struct gsock_dev gs, int fd)
  * what a byte costs.
  */
 #ifdef __CUDACC__
-#define GS_COPY_WORDS(T)                                                     \
-	do {                                                                 \
-		size_t lead = (sizeof(T) - (d & (sizeof(T) - 1))) &          \
-			      (sizeof(T) - 1);                               \
-		size_t words;                                                \
-		if (lead > n)                                                \
-			lead = n;                                            \
-		words = (n - lead) / sizeof(T);                              \
-		for (size_t k = tid; k < lead; k += nt)                      \
-			((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];     \
-		for (size_t k = tid; k < words; k += nt)                     \
-			((T *)(d + lead))[k] = ((const T *)(s + lead))[k];   \
-		for (size_t k = lead + words * sizeof(T) + tid; k < n;       \
-		     k += nt)                                                \
-			((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];     \
+#define GS_COPY_WORDS(T)                                                   \
+	do {                                                               \
+		size_t lead = (sizeof(T) - (d & (sizeof(T) - 1))) &        \
+			      (sizeof(T) - 1);                             \
+		size_t words;                                              \
+		if (lead > n)                                              \
+			lead = n;                                          \
+		words = (n - lead) / sizeof(T);                            \
+		for (size_t k = tid; k < lead; k += nt)                    \
+			((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];   \
+		for (size_t k = tid; k < words; k += nt)                   \
+			((T *)(d + lead))[k] = ((const T *)(s + lead))[k]; \
+		for (size_t k = lead + words * sizeof(T) + tid; k < n;     \
+		     k += nt)                                              \
+			((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];   \
 	} while (0)
 
 GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
@@ -278,9 +278,8 @@ GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
 #endif
 
 /* Copy between a ring (at counter pos) and a flat buffer, block-wide. */
-GSOCK_DEVICE void gs_ring_copy(struct gsock_dev gs, uint8_t *ring,
-			       uint64_t pos, uint8_t *buf, uint64_t n,
-			       int to_ring)
+GSOCK_DEVICE void gs_ring_copy(struct gsock_dev gs, uint8_t *ring, uint64_t pos,
+			       uint8_t *buf, uint64_t n, int to_ring)
 {
 	uint64_t first;
 	uint32_t off = gs_ring_split(pos, n, gs.ring_size, &first);
@@ -400,8 +399,8 @@ GSOCK_DEVICE long gs_new_fd(struct gsock_dev gs, long fd, uint32_t flags)
 GSOCK_DEVICE int gsocket(struct gsock_dev gs, int domain, int type,
 			 int protocol)
 {
-	long fd = gs_command(gs, GS_OP_SOCKET, -1, domain, type, protocol, 0,
-			     0, 0, 0);
+	long fd = gs_command(gs, GS_OP_SOCKET, -1, domain, type, protocol, 0, 0,
+			     0, 0);
 
 	return (int)gs_new_fd(gs, fd,
 			      (type & SOCK_NONBLOCK) ? GS_LS_NONBLOCK : 0);
@@ -415,8 +414,7 @@ GSOCK_DEVICE int gbind(struct gsock_dev gs, int fd, const struct sockaddr *addr,
 
 GSOCK_DEVICE int glisten(struct gsock_dev gs, int fd, int backlog)
 {
-	return (int)gs_command(gs, GS_OP_LISTEN, fd, backlog, 0, 0, 0, 0, 0,
-			       0);
+	return (int)gs_command(gs, GS_OP_LISTEN, fd, backlog, 0, 0, 0, 0, 0, 0);
 }
 
 GSOCK_DEVICE int gs_accept(struct gsock_dev gs, int fd, struct sockaddr *addr,
@@ -440,8 +438,8 @@ GSOCK_DEVICE int gaccept(struct gsock_dev gs, int fd, struct sockaddr *addr,
 }
 
 /* Never waits: -EAGAIN when no connection is pending. */
-GSOCK_DEVICE int gaccept_nb(struct gsock_dev gs, int fd,
-			    struct sockaddr *addr, socklen_t *len)
+GSOCK_DEVICE int gaccept_nb(struct gsock_dev gs, int fd, struct sockaddr *addr,
+			    socklen_t *len)
 {
 	return gs_accept(gs, fd, addr, len, 1);
 }
@@ -502,8 +500,8 @@ GSOCK_DEVICE int ggetpeername(struct gsock_dev gs, int fd,
  * SOL_SOCKET, IPPROTO_TCP and IPPROTO_IPV6 options the bridge allows are
  * set on the real socket.
  */
-GSOCK_DEVICE int gsetsockopt(struct gsock_dev gs, int fd, int level,
-			     int name, const void *val, socklen_t len)
+GSOCK_DEVICE int gsetsockopt(struct gsock_dev gs, int fd, int level, int name,
+			     const void *val, socklen_t len)
 {
 	struct gs_lsock *ls = gs_lsock_of(gs, fd);
 	int v;
@@ -553,8 +551,8 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 		if (n <= 0)
 			return done ? (long)done : n;
 		head = (uint64_t)gs_bcast((long)head);
-		gs_ring_copy(gs, gs_rx_ring(gs, fd), head, (uint8_t *)buf + done,
-			     (uint64_t)n, 0);
+		gs_ring_copy(gs, gs_rx_ring(gs, fd), head,
+			     (uint8_t *)buf + done, (uint64_t)n, 0);
 		gs_sync();
 		if (gs_tid() == 0 &&
 		    gs_rx_consume_t0(gs, fd, ls, (uint64_t)n, (uint64_t)avail))
@@ -632,7 +630,8 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 
 		if (gs_tid() == 0) {
 			tail = ls->tx_tail;
-			n = gs_tx_wait_t0(gs, fd, ls, (flags & MSG_DONTWAIT) != 0);
+			n = gs_tx_wait_t0(gs, fd, ls,
+					  (flags & MSG_DONTWAIT) != 0);
 			if (n > (long)(len - done))
 				n = (long)(len - done);
 		}

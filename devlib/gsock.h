@@ -19,7 +19,8 @@ struct gsock_ctx;
 
 /* Geometry and where gsockd is; zero fields take the defaults. */
 struct gsock_opts {
-	const char *control; /* control socket; default $GSOCK_CONTROL, then per-user */
+	const char *
+		control; /* control socket; default $GSOCK_CONTROL, then per-user */
 	uint32_t nslots; /* blocks that may run g-calls at once (256) */
 	uint32_t nsocks; /* sockets open at once (128) */
 	uint32_t ring_size; /* bytes per rx and per tx ring, power of two (64 KiB) */

@@ -18,12 +18,13 @@
 #define GSOCK_DEVICE __device__ __forceinline__ static
 #define GSOCK_HD __host__ __device__ __forceinline__ static
 #define GS_SHARED __shared__
-#define GSOCK_KERNEL(name, gs, arg)                                         \
+#define GSOCK_KERNEL(name, gs, arg) \
 	extern "C" __global__ void name(struct gsock_dev gs, void *arg)
 
 GSOCK_DEVICE unsigned gs_tid(void)
 {
-	return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+	return threadIdx.x +
+	       blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
 
 GSOCK_DEVICE unsigned gs_bdim(void)
@@ -54,7 +55,10 @@ GSOCK_DEVICE uint64_t gs_ld64(const uint64_t *p)
 {
 	uint64_t v;
 
-	asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	asm volatile("ld.acquire.sys.u64 %0, [%1];"
+		     : "=l"(v)
+		     : "l"(p)
+		     : "memory");
 	return v;
 }
 
@@ -62,7 +66,10 @@ GSOCK_DEVICE uint32_t gs_ld32(const uint32_t *p)
 {
 	uint32_t v;
 
-	asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	asm volatile("ld.acquire.sys.u32 %0, [%1];"
+		     : "=r"(v)
+		     : "l"(p)
+		     : "memory");
 	return v;
 }
 
@@ -86,7 +93,10 @@ GSOCK_DEVICE void gs_st32(uint32_t *p, uint32_t v)
 /* Store an arena word after this thread's earlier stores (release). */
 GSOCK_DEVICE void gs_st_release64(uint64_t *p, uint64_t v)
 {
-	asm volatile("st.release.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+	asm volatile("st.release.sys.u64 [%0], %1;"
+		     :
+		     : "l"(p), "l"(v)
+		     : "memory");
 }
 
 /*

@@ -69,7 +69,8 @@ struct gsock_ctx {
 	struct gs_launch *launches;
 #ifdef GSOCK_USE_CUDA
 	int device;
-	cudaStream_t world_stream; /* copies world to the device while kernels run */
+	cudaStream_t
+		world_stream; /* copies world to the device while kernels run */
 #endif
 };
 
@@ -167,9 +168,11 @@ static void *gs_watch(void *p)
 				return NULL;
 		}
 		if (pfd[0].revents) {
-			ssize_t n = recv(ctx->ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
+			ssize_t n = recv(ctx->ctl_fd, buf, sizeof(buf),
+					 MSG_DONTWAIT);
 
-			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			if (n == 0 ||
+			    (n < 0 && errno != EAGAIN && errno != EINTR))
 				break;
 		}
 	}
@@ -177,8 +180,7 @@ static void *gs_watch(void *p)
 	return NULL;
 }
 
-static int gs_connect_control(const struct gsock_opts *o, char *err,
-			      size_t len)
+static int gs_connect_control(const struct gsock_opts *o, char *err, size_t len)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *path = o->control ? o->control : getenv("GSOCK_CONTROL");
@@ -218,7 +220,8 @@ static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
 	struct gs_ctl_reply reply;
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { &hello, sizeof(hello) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
 			      .msg_control = cbuf,
 			      .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
@@ -235,7 +238,8 @@ static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
 	}
 	n = recv(ctx->ctl_fd, &reply, sizeof(reply), 0);
 	if (n != (ssize_t)sizeof(reply) || reply.magic != GS_CTL_MAGIC) {
-		say(err, len, "gsockd closed the control socket without a reply");
+		say(err, len,
+		    "gsockd closed the control socket without a reply");
 		return -1;
 	}
 	if (reply.status) {
@@ -276,7 +280,8 @@ static int gs_device_map(struct gsock_ctx *ctx, char *err, size_t len)
 	e = cudaGetDevice(&ctx->device);
 	if (e != cudaSuccess)
 		goto err_cuda;
-	e = cudaStreamCreateWithFlags(&ctx->world_stream, cudaStreamNonBlocking);
+	e = cudaStreamCreateWithFlags(&ctx->world_stream,
+				      cudaStreamNonBlocking);
 	if (e != cudaSuccess)
 		goto err_cuda;
 	e = cudaMalloc((void **)&ctx->local, gs_local_size(ctx));
@@ -317,7 +322,8 @@ static int gs_arena_create(struct gsock_ctx *ctx, const struct gsock_opts *o,
 		    GS_MIN_RING, GS_MAX_RING);
 		return -1;
 	}
-	ctx->memfd = memfd_create("gsock-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ctx->memfd =
+		memfd_create("gsock-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	/* Sealed, so gsockd knows the pages it maps cannot vanish under it. */
 	if (ctx->memfd < 0 || ftruncate(ctx->memfd, ctx->layout.size) < 0 ||
 	    fcntl(ctx->memfd, F_ADD_SEALS,

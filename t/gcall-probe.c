@@ -22,7 +22,8 @@ int main(int argc, char **argv)
 	char err[512];
 	int status = 0;
 
-	if (argc != 3 || (strcmp(argv[1], "recv") && strcmp(argv[1], "errors"))) {
+	if (argc != 3 ||
+	    (strcmp(argv[1], "recv") && strcmp(argv[1], "errors"))) {
 		fprintf(stderr, "usage: gcall-probe recv|errors ADDR\n");
 		return EX_USAGE;
 	}

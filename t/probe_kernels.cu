@@ -56,16 +56,20 @@ GSOCK_DEVICE void probe_errors(struct gsock_dev gs, struct probe_args *a)
 	put(a, "socket", fd >= 0 ? 0 : fd);
 	put(a, "recv-unconnected", grecv(gs, fd, a->buf, 1, 0));
 	put(a, "send-unconnected", gsend(gs, fd, a->buf, 1, 0));
-	put(a, "sockopt-unknown", gsetsockopt(gs, fd, SOL_SOCKET, SO_DEBUG, &one, sizeof(one)));
-	put(a, "sockopt-nodelay", gsetsockopt(gs, fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
+	put(a, "sockopt-unknown",
+	    gsetsockopt(gs, fd, SOL_SOCKET, SO_DEBUG, &one, sizeof(one)));
+	put(a, "sockopt-nodelay",
+	    gsetsockopt(gs, fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
 	put(a, "shutdown-badhow", gshutdown(gs, fd, 7));
 	memset(&priv, 0, sizeof(priv));
 	priv.sin_family = AF_INET;
 	priv.sin_port = gs_htons(1);
 	priv.sin_addr.s_addr = gs_htonl(INADDR_LOOPBACK);
-	put(a, "bind-privileged", gbind(gs, fd, (struct sockaddr *)&priv, sizeof(priv)));
+	put(a, "bind-privileged",
+	    gbind(gs, fd, (struct sockaddr *)&priv, sizeof(priv)));
 	put(a, "bind-short", gbind(gs, fd, (struct sockaddr *)&priv, 4));
-	put(a, "connect-refused", gconnect(gs, fd, (struct sockaddr *)&a->addr, a->addrlen));
+	put(a, "connect-refused",
+	    gconnect(gs, fd, (struct sockaddr *)&a->addr, a->addrlen));
 	gclose(gs, fd);
 	lfd = gsocket(gs, AF_INET, SOCK_STREAM, 0);
 	priv.sin_port = 0;

@@ -78,18 +78,21 @@ int main(void)
 	off = gs_ring_split(size - 10, 30, size, &first);
 	ok(off == size - 10 && first == 10, "wrap-around splits at the end");
 	off = gs_ring_split(3 * size + 7, 30, size, &first);
-	ok(off == 7 && first == 30, "no split when the bytes fit before the end");
+	ok(off == 7 && first == 30,
+	   "no split when the bytes fit before the end");
 	off = gs_ring_split(2 * size, size, size, &first);
 	ok(off == 0 && first == size, "a full ring from offset 0 is one piece");
 	ok(gs_ring_used(near, near + 200) == 200,
 	   "counters across 2^64: used is tail - head");
 	ok(gs_ring_free(near, near + 200, size) == size - 200,
 	   "counters across 2^64: free");
-	ok(gs_ring_sane(UINT64_MAX, 3, size) && gs_ring_used(UINT64_MAX, 3) == 4,
+	ok(gs_ring_sane(UINT64_MAX, 3, size) &&
+		   gs_ring_used(UINT64_MAX, 3) == 4,
 	   "tail wrapped to 3, head at 2^64-1: four bytes");
 	off = gs_ring_split(UINT64_MAX - 1, 4, size, &first);
 	ok(off == size - 2 && first == 2, "split at the 2^64 boundary");
-	ok(stream_through(0, size, 1 << 20, 1), "1 MiB through a 4 KiB ring intact");
+	ok(stream_through(0, size, 1 << 20, 1),
+	   "1 MiB through a 4 KiB ring intact");
 	ok(stream_through(UINT64_MAX - 50000, size, 1 << 20, 2),
 	   "1 MiB across the 2^64 wrap intact");
 	ok(stream_through(UINT64_MAX - 3, 65536, 3 << 20, 3),

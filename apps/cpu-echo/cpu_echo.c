@@ -123,7 +123,8 @@ static void *loop(void *arg)
 				continue;
 			}
 			c->fd = fd;
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+				   sizeof(one));
 			ev.events = EPOLLIN;
 			ev.data.ptr = c;
 			epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
@@ -138,11 +139,18 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "H:p:t:h")) != -1) {
 		switch (opt) {
-		case 'H': host = optarg; break;
-		case 'p': port = optarg; break;
-		case 't': threads = atoi(optarg); break;
+		case 'H':
+			host = optarg;
+			break;
+		case 'p':
+			port = optarg;
+			break;
+		case 't':
+			threads = atoi(optarg);
+			break;
 		default:
-			fprintf(stderr, "usage: cpu-echo-server [-H host] [-p port] [-t threads]\n");
+			fprintf(stderr,
+				"usage: cpu-echo-server [-H host] [-p port] [-t threads]\n");
 			return opt == 'h' ? 0 : EX_USAGE;
 		}
 	}
@@ -154,7 +162,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < threads; i++) {
 		fds[i] = listener();
 		if (fds[i] < 0) {
-			fprintf(stderr, "cpu-echo-server: cannot listen on %s:%s: %s\n",
+			fprintf(stderr,
+				"cpu-echo-server: cannot listen on %s:%s: %s\n",
 				host, port, strerror(errno));
 			return EX_UNAVAILABLE;
 		}

@@ -52,13 +52,13 @@ int echo_parse_addr(const char *spec, struct sockaddr_storage *ss,
 	return 0;
 }
 
-void echo_format_addr(const struct sockaddr_storage *ss, char *buf,
-		      size_t len)
+void echo_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
 
 	if (ss->ss_family == AF_UNIX) {
-		snprintf(buf, len, "%s", ((const struct sockaddr_un *)ss)->sun_path);
+		snprintf(buf, len, "%s",
+			 ((const struct sockaddr_un *)ss)->sun_path);
 	} else if (ss->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *a = (const void *)ss;
 

@@ -74,16 +74,33 @@ int main(int argc, char **argv)
 	char err[512];
 	int opt, r, status = 0, failed = 0;
 
-	while ((opt = getopt_long(argc, argv, "n:i:b:t:S:s:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "n:i:b:t:S:s:h", opts, NULL)) !=
+	       -1) {
 		switch (opt) {
-		case 'n': size = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'i': iters = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'b': blocks = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 't': threads = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'S': seed = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 's': go.control = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return EX_USAGE;
+		case 'n':
+			size = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'i':
+			iters = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'b':
+			blocks = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 't':
+			threads = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'S':
+			seed = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			go.control = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EX_USAGE;
 		}
 	}
 	if (optind != argc - 1 || !size || !iters || !blocks || !threads ||
@@ -122,7 +139,8 @@ int main(int argc, char **argv)
 	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	r = gsock_launch(ctx, (const void *)echo_client_kernel, blocks, threads, a);
+	r = gsock_launch(ctx, (const void *)echo_client_kernel, blocks, threads,
+			 a);
 	if (r) {
 		fprintf(stderr, "gsock-echo-client: cannot launch: %d\n", r);
 		status = EX_SOFTWARE;
@@ -133,8 +151,10 @@ int main(int argc, char **argv)
 		int64_t e = a->result[b].error;
 
 		if (e == ECHO_MISMATCH)
-			fprintf(stderr, "gsock-echo-client: block %u: echoed data differs at byte %llu\n",
-				b, (unsigned long long)a->result[b].mismatch_at);
+			fprintf(stderr,
+				"gsock-echo-client: block %u: echoed data differs at byte %llu\n",
+				b,
+				(unsigned long long)a->result[b].mismatch_at);
 		else if (e)
 			fprintf(stderr, "gsock-echo-client: block %u: %s\n", b,
 				strerror((int)-e));
@@ -148,7 +168,8 @@ int main(int argc, char **argv)
 		qsort(a->rtt_ns, nrtt, sizeof(uint64_t), cmp_u64);
 		printf("gsock-echo-client: ok: %u blocks x %u round trips of %u B, bytes intact (%s backend); rtt us p50 %.1f p99 %.1f max %.1f\n",
 		       blocks, iters, size, gsock_backend(),
-		       pct_us(a->rtt_ns, nrtt, 0.5), pct_us(a->rtt_ns, nrtt, 0.99),
+		       pct_us(a->rtt_ns, nrtt, 0.5),
+		       pct_us(a->rtt_ns, nrtt, 0.99),
 		       pct_us(a->rtt_ns, nrtt, 1.0));
 	}
 out_free:

@@ -56,8 +56,7 @@ struct echo_client_args {
 int echo_parse_addr(const char *spec, struct sockaddr_storage *ss,
 		    uint32_t *len);
 /* Write ss as text, as echo_parse_addr reads it. */
-void echo_format_addr(const struct sockaddr_storage *ss, char *buf,
-		      size_t len);
+void echo_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len);
 
 #ifdef __cplusplus
 extern "C" {

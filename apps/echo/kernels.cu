@@ -38,7 +38,8 @@ GSOCK_DEVICE int open_listener(struct gsock_dev gs, struct echo_server_args *a)
 	if (fd < 0)
 		return fd;
 	if (family != AF_UNIX)
-		gsetsockopt(gs, fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		gsetsockopt(gs, fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			    sizeof(one));
 	r = gbind(gs, fd, (struct sockaddr *)&a->addr, a->addrlen);
 	if (r == 0)
 		r = glisten(gs, fd, 1024);
@@ -131,7 +132,8 @@ GSOCK_DEVICE long round_trip(struct gsock_dev gs, int fd, const uint8_t *sbuf,
 		long n = 0, m = 0;
 
 		if (sent < size) {
-			n = gsend(gs, fd, sbuf + sent, size - sent, MSG_DONTWAIT);
+			n = gsend(gs, fd, sbuf + sent, size - sent,
+				  MSG_DONTWAIT);
 			if (n < 0 && n != -EAGAIN)
 				return n;
 			if (n > 0)
@@ -150,7 +152,8 @@ GSOCK_DEVICE long round_trip(struct gsock_dev gs, int fd, const uint8_t *sbuf,
 		if (n <= 0 && m <= 0) {
 			if (gs_tid() == 0) {
 				pfd.fd = fd;
-				pfd.events = POLLIN | (sent < size ? POLLOUT : 0);
+				pfd.events = POLLIN |
+					     (sent < size ? POLLOUT : 0);
 			}
 			gs_sync();
 			n = gpoll(gs, &pfd, 1, 1000);
@@ -191,7 +194,8 @@ GSOCK_KERNEL(echo_client_kernel, gs, arg)
 		r = round_trip(gs, fd, sbuf, rbuf, a->size);
 		if (gs_tid() == 0)
 			a->rtt_ns[(size_t)b * a->iters + i] = gs_now_ns() - t0;
-		for (uint64_t k = gs_tid(); r == 0 && k < a->size; k += gs_bdim())
+		for (uint64_t k = gs_tid(); r == 0 && k < a->size;
+		     k += gs_bdim())
 			if (rbuf[k] != sbuf[k] && k < bad)
 				bad = k; /* a race between threads only picks among wrong bytes */
 		gs_sync();

@@ -69,19 +69,35 @@ int main(int argc, char **argv)
 	char err[512], where[160];
 	int opt, r, status = 0;
 
-	while ((opt = getopt_long(argc, argv, "l:b:t:B:s:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "l:b:t:B:s:h", opts, NULL)) !=
+	       -1) {
 		switch (opt) {
-		case 'l': listen_at = optarg; break;
-		case 'b': blocks = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 't': threads = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'B': bufsize = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 's': go.control = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return EX_USAGE;
+		case 'l':
+			listen_at = optarg;
+			break;
+		case 'b':
+			blocks = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 't':
+			threads = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'B':
+			bufsize = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			go.control = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EX_USAGE;
 		}
 	}
 	if (!blocks || !threads || threads > 1024 || !bufsize) {
-		fprintf(stderr, "gsock-echo-server: blocks, threads (1..1024) and buffer must be positive\n");
+		fprintf(stderr,
+			"gsock-echo-server: blocks, threads (1..1024) and buffer must be positive\n");
 		return EX_USAGE;
 	}
 	if (!strcmp(gsock_backend(), "host"))
@@ -95,7 +111,8 @@ int main(int argc, char **argv)
 	}
 	a = gsock_alloc(ctx, sizeof(*a));
 	if (!a || echo_parse_addr(listen_at, &a->addr, &a->addrlen)) {
-		fprintf(stderr, "gsock-echo-server: cannot use listen address %s\n",
+		fprintf(stderr,
+			"gsock-echo-server: cannot use listen address %s\n",
 			listen_at);
 		status = EX_USAGE;
 		goto out_fini;
@@ -104,16 +121,19 @@ int main(int argc, char **argv)
 	a->bufs = gsock_dev_alloc(ctx, (size_t)blocks * bufsize);
 	a->stats = gsock_alloc(ctx, blocks * sizeof(*a->stats));
 	if (!a->bufs || !a->stats) {
-		fprintf(stderr, "gsock-echo-server: out of memory for %u buffers\n",
+		fprintf(stderr,
+			"gsock-echo-server: out of memory for %u buffers\n",
 			blocks);
 		status = EX_OSERR;
 		goto out_fini;
 	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	r = gsock_launch(ctx, (const void *)echo_server_kernel, blocks, threads, a);
+	r = gsock_launch(ctx, (const void *)echo_server_kernel, blocks, threads,
+			 a);
 	if (r) {
-		fprintf(stderr, "gsock-echo-server: cannot launch %u blocks: %s\n",
+		fprintf(stderr,
+			"gsock-echo-server: cannot launch %u blocks: %s\n",
 			blocks, strerror(-r));
 		status = EX_SOFTWARE;
 		goto out_fini;
@@ -135,11 +155,13 @@ int main(int argc, char **argv)
 		conns += a->stats[b].conns;
 		bytes += a->stats[b].bytes;
 		if (a->stats[b].last_error)
-			fprintf(stderr, "gsock-echo-server: block %u: a connection ended with %s\n",
+			fprintf(stderr,
+				"gsock-echo-server: block %u: a connection ended with %s\n",
 				b, strerror((int)-a->stats[b].last_error));
 	}
 	if (gsock_bridge_gone(ctx)) {
-		fprintf(stderr, "gsock-echo-server: gsockd went away; exiting\n");
+		fprintf(stderr,
+			"gsock-echo-server: gsockd went away; exiting\n");
 		status = EX_UNAVAILABLE;
 	}
 	printf("gsock-echo-server: served %llu connections, %llu bytes\n",
