@@ -111,6 +111,20 @@ GSOCK_DEVICE int gs_world_error(struct gsock_dev gs)
 	return 0;
 }
 
+/*
+ * Thread 0, once per turn of a wait loop: the error that ends the wait,
+ * or 0 after backing off (turn counts the turns).
+ */
+GSOCK_DEVICE int gs_wait_turn(struct gsock_dev gs, unsigned *turn)
+{
+	int err = gs_world_error(gs);
+
+	if (err)
+		return err;
+	gs_relax((*turn)++);
+	return 0;
+}
+
 /* Tell the bridge that `what` (socket id, or GS_DB_CMD | slot) changed. */
 GSOCK_DEVICE int gs_ring_doorbell(struct gsock_dev gs, uint32_t what)
 {
@@ -124,10 +138,9 @@ GSOCK_DEVICE int gs_ring_doorbell(struct gsock_dev gs, uint32_t what)
 		gs.local->db_head_seen = gs_ld64(&gs.arena->db_head);
 		if (t - gs.local->db_head_seen < gs.db_size)
 			break;
-		err = gs_world_error(gs);
+		err = gs_wait_turn(gs, &i);
 		if (err)
 			return err;
-		gs_relax(i++);
 	}
 	/* Callers published what changed before; release orders it first. */
 	gs_st_release64(&gs.db[t & (gs.db_size - 1)],
@@ -168,10 +181,9 @@ GSOCK_DEVICE long gs_command_t0(struct gsock_dev gs, uint32_t op, int fd,
 	if (err)
 		return err;
 	while (gs_ld64(&c->done_seq) != seq) {
-		err = gs_world_error(gs);
+		err = gs_wait_turn(gs, &i);
 		if (err)
 			return err;
-		gs_relax(i++);
 	}
 	return (long)c->result;
 }
@@ -354,10 +366,9 @@ GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
 		}
 		if (dontwait || (ls->flags & GS_LS_NONBLOCK))
 			return -EAGAIN;
-		err = gs_world_error(gs);
+		err = gs_wait_turn(gs, &i);
 		if (err)
 			return err;
-		gs_relax(i++);
 		avail = gs_rx_refresh_t0(s, ls);
 	}
 }
@@ -605,10 +616,9 @@ GSOCK_DEVICE long gs_tx_wait_t0(struct gsock_dev gs, int fd,
 			return (long)(gs.ring_size - used);
 		if (dontwait || (ls->flags & GS_LS_NONBLOCK))
 			return -EAGAIN;
-		err = gs_world_error(gs);
+		err = gs_wait_turn(gs, &i);
 		if (err)
 			return err;
-		gs_relax(i++);
 	}
 }
 
@@ -712,10 +722,9 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 			if (timeout_us > 0 &&
 			    gs_now_ns() - start >= (uint64_t)timeout_us * 1000)
 				break;
-			r = gs_world_error(gs);
+			r = gs_wait_turn(gs, &i);
 			if (r)
 				break;
-			gs_relax(i++);
 		}
 	}
 	return (int)gs_bcast(r);

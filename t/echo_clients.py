@@ -25,9 +25,12 @@ def connect(port):
     return s
 
 
-def round_trip(port, payload):
-    """Send payload and read it back concurrently; return what came back."""
+def round_trip(port, payload, barrier=None):
+    """Send payload and read it back concurrently; return what came back.
+    With a barrier, wait on it once connected so connections overlap."""
     s = connect(port)
+    if barrier:
+        barrier.wait(60)
     got = bytearray()
 
     def reader():
@@ -67,22 +70,7 @@ def concurrent(port, count, seed):
 
     def one(i):
         payload = rng_bytes(seed, i, lens[i])
-        s = connect(port)
-        barrier.wait(60)  # all connections open at once
-        got = bytearray()
-
-        def reader():
-            while len(got) < len(payload):
-                chunk = s.recv(1 << 20)
-                if not chunk:
-                    break
-                got.extend(chunk)
-        t = threading.Thread(target=reader)
-        t.start()
-        s.sendall(payload)
-        t.join(60)
-        s.close()
-        results[i] = bytes(got) == payload
+        results[i] = round_trip(port, payload, barrier) == payload
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(lens))]
     for t in threads:

@@ -20,12 +20,6 @@
 
 static struct gsock_ctx *ctx;
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	gsock_stop(ctx);
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -67,11 +61,9 @@ int main(int argc, char **argv)
 	};
 	unsigned blocks = 1, threads = 256, size = 64, iters = 1000;
 	unsigned seed = (unsigned)time(NULL);
-	struct sigaction sa = { .sa_handler = on_signal };
 	struct gsock_opts go = { 0 };
 	struct echo_client_args *a;
 	size_t nrtt;
-	char err[512];
 	int opt, r, status = 0, failed = 0;
 
 	while ((opt = getopt_long(argc, argv, "n:i:b:t:S:s:h", opts, NULL)) !=
@@ -108,15 +100,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EX_USAGE;
 	}
-	if (!strcmp(gsock_backend(), "host"))
-		threads = 1;
 	go.nslots = blocks;
 	go.nsocks = blocks + 4;
-	ctx = gsock_init(&go, err, sizeof(err));
-	if (!ctx) {
-		fprintf(stderr, "gsock-echo-client: %s\n", err);
+	ctx = echo_start("gsock-echo-client", &go, &threads);
+	if (!ctx)
 		return EX_UNAVAILABLE;
-	}
 	nrtt = (size_t)blocks * iters;
 	a = gsock_alloc(ctx, sizeof(*a));
 	if (!a || echo_parse_addr(argv[optind], &a->addr, &a->addrlen)) {
@@ -137,8 +125,6 @@ int main(int argc, char **argv)
 		status = EX_OSERR;
 		goto out_free;
 	}
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	r = gsock_launch(ctx, (const void *)echo_client_kernel, blocks, threads,
 			 a);
 	if (r) {

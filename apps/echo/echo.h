@@ -58,6 +58,15 @@ int echo_parse_addr(const char *spec, struct sockaddr_storage *ss,
 /* Write ss as text, as echo_parse_addr reads it. */
 void echo_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len);
 
+struct gsock_ctx;
+struct gsock_opts;
+/*
+ * Register with gsockd (saying why on stderr if that fails), make SIGINT
+ * and SIGTERM stop the kernels, and set *threads to 1 on the host backend.
+ */
+struct gsock_ctx *echo_start(const char *prog, const struct gsock_opts *go,
+			     unsigned *threads);
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -21,10 +21,9 @@ GSOCK_DEVICE int32_t wait_ready_t0(struct gsock_dev gs,
 
 		if (r)
 			return r;
-		r = gs_world_error(gs);
+		r = gs_wait_turn(gs, &i);
 		if (r)
 			return r;
-		gs_relax(i++);
 	}
 }
 

@@ -21,12 +21,6 @@
 
 static struct gsock_ctx *ctx;
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	gsock_stop(ctx);
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -64,9 +58,8 @@ int main(int argc, char **argv)
 	unsigned blocks = 16, threads = 256, bufsize = 65536;
 	struct gsock_opts go = { 0 };
 	struct echo_server_args *a;
-	struct sigaction sa = { .sa_handler = on_signal };
 	uint64_t conns = 0, bytes = 0;
-	char err[512], where[160];
+	char where[160];
 	int opt, r, status = 0;
 
 	while ((opt = getopt_long(argc, argv, "l:b:t:B:s:h", opts, NULL)) !=
@@ -100,15 +93,11 @@ int main(int argc, char **argv)
 			"gsock-echo-server: blocks, threads (1..1024) and buffer must be positive\n");
 		return EX_USAGE;
 	}
-	if (!strcmp(gsock_backend(), "host"))
-		threads = 1;
 	go.nslots = blocks;
 	go.nsocks = blocks + 8;
-	ctx = gsock_init(&go, err, sizeof(err));
-	if (!ctx) {
-		fprintf(stderr, "gsock-echo-server: %s\n", err);
+	ctx = echo_start("gsock-echo-server", &go, &threads);
+	if (!ctx)
 		return EX_UNAVAILABLE;
-	}
 	a = gsock_alloc(ctx, sizeof(*a));
 	if (!a || echo_parse_addr(listen_at, &a->addr, &a->addrlen)) {
 		fprintf(stderr,
@@ -127,8 +116,6 @@ int main(int argc, char **argv)
 		status = EX_OSERR;
 		goto out_fini;
 	}
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	r = gsock_launch(ctx, (const void *)echo_server_kernel, blocks, threads,
 			 a);
 	if (r) {

@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Address text for the echo programs, resolved with getaddrinfo. */
+/*
+ * What the echo programs' host sides share: address text (resolved with
+ * getaddrinfo) and start-up (libgsock, signals).
+ */
 #include <config.h>
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
 
 #include "echo.h"
+#include "gsock.h"
 
 int echo_parse_addr(const char *spec, struct sockaddr_storage *ss,
 		    uint32_t *len)
@@ -70,4 +75,30 @@ void echo_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
 		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
 		snprintf(buf, len, "%s:%u", ip, ntohs(a->sin_port));
 	}
+}
+
+static struct gsock_ctx *echo_ctx;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	gsock_stop(echo_ctx);
+}
+
+struct gsock_ctx *echo_start(const char *prog, const struct gsock_opts *go,
+			     unsigned *threads)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	char err[512];
+
+	echo_ctx = gsock_init(go, err, sizeof(err));
+	if (!echo_ctx) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return NULL;
+	}
+	if (!strcmp(gsock_backend(), "host"))
+		*threads = 1; /* a block is one host thread */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	return echo_ctx;
 }
