@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,16 +196,17 @@ static void app_free(struct br_app *a)
 	free(a);
 }
 
-/* A new control connection: check who it is, take its arena, reply. */
+/*
+ * A new control connection: check who it is and wait (in epoll, never
+ * blocking the loop) for its hello.
+ */
 void br_app_accept(int ctl_listen_fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
-	struct gs_ctl_hello hello;
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
 	struct br_app *a;
-	char why[200];
-	int fd, memfd;
+	int fd;
 
 	fd = accept4(ctl_listen_fd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0) {
@@ -220,62 +220,69 @@ void br_app_accept(int ctl_listen_fd)
 		br_warn("refusing control connection from uid %d (pid %d): gsockd serves uid %d only",
 			(int)cred.uid, (int)cred.pid, (int)br.uid);
 		reply(fd, -EACCES, "gsockd serves another user");
-		close(fd);
-		return;
+		goto err_close;
 	}
 	if (br.napps >= (uint32_t)br.conf.max_apps) {
 		br_warn("refusing application pid %d: %ld applications registered already (max_apps)",
 			(int)cred.pid, br.conf.max_apps);
 		reply(fd, -EUSERS, "too many applications (max_apps is %ld)",
 		      br.conf.max_apps);
-		close(fd);
-		return;
+		goto err_close;
 	}
-	/* libgsock sends its hello right after connecting; wait 1 s at most. */
-	if (poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 1000) <=
-	    0) {
-		br_warn("rejecting application pid %d: no hello within 1 s",
-			(int)cred.pid);
-		close(fd);
-		return;
-	}
-	memfd = recv_hello(fd, &hello, why, sizeof(why));
 	a = calloc(1, sizeof(*a));
-	if (memfd < 0 || !a)
-		goto err_reject;
+	if (!a) {
+		br_warn("refusing application pid %d: out of memory",
+			(int)cred.pid);
+		goto err_close;
+	}
 	a->ev.kind = BR_EV_APP;
 	a->ctl_fd = fd;
 	a->pid = cred.pid;
 	a->uid = cred.uid;
+	a->pending = true;
+	ev.data.ptr = &a->ev;
+	if (epoll_ctl(br.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		br_warn("refusing application pid %d: epoll: %s",
+			(int)cred.pid, strerror(errno));
+		free(a);
+		goto err_close;
+	}
+	a->next = br.apps;
+	br.apps = a;
+	br.napps++;
+	return;
+err_close:
+	close(fd);
+}
+
+/* The first message of a pending application: its arena. */
+static void app_hello(struct br_app *a)
+{
+	struct gs_ctl_hello hello;
+	char why[200];
+	int memfd;
+
+	memfd = recv_hello(a->ctl_fd, &hello, why, sizeof(why));
+	if (memfd < 0)
+		goto err_reject;
 	if (map_arena(a, memfd, hello.arena_size, why, sizeof(why)))
 		goto err_reject;
 	if (app_tables(a)) {
 		snprintf(why, sizeof(why), "out of memory");
 		goto err_reject;
 	}
-	ev.data.ptr = &a->ev;
-	if (epoll_ctl(br.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		snprintf(why, sizeof(why), "epoll: %s", strerror(errno));
-		goto err_reject;
-	}
 	close(memfd);
-	reply(fd, 0, "ok");
-	a->next = br.apps;
-	br.apps = a;
-	br.napps++;
+	reply(a->ctl_fd, 0, "ok");
+	a->pending = false;
 	br_info("application pid %d registered: %u slots, %u sockets, %u-byte rings",
 		(int)a->pid, a->nslots, a->nsocks, a->ring_size);
 	return;
 err_reject:
-	br_warn("rejecting application pid %d: %s", (int)cred.pid, why);
-	reply(fd, -EINVAL, "%s", why);
+	br_warn("rejecting application pid %d: %s", (int)a->pid, why);
+	reply(a->ctl_fd, -EINVAL, "%s", why);
 	if (memfd >= 0)
 		close(memfd);
-	if (a) {
-		a->ctl_fd = -1;
-		app_free(a);
-	}
-	close(fd);
+	a->dead = true;
 }
 
 void br_app_reject(struct br_app *a, const char *fmt, ...)
@@ -298,6 +305,12 @@ void br_app_event(struct br_app *a, uint32_t events)
 	char buf[64];
 	ssize_t n;
 
+	if (a->dead)
+		return;
+	if (a->pending) {
+		app_hello(a);
+		return;
+	}
 	if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) {
 		br_info("application pid %d is gone; freeing its sockets",
 			(int)a->pid);
@@ -370,6 +383,8 @@ int br_app_poll(struct br_app *a)
 	uint32_t mask = a->db_size - 1;
 	int n = 0;
 
+	if (a->pending)
+		return 0;
 	while (n < DB_BUDGET && !a->dead) {
 		uint64_t cell = __atomic_load_n(&a->db[a->db_head & mask],
 						__ATOMIC_ACQUIRE);

@@ -75,6 +75,7 @@ struct br_app {
 	int ctl_fd;
 	pid_t pid;
 	uid_t uid;
+	bool pending; /* connected, its hello (and arena) not yet received */
 	bool dead; /* rejected or gone: br_reap() frees it */
 	uint8_t *base; /* the arena, mapped */
 	uint64_t size;

@@ -147,6 +147,15 @@ def main(path, echo_port):
     a = Arena()
     refused(path, "size-mismatch", hello_bytes(a.size + 4096), [a.fd])
 
+    # A connection that never says hello must not hold gsockd up.
+    silent = connect(path)
+    t0 = time.time()
+    a = Arena()
+    s = registered(path, a)
+    waited = time.time() - t0
+    check("silent-connection-does-not-stall", waited < 0.5, "registration took %.2f s" % waited)
+    s.close()
+
     # A valid arena whose contents then go wrong.
     a = Arena()
     s = registered(path, a)
@@ -185,6 +194,7 @@ def main(path, echo_port):
     time.sleep(0.3)
     print("# garbage arena written; t/bad-input.t checks that gsockd lives", flush=True)
     s.close()
+    silent.close()
     return 0 if all(results) else 1
 
 
