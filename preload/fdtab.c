@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The preload's fd table (contract in fdtab.h): a two-level array, so a
+ * process with few routed sockets pays a few pages, not PL_FD_MAX
+ * pointers.
+ */
+#include <config.h>
+
+#include <stdlib.h>
+
+#include "fdtab.h"
+
+#define CHUNK_BITS 12
+#define CHUNK (1 << CHUNK_BITS)
+#define NCHUNKS (PL_FD_MAX / CHUNK)
+
+static struct pl_sock **chunks[NCHUNKS];
+static pthread_rwlock_t tab_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+struct pl_sock *pl_sock_new(int domain)
+{
+	struct pl_sock *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->refs = 1;
+	pthread_mutex_init(&s->lock, NULL);
+	s->state = PL_UNDECIDED;
+	s->route = GS_ROUTE_OS;
+	s->domain = domain;
+	return s;
+}
+
+void pl_sock_put(struct pl_sock *s)
+{
+	if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+	}
+}
+
+static struct pl_sock **slot_of(int fd)
+{
+	struct pl_sock **c;
+
+	if (fd < 0 || fd >= PL_FD_MAX)
+		return NULL;
+	c = __atomic_load_n(&chunks[fd >> CHUNK_BITS], __ATOMIC_ACQUIRE);
+	return c ? &c[fd & (CHUNK - 1)] : NULL;
+}
+
+struct pl_sock *pl_fd_get(int fd)
+{
+	struct pl_sock **slot = slot_of(fd);
+	struct pl_sock *s;
+
+	if (!slot || !__atomic_load_n(slot, __ATOMIC_ACQUIRE))
+		return NULL;
+	pthread_rwlock_rdlock(&tab_lock);
+	s = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (s)
+		__atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
+	pthread_rwlock_unlock(&tab_lock);
+	return s;
+}
+
+int pl_fd_set(int fd, struct pl_sock *s)
+{
+	struct pl_sock **c, *old;
+	int r = -1;
+
+	if (fd < 0 || fd >= PL_FD_MAX)
+		return -1;
+	pthread_rwlock_wrlock(&tab_lock);
+	c = chunks[fd >> CHUNK_BITS];
+	if (!c) {
+		c = calloc(CHUNK, sizeof(*c));
+		if (!c)
+			goto out_unlock;
+		__atomic_store_n(&chunks[fd >> CHUNK_BITS], c, __ATOMIC_RELEASE);
+	}
+	__atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
+	old = __atomic_exchange_n(&c[fd & (CHUNK - 1)], s, __ATOMIC_ACQ_REL);
+	pl_sock_put(old);
+	r = 0;
+out_unlock:
+	pthread_rwlock_unlock(&tab_lock);
+	return r;
+}
+
+void pl_fd_clear(int fd)
+{
+	struct pl_sock **slot = slot_of(fd), *old;
+
+	if (!slot || !__atomic_load_n(slot, __ATOMIC_ACQUIRE))
+		return;
+	pthread_rwlock_wrlock(&tab_lock);
+	old = __atomic_exchange_n(slot, NULL, __ATOMIC_ACQ_REL);
+	pthread_rwlock_unlock(&tab_lock);
+	pl_sock_put(old);
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The preload's fd table: which application descriptors are sockets the
+ * preload still has to route, and where their calls go.
+ *
+ * Locking contract:
+ * - A slot holds a struct pl_sock pointer or NULL. Reading NULL needs no
+ *   lock (a plain kernel descriptor: the common case costs one atomic
+ *   load). Taking a non-NULL entry goes through pl_fd_get(), which holds
+ *   the table's read lock while it adds a reference; the caller drops it
+ *   with pl_sock_put().
+ * - pl_fd_set() and pl_fd_clear() take the write lock; each slot owns one
+ *   reference to its entry. The entry is freed when its last reference
+ *   goes, so a call in flight on a descriptor another thread closes never
+ *   sees freed memory.
+ * - An entry's own fields (state, route) change under its mutex.
+ */
+#ifndef PL_FDTAB_H
+#define PL_FDTAB_H
+
+#include <pthread.h>
+
+#include "../conf/gsconf.h"
+
+/* Where a routed socket stands. */
+enum pl_state {
+	PL_UNDECIDED, /* created; its route is chosen at connect or listen */
+	PL_DECIDED, /* route chosen */
+};
+
+struct pl_sock {
+	int refs; /* atomic: one per slot, one per call in flight */
+	pthread_mutex_t lock; /* state and route */
+	enum pl_state state;
+	enum gs_route route;
+	int domain; /* AF_INET or AF_INET6 */
+};
+
+/* fds the table covers: [0, PL_FD_MAX). Larger ones are never routed. */
+#define PL_FD_MAX (1 << 20)
+
+struct pl_sock *pl_sock_new(int domain);
+void pl_sock_put(struct pl_sock *s);
+
+/* The entry of fd with a reference taken, or NULL for a plain fd. */
+struct pl_sock *pl_fd_get(int fd);
+/* Make fd name s (taking a reference); 0, or -1 if fd is out of range. */
+int pl_fd_set(int fd, struct pl_sock *s);
+/* Forget fd, dropping its reference. */
+void pl_fd_clear(int fd);
+
+#endif

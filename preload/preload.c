@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libgsock-preload.so: the socket calls of an unmodified program, routed.
+ *
+ * A TCP socket (AF_INET/AF_INET6, SOCK_STREAM) gets an entry in the fd
+ * table when it is created; its route is chosen when it connects (client)
+ * or listens (server), by GSOCK_TRANSPORT and the rules of gsock.conf.
+ * Every interposed call on a descriptor looks up its entry: none (a plain
+ * descriptor, or a socket whose route is the kernel's) goes straight to
+ * the real call; an entry goes to its route's table of calls
+ * (pl_route_calls). The kernel's table is the real one. A socket decided
+ * for the kernel leaves the table, so from then on it costs one atomic
+ * load per call.
+ *
+ * Calls the preload makes itself, and calls made before pl_init() has
+ * finished in this thread, go to the real functions (pl_busy).
+ */
+#include <config.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include "fdtab.h"
+#include "real.h"
+#include "route.h"
+
+struct pl_real pl_real;
+__thread int pl_busy;
+
+/* Each route's calls; the kernel's are the real ones. */
+static const struct pl_real *pl_route_calls[] = {
+	[GS_ROUTE_OS] = &pl_real,
+	[GS_ROUTE_RSOCKET] = &pl_real, /* never chosen in this build */
+};
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int ready;
+
+static void lock_table(void);
+static void unlock_table(void);
+
+static void init(void)
+{
+	pl_busy++;
+#define PL_RESOLVE(ret, name, args)                                          \
+	pl_real.name = (ret(*) args)dlsym(RTLD_NEXT, #name);
+	PL_CALLS(PL_RESOLVE)
+#undef PL_RESOLVE
+	pthread_atfork(lock_table, unlock_table, unlock_table);
+	pl_route_init();
+	__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+	pl_busy--;
+}
+
+void pl_init(void)
+{
+	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE))
+		pthread_once(&init_once, init);
+}
+
+/* fork() must not copy the table's lock while another thread holds it. */
+static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void lock_table(void)
+{
+	pthread_mutex_lock(&fork_lock);
+}
+
+static void unlock_table(void)
+{
+	pthread_mutex_unlock(&fork_lock);
+}
+
+/*
+ * The calls for fd, with its entry's reference in *s (NULL for a plain
+ * descriptor). Callers drop it with pl_sock_put(*s).
+ */
+static const struct pl_real *calls_for(int fd, struct pl_sock **s)
+{
+	*s = NULL;
+	pl_init();
+	if (pl_busy)
+		return &pl_real;
+	*s = pl_fd_get(fd);
+	return *s ? pl_route_calls[(*s)->route] : &pl_real;
+}
+
+/* A call on one descriptor, forwarded to its route. */
+#define PL_FD_CALL(ret, name, params, args)                                  \
+	ret name params                                                      \
+	{                                                                    \
+		struct pl_sock *s;                                           \
+		ret r = calls_for(fd, &s)->name args;                        \
+		int saved = errno;                                           \
+                                                                             \
+		pl_sock_put(s);                                              \
+		errno = saved;                                               \
+		return r;                                                    \
+	}
+
+/* A call on several descriptors at once; the kernel's route only today. */
+#define PL_MULTI_CALL(ret, name, params, args)                               \
+	ret name params                                                      \
+	{                                                                    \
+		pl_init();                                                   \
+		return pl_real.name args;                                    \
+	}
+
+PL_FD_CALL(int, bind, (int fd, const struct sockaddr *sa, socklen_t len),
+	   (fd, sa, len))
+PL_FD_CALL(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))
+PL_FD_CALL(ssize_t, readv, (int fd, const struct iovec *iov, int n),
+	   (fd, iov, n))
+PL_FD_CALL(ssize_t, recv, (int fd, void *buf, size_t n, int flags),
+	   (fd, buf, n, flags))
+PL_FD_CALL(ssize_t, recvfrom,
+	   (int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
+	    socklen_t *len),
+	   (fd, buf, n, flags, sa, len))
+PL_FD_CALL(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags),
+	   (fd, msg, flags))
+PL_FD_CALL(int, recvmmsg,
+	   (int fd, struct mmsghdr *v, unsigned int n, int flags,
+	    struct timespec *t),
+	   (fd, v, n, flags, t))
+PL_FD_CALL(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n))
+PL_FD_CALL(ssize_t, writev, (int fd, const struct iovec *iov, int n),
+	   (fd, iov, n))
+PL_FD_CALL(ssize_t, send, (int fd, const void *buf, size_t n, int flags),
+	   (fd, buf, n, flags))
+PL_FD_CALL(ssize_t, sendto,
+	   (int fd, const void *buf, size_t n, int flags,
+	    const struct sockaddr *sa, socklen_t len),
+	   (fd, buf, n, flags, sa, len))
+PL_FD_CALL(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags),
+	   (fd, msg, flags))
+PL_FD_CALL(int, sendmmsg,
+	   (int fd, struct mmsghdr *v, unsigned int n, int flags),
+	   (fd, v, n, flags))
+PL_FD_CALL(ssize_t, sendfile, (int fd, int in, off_t *off, size_t n),
+	   (fd, in, off, n))
+PL_FD_CALL(ssize_t, sendfile64, (int fd, int in, off_t *off, size_t n),
+	   (fd, in, off, n))
+PL_FD_CALL(int, shutdown, (int fd, int how), (fd, how))
+PL_FD_CALL(int, setsockopt,
+	   (int fd, int level, int name, const void *v, socklen_t len),
+	   (fd, level, name, v, len))
+PL_FD_CALL(int, getsockopt,
+	   (int fd, int level, int name, void *v, socklen_t *len),
+	   (fd, level, name, v, len))
+PL_FD_CALL(int, getsockname, (int fd, struct sockaddr *sa, socklen_t *len),
+	   (fd, sa, len))
+PL_FD_CALL(int, getpeername, (int fd, struct sockaddr *sa, socklen_t *len),
+	   (fd, sa, len))
+PL_FD_CALL(ssize_t, __read_chk, (int fd, void *buf, size_t n, size_t size),
+	   (fd, buf, n, size))
+PL_FD_CALL(ssize_t, __recv_chk,
+	   (int fd, void *buf, size_t n, size_t size, int flags),
+	   (fd, buf, n, size, flags))
+PL_FD_CALL(ssize_t, __recvfrom_chk,
+	   (int fd, void *buf, size_t n, size_t size, int flags,
+	    struct sockaddr *sa, socklen_t *len),
+	   (fd, buf, n, size, flags, sa, len))
+
+PL_MULTI_CALL(int, poll, (struct pollfd *fds, nfds_t n, int t), (fds, n, t))
+PL_MULTI_CALL(int, ppoll,
+	      (struct pollfd *fds, nfds_t n, const struct timespec *t,
+	       const sigset_t *m),
+	      (fds, n, t, m))
+PL_MULTI_CALL(int, __poll_chk,
+	      (struct pollfd *fds, nfds_t n, int t, size_t len),
+	      (fds, n, t, len))
+PL_MULTI_CALL(int, __ppoll_chk,
+	      (struct pollfd *fds, nfds_t n, const struct timespec *t,
+	       const sigset_t *m, size_t len),
+	      (fds, n, t, m, len))
+PL_MULTI_CALL(int, select,
+	      (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t),
+	      (n, r, w, e, t))
+PL_MULTI_CALL(int, pselect,
+	      (int n, fd_set *r, fd_set *w, fd_set *e,
+	       const struct timespec *t, const sigset_t *m),
+	      (n, r, w, e, t, m))
+PL_MULTI_CALL(int, epoll_create, (int size), (size))
+PL_MULTI_CALL(int, epoll_create1, (int flags), (flags))
+PL_MULTI_CALL(int, epoll_ctl, (int ep, int op, int fd, struct epoll_event *e),
+	      (ep, op, fd, e))
+PL_MULTI_CALL(int, epoll_wait, (int ep, struct epoll_event *e, int n, int t),
+	      (ep, e, n, t))
+PL_MULTI_CALL(int, epoll_pwait,
+	      (int ep, struct epoll_event *e, int n, int t, const sigset_t *m),
+	      (ep, e, n, t, m))
+PL_MULTI_CALL(pid_t, fork, (void), ())
+
+/* A new TCP socket gets an entry: its route is chosen later. */
+int socket(int domain, int type, int protocol)
+{
+	struct pl_sock *s;
+	int fd;
+
+	pl_init();
+	fd = pl_real.socket(domain, type, protocol);
+	if (fd < 0 || pl_busy)
+		return fd;
+	if ((domain != AF_INET && domain != AF_INET6) ||
+	    (type & 0xf) != SOCK_STREAM) {
+		pl_fd_clear(fd); /* a stale entry of a descriptor closed behind our back */
+		return fd;
+	}
+	s = pl_sock_new(domain);
+	if (s) {
+		pl_fd_set(fd, s);
+		pl_sock_put(s);
+	}
+	return fd;
+}
+
+/*
+ * Choose fd's route now (role towards sa) unless it is chosen already;
+ * a socket routed to the kernel leaves the table. Returns its calls.
+ */
+static const struct pl_real *decide(int fd, struct pl_sock *s,
+				    enum gs_role role,
+				    const struct sockaddr *sa)
+{
+	enum gs_route route;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->state == PL_UNDECIDED) {
+		s->route = pl_route_decide(fd, role, sa);
+		s->state = PL_DECIDED;
+	}
+	route = s->route;
+	pthread_mutex_unlock(&s->lock);
+	if (route == GS_ROUTE_OS)
+		pl_fd_clear(fd);
+	return pl_route_calls[route];
+}
+
+int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct pl_sock *s;
+	const struct pl_real *calls = calls_for(fd, &s);
+	int r, saved;
+
+	if (s && sa && len >= sizeof(sa_family_t) &&
+	    (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))
+		calls = decide(fd, s, GS_ROLE_CLIENT, sa);
+	r = calls->connect(fd, sa, len);
+	saved = errno;
+	pl_sock_put(s);
+	errno = saved;
+	return r;
+}
+
+int listen(int fd, int backlog)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct pl_sock *s;
+	const struct pl_real *calls = calls_for(fd, &s);
+	int r, saved;
+
+	if (s && pl_real.getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+		calls = decide(fd, s, GS_ROLE_SERVER, (struct sockaddr *)&ss);
+	r = calls->listen(fd, backlog);
+	saved = errno;
+	pl_sock_put(s);
+	errno = saved;
+	return r;
+}
+
+/* A connection accepted on the kernel route is a plain descriptor. */
+static int accepted(int fd)
+{
+	if (fd >= 0 && !pl_busy)
+		pl_fd_clear(fd);
+	return fd;
+}
+
+int accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	struct pl_sock *s;
+	int r = accepted(calls_for(fd, &s)->accept(fd, sa, len));
+	int saved = errno;
+
+	pl_sock_put(s);
+	errno = saved;
+	return r;
+}
+
+int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	struct pl_sock *s;
+	int r = accepted(calls_for(fd, &s)->accept4(fd, sa, len, flags));
+	int saved = errno;
+
+	pl_sock_put(s);
+	errno = saved;
+	return r;
+}
+
+int close(int fd)
+{
+	pl_init();
+	if (!pl_busy)
+		pl_fd_clear(fd);
+	return pl_real.close(fd);
+}
+
+/* newfd now names what oldfd names. */
+static int duplicated(int oldfd, int newfd)
+{
+	struct pl_sock *s;
+
+	if (newfd < 0 || pl_busy)
+		return newfd;
+	s = pl_fd_get(oldfd);
+	if (s) {
+		pl_fd_set(newfd, s);
+		pl_sock_put(s);
+	} else {
+		pl_fd_clear(newfd);
+	}
+	return newfd;
+}
+
+int dup(int fd)
+{
+	pl_init();
+	return duplicated(fd, pl_real.dup(fd));
+}
+
+int dup2(int fd, int newfd)
+{
+	pl_init();
+	return duplicated(fd, pl_real.dup2(fd, newfd));
+}
+
+int dup3(int fd, int newfd, int flags)
+{
+	pl_init();
+	return duplicated(fd, pl_real.dup3(fd, newfd, flags));
+}
+
+/* fcntl and fcntl64: F_DUPFD makes a new name for the same socket. */
+static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd,
+			void *arg)
+{
+	int r = real(fd, cmd, arg);
+
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		return duplicated(fd, r);
+	return r;
+}
+
+int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	pl_init();
+	return fcntl_common(pl_real.fcntl, fd, cmd, arg);
+}
+
+int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	pl_init();
+	return fcntl_common(pl_real.fcntl64 ? pl_real.fcntl64 : pl_real.fcntl,
+			    fd, cmd, arg);
+}
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	struct pl_sock *s;
+	va_list ap;
+	void *arg;
+	int r, saved;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	r = calls_for(fd, &s)->ioctl(fd, req, arg);
+	saved = errno;
+	pl_sock_put(s);
+	errno = saved;
+	return r;
+}

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Route decisions (see route.h). The rules come from gsock.conf
+ * ($GSOCK_CONF, else $(sysconfdir)/gsock.conf); a file with mistakes is
+ * reported, line by line, and the program runs on the kernel route.
+ */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "real.h"
+#include "route.h"
+
+#ifndef SYSCONFDIR
+#define SYSCONFDIR "/etc"
+#endif
+
+/* What GSOCK_TRANSPORT asks for. */
+enum pl_transport {
+	PL_T_AUTO, /* the rules decide; rsocket only where RDMA exists */
+	PL_T_OS, /* every socket on the kernel */
+	PL_T_RSOCKET, /* every TCP socket on rsocket, where RDMA exists */
+};
+
+static enum pl_log_level log_level = PL_LOG_WARN;
+static enum pl_transport transport = PL_T_AUTO;
+static struct gs_rules rules;
+static int have_rdma;
+
+void pl_log(enum pl_log_level level, const char *fmt, ...)
+{
+	static const char *const names[] = { "error", "warn", "info",
+					     "debug" };
+	char line[640];
+	va_list ap;
+	int n;
+
+	if (level > log_level)
+		return;
+	n = snprintf(line, sizeof(line), "gsock-preload[%d] %s: %s: ",
+		     (int)getpid(), program_invocation_short_name,
+		     names[level]);
+	va_start(ap, fmt);
+	n += vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	if (pl_real.write(2, line, n) < 0) {
+		/* Nowhere left to say it. */
+	}
+}
+
+static void report(const char *msg)
+{
+	pl_log(PL_LOG_ERROR, "%s", msg);
+}
+
+/* An RDMA device is there when the kernel lists one. */
+static int rdma_present(void)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *e;
+	int found = 0;
+
+	if (!d)
+		return 0;
+	while (!found && (e = readdir(d)))
+		found = e->d_name[0] != '.';
+	closedir(d);
+	return found;
+}
+
+void pl_route_init(void)
+{
+	const char *lvl = getenv("GSOCK_LOG"), *t = getenv("GSOCK_TRANSPORT");
+	const char *path = getenv("GSOCK_CONF");
+	int required = path && *path;
+	cfg_t *cfg;
+
+	if (lvl) {
+		static const char *const names[] = { "error", "warn", "info",
+						     "debug" };
+
+		for (int i = 0; i <= PL_LOG_DEBUG; i++)
+			if (!strcmp(lvl, names[i]))
+				log_level = i;
+	}
+	if (t && !strcmp(t, "os"))
+		transport = PL_T_OS;
+	else if (t && !strcmp(t, "rsocket"))
+		transport = PL_T_RSOCKET;
+	else if (t && *t && strcmp(t, "auto"))
+		pl_log(PL_LOG_WARN,
+		       "GSOCK_TRANSPORT=%s is not auto, rsocket or os; using auto",
+		       t);
+	have_rdma = rdma_present();
+	if (!required)
+		path = SYSCONFDIR "/gsock.conf";
+	cfg = gs_conf_parse(path, required, report);
+	if (!cfg || gs_rules_load(cfg, &rules)) {
+		pl_log(PL_LOG_ERROR,
+		       "ignoring the rules of %s: every socket takes the kernel route",
+		       path);
+		memset(&rules, 0, sizeof(rules));
+	}
+	if (cfg)
+		cfg_free(cfg);
+	pl_log(PL_LOG_DEBUG, "transport %s, %d rules, RDMA device %s",
+	       transport == PL_T_OS ? "os" :
+	       transport == PL_T_RSOCKET ? "rsocket" : "auto",
+	       rules.n, have_rdma ? "present" : "absent");
+}
+
+static void addr_text(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)sa;
+
+		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+		port = ntohs(a->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)sa;
+
+		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+		port = ntohs(a->sin6_port);
+	}
+	snprintf(buf, len, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u",
+		 ip, port);
+}
+
+enum gs_route pl_route_decide(int fd, enum gs_role role,
+			      const struct sockaddr *sa)
+{
+	char where[INET6_ADDRSTRLEN + 16], why[48] = "GSOCK_TRANSPORT";
+	const char *side = role == GS_ROLE_SERVER ? "server at" : "client to";
+	enum gs_route want;
+	int line = 0;
+
+	if (transport == PL_T_OS) {
+		want = GS_ROUTE_OS;
+	} else if (transport == PL_T_RSOCKET) {
+		want = GS_ROUTE_RSOCKET;
+	} else {
+		want = gs_rules_match(&rules, program_invocation_short_name,
+				      role, sa, &line);
+		if (line)
+			snprintf(why, sizeof(why), "the rule ending at line %d", line);
+		else
+			snprintf(why, sizeof(why), "the default route");
+	}
+	addr_text(sa, where, sizeof(where));
+	if (want == GS_ROUTE_RSOCKET) {
+		/* The rsocket data path is not in this build yet (issue 4). */
+		pl_log(have_rdma ? PL_LOG_WARN : PL_LOG_INFO,
+		       "fd %d (%s %s): %s asks for rsocket, but %s; using the kernel",
+		       fd, side, where, why,
+		       have_rdma ? "this build has no rsocket route" :
+				   "this host has no RDMA device");
+		return GS_ROUTE_OS;
+	}
+	pl_log(PL_LOG_DEBUG, "fd %d (%s %s): kernel, by %s", fd, side, where,
+	       why);
+	return GS_ROUTE_OS;
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Route decisions for preloaded sockets: GSOCK_TRANSPORT, the rules of
+ * gsock.conf, and whether this host can take the rsocket route at all.
+ * Also the preload's log (GSOCK_LOG).
+ */
+#ifndef PL_ROUTE_H
+#define PL_ROUTE_H
+
+#include <sys/socket.h>
+
+#include "../conf/gsconf.h"
+
+enum pl_log_level {
+	PL_LOG_ERROR, /* the preload cannot do what it was asked */
+	PL_LOG_WARN, /* a problem the program keeps running through */
+	PL_LOG_INFO, /* a route other than the kernel's */
+	PL_LOG_DEBUG, /* every decision */
+};
+
+/* Read GSOCK_LOG, GSOCK_TRANSPORT and the rules; called once by pl_init. */
+void pl_route_init(void);
+
+/* The route for fd, a socket taking role towards sa; logged at debug. */
+enum gs_route pl_route_decide(int fd, enum gs_role role,
+			      const struct sockaddr *sa);
+
+void pl_log(enum pl_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests of the preload's logic, linked directly (no LD_PRELOAD):
+ * the fd table's references, and the route rules of gsock.conf (parse
+ * errors with their line, prefixes, port ranges, roles, programs, first
+ * match wins, the default route).
+ */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../conf/gsconf.h"
+#include "../preload/fdtab.h"
+#include "tap.h"
+
+static char reported[1024];
+
+static void report(const char *msg)
+{
+	snprintf(reported + strlen(reported),
+		 sizeof(reported) - strlen(reported), "%s\n", msg);
+}
+
+static struct sockaddr_in v4(const char *ip, int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons(port) };
+
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	return a;
+}
+
+static cfg_t *parse_text(const char *text)
+{
+	char path[] = "/tmp/gsock-units-XXXXXX";
+	int fd = mkstemp(path);
+	cfg_t *cfg;
+
+	if (fd < 0 || write(fd, text, strlen(text)) < 0)
+		return NULL;
+	close(fd);
+	reported[0] = 0;
+	cfg = gs_conf_parse(path, 1, report);
+	unlink(path);
+	return cfg;
+}
+
+static enum gs_route route(const struct gs_rules *r, const char *prog,
+			   enum gs_role role, const char *ip, int port,
+			   int *line)
+{
+	struct sockaddr_in a = v4(ip, port);
+
+	return gs_rules_match(r, prog, role, (struct sockaddr *)&a, line);
+}
+
+int main(void)
+{
+	struct pl_sock *s = pl_sock_new(AF_INET), *got;
+	struct gs_rules rules;
+	uint8_t addr[16];
+	uint16_t lo, hi;
+	int fam, len, line;
+	cfg_t *cfg;
+
+	tap_plan(22);
+
+	/* fd table */
+	ok(pl_fd_get(7) == NULL, "an unknown fd has no entry");
+	ok(pl_fd_set(7, s) == 0 && s->refs == 2, "a slot holds a reference");
+	ok(pl_fd_set(9, s) == 0 && s->refs == 3, "dup: two slots, one entry");
+	got = pl_fd_get(9);
+	ok(got == s && s->refs == 4, "get takes a reference");
+	pl_fd_clear(7);
+	pl_fd_clear(9);
+	ok(s->refs == 2, "clearing both slots drops their references");
+	pl_sock_put(got);
+	ok(pl_fd_get(7) == NULL && pl_fd_get(9) == NULL,
+	   "cleared slots have no entry");
+	ok(pl_fd_set(PL_FD_MAX, s) == -1 && pl_fd_get(-1) == NULL,
+	   "fds out of range are refused");
+	pl_sock_put(s);
+
+	/* parsing */
+	ok(gs_parse_prefix("10.1.0.0/16", &fam, addr, &len) == 0 &&
+		   fam == AF_INET && len == 16,
+	   "prefix 10.1.0.0/16");
+	ok(gs_parse_prefix("fe80::/10", &fam, addr, &len) == 0 &&
+		   fam == AF_INET6 && len == 10,
+	   "prefix fe80::/10");
+	ok(gs_parse_prefix("10.0.0.0/33", &fam, addr, &len) < 0 &&
+		   gs_parse_prefix("nonsense", &fam, addr, &len) < 0,
+	   "bad prefixes are refused");
+	ok(gs_parse_ports("7000-7100", &lo, &hi) == 0 && lo == 7000 &&
+		   hi == 7100 && gs_parse_ports("9-3", &lo, &hi) < 0 &&
+		   gs_parse_ports("70000", &lo, &hi) < 0,
+	   "port ranges");
+
+	cfg = parse_text("preload {\n rule {\n  ports = \"x\"\n  route = \"os\"\n }\n}\n");
+	ok(!cfg && strstr(reported, ":3: ports: \"x\" is not"),
+	   "a bad value is reported with its line");
+	cfg = parse_text("preload {\n rule {\n  address = \"10.0.0.0/8\"\n }\n}\n");
+	ok(!cfg && strstr(reported, "rule: has no route"),
+	   "a rule without a route is reported");
+	cfg = parse_text("preload {\n rule { route = \"fast\" }\n}\n");
+	ok(!cfg && strstr(reported, ":2: route: \"fast\" is not one of os, rsocket"),
+	   "an unknown route is reported with its line");
+
+	cfg = parse_text(
+		"preload {\n"
+		"  default_route = \"rsocket\"\n"
+		"  rule {\n"
+		"    program = \"redis-*\"\n"
+		"    role = \"server\"\n"
+		"    ports = \"6379\"\n"
+		"    route = \"rsocket\"\n"
+		"  }\n"
+		"  rule {\n"
+		"    address = \"10.0.0.0/8\"\n"
+		"    ports = \"1000-2000\"\n"
+		"    route = \"os\"\n"
+		"  }\n"
+		"  rule {\n"
+		"    address = \"10.0.0.0/8\"\n"
+		"    route = \"rsocket\"\n"
+		"  }\n"
+		"}\n");
+	ok(cfg && gs_rules_load(cfg, &rules) == 0 && rules.n == 3,
+	   "three rules load");
+	ok(route(&rules, "redis-server", GS_ROLE_SERVER, "0.0.0.0", 6379,
+		 &line) == GS_ROUTE_RSOCKET && line == 8,
+	   "program, role and port match the first rule");
+	ok(route(&rules, "redis-server", GS_ROLE_CLIENT, "10.1.2.3", 1500,
+		 &line) == GS_ROUTE_OS && line == 13,
+	   "the role decides: a client falls to the second rule");
+	ok(route(&rules, "nc", GS_ROLE_CLIENT, "10.1.2.3", 1500, &line) ==
+			   GS_ROUTE_OS && line == 13,
+	   "first match wins over a later, wider rule");
+	ok(route(&rules, "nc", GS_ROLE_CLIENT, "10.1.2.3", 3000, &line) ==
+			   GS_ROUTE_RSOCKET && line == 17,
+	   "a port outside the range goes on to the next rule");
+	ok(route(&rules, "nc", GS_ROLE_CLIENT, "11.0.0.1", 3000, &line) ==
+			   GS_ROUTE_RSOCKET && line == 0,
+	   "no match: the default route");
+	ok(route(&rules, "nc", GS_ROLE_CLIENT, "9.255.255.255", 1500, &line) ==
+			   GS_ROUTE_RSOCKET && line == 0,
+	   "just outside the prefix: no match");
+	gs_rules_free(&rules);
+	cfg_free(cfg);
+	cfg = parse_text("busy_poll_us = 10\n");
+	ok(cfg && gs_rules_load(cfg, &rules) == 0 && rules.n == 0 &&
+		   rules.fallback == GS_ROUTE_OS,
+	   "no preload section: no rules, the kernel route");
+	cfg_free(cfg);
+	tap_exit();
+}
