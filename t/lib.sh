@@ -14,6 +14,7 @@ SERVER=$GSOCK_BUILD/apps/echo/gsock-echo-server-$BACKEND
 CLIENT=$GSOCK_BUILD/apps/echo/gsock-echo-client-$BACKEND
 PROBE=$GSOCK_BUILD/t/gcall-probe-$BACKEND
 PY=$GSOCK_SRC/t/echo_clients.py
+PRELOAD=$GSOCK_BUILD/preload/libgsock-preload.so
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/gsock-test.XXXXXX")
 export GSOCK_CONTROL=$TMP/gsockd.sock
 PIDS=""
@@ -113,3 +114,29 @@ probe_value() { sed -n "s/^$2 //p" "$1" | head -1; }
 
 # Seconds since the epoch with milliseconds, for bounded-time checks.
 now_ms() { date +%s%3N; }
+
+# A TCP port nobody listens on now.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Wait (5 s at most) until something listens on TCP port $1, without
+# connecting to it (a connection would use up a one-shot server).
+wait_listen() {
+	hex=$(printf ':%04X' "$1")
+	for _ in $(seq 100); do
+		awk -v p="$hex" '$2 ~ p"$" && $4 == "0A" { f = 1 } END { exit !f }' \
+			/proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "# nothing listens on port $1"
+	return 1
+}
+
+# Start "$@" in the background under the preload, logging decisions to $TMP/NAME.err.
+bg_preloaded() {
+	name=$1; shift
+	env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+	PIDS="$PIDS $!"
+	LAST_PID=$!
+}
