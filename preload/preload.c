@@ -63,7 +63,8 @@ static void init(void)
 
 void pl_init(void)
 {
-	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE))
+	/* A call made inside init() itself must not wait for init(). */
+	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE) && !pl_busy)
 		pthread_once(&init_once, init);
 }
 
