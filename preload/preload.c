@@ -364,30 +364,22 @@ static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd,
 	return r;
 }
 
-int fcntl(int fd, int cmd, ...)
-{
-	va_list ap;
-	void *arg;
+/* fcntl's third argument, whatever it is, fits in a pointer. */
+#define PL_FCNTL(name, real)                                                 \
+	int name(int fd, int cmd, ...)                                       \
+	{                                                                    \
+		va_list ap;                                                  \
+		void *arg;                                                   \
+                                                                             \
+		va_start(ap, cmd);                                           \
+		arg = va_arg(ap, void *);                                    \
+		va_end(ap);                                                  \
+		pl_init();                                                   \
+		return fcntl_common(real, fd, cmd, arg);                     \
+	}
 
-	va_start(ap, cmd);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	pl_init();
-	return fcntl_common(pl_real.fcntl, fd, cmd, arg);
-}
-
-int fcntl64(int fd, int cmd, ...)
-{
-	va_list ap;
-	void *arg;
-
-	va_start(ap, cmd);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	pl_init();
-	return fcntl_common(pl_real.fcntl64 ? pl_real.fcntl64 : pl_real.fcntl,
-			    fd, cmd, arg);
-}
+PL_FCNTL(fcntl, pl_real.fcntl)
+PL_FCNTL(fcntl64, pl_real.fcntl64 ? pl_real.fcntl64 : pl_real.fcntl)
 
 int ioctl(int fd, unsigned long req, ...)
 {
