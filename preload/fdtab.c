@@ -15,6 +15,7 @@
 #define NCHUNKS (PL_FD_MAX / CHUNK)
 
 static struct pl_sock **chunks[NCHUNKS];
+void (*pl_sock_release)(struct pl_sock *s);
 static pthread_rwlock_t tab_lock = PTHREAD_RWLOCK_INITIALIZER;
 
 struct pl_sock *pl_sock_new(int domain)
@@ -28,12 +29,15 @@ struct pl_sock *pl_sock_new(int domain)
 	s->state = PL_UNDECIDED;
 	s->route = GS_ROUTE_OS;
 	s->domain = domain;
+	s->rs = -1;
 	return s;
 }
 
 void pl_sock_put(struct pl_sock *s)
 {
 	if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (pl_sock_release)
+			pl_sock_release(s);
 		pthread_mutex_destroy(&s->lock);
 		free(s);
 	}

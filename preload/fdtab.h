@@ -34,7 +34,12 @@ struct pl_sock {
 	enum pl_state state;
 	enum gs_route route;
 	int domain; /* AF_INET or AF_INET6 */
+	int rs; /* GS_ROUTE_RSOCKET: the rsocket; else -1 */
+	int nonblock; /* the application asked for O_NONBLOCK */
 };
+
+/* Called when an entry's last reference goes (set by the rsocket route). */
+extern void (*pl_sock_release)(struct pl_sock *s);
 
 /* fds the table covers: [0, PL_FD_MAX). Larger ones are never routed. */
 #define PL_FD_MAX (1 << 20)

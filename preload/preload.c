@@ -32,6 +32,7 @@
 #include "fdtab.h"
 #include "real.h"
 #include "route.h"
+#include "rs.h"
 
 struct pl_real pl_real;
 __thread int pl_busy;
@@ -39,7 +40,11 @@ __thread int pl_busy;
 /* Each route's calls; the kernel's are the real ones. */
 static const struct pl_real *pl_route_calls[] = {
 	[GS_ROUTE_OS] = &pl_real,
-	[GS_ROUTE_RSOCKET] = &pl_real, /* never chosen in this build */
+#ifdef HAVE_RDMACM
+	[GS_ROUTE_RSOCKET] = &pl_rs_calls,
+#else
+	[GS_ROUTE_RSOCKET] = &pl_real, /* never chosen without librdmacm */
+#endif
 };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -95,14 +100,24 @@ static const struct pl_real *calls_for(int fd, struct pl_sock **s)
 	return *s ? pl_route_calls[(*s)->route] : &pl_real;
 }
 
+/* The descriptor fd's route calls it by: its rsocket, or fd itself. */
+static int route_fd(int fd, const struct pl_sock *s)
+{
+	return s && s->route == GS_ROUTE_RSOCKET && s->rs >= 0 ? s->rs : fd;
+}
+
 /* A call on one descriptor, forwarded to its route. */
 #define PL_FD_CALL(ret, name, params, args)                                  \
 	ret name params                                                      \
 	{                                                                    \
 		struct pl_sock *s;                                           \
-		ret r = calls_for(fd, &s)->name args;                        \
-		int saved = errno;                                           \
+		const struct pl_real *calls_ = calls_for(fd, &s);            \
+		ret r;                                                       \
+		int saved;                                                   \
                                                                              \
+		fd = route_fd(fd, s);                                        \
+		r = calls_->name args;                                       \
+		saved = errno;                                               \
 		pl_sock_put(s);                                              \
 		errno = saved;                                               \
 		return r;                                                    \
@@ -172,29 +187,101 @@ PL_FD_CALL(ssize_t, __recvfrom_chk,
 	    struct sockaddr *sa, socklen_t *len),
 	   (fd, buf, n, size, flags, sa, len))
 
-PL_MULTI_CALL(int, poll, (struct pollfd *fds, nfds_t n, int t), (fds, n, t))
-PL_MULTI_CALL(int, ppoll,
-	      (struct pollfd *fds, nfds_t n, const struct timespec *t,
-	       const sigset_t *m),
-	      (fds, n, t, m))
-PL_MULTI_CALL(int, __poll_chk,
-	      (struct pollfd *fds, nfds_t n, int t, size_t len),
-	      (fds, n, t, len))
-PL_MULTI_CALL(int, __ppoll_chk,
-	      (struct pollfd *fds, nfds_t n, const struct timespec *t,
-	       const sigset_t *m, size_t len),
-	      (fds, n, t, m, len))
-PL_MULTI_CALL(int, select,
-	      (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t),
-	      (n, r, w, e, t))
-PL_MULTI_CALL(int, pselect,
-	      (int n, fd_set *r, fd_set *w, fd_set *e,
-	       const struct timespec *t, const sigset_t *m),
-	      (n, r, w, e, t, m))
+#ifdef HAVE_RDMACM
+/*
+ * poll and select over rsocket descriptors go through rpoll, which polls
+ * plain descriptors in the same call; the signal mask of ppoll and
+ * pselect is applied around it.
+ */
+#define PL_POLL_CALL(name, params, ms, mask, args)                           \
+	int name params                                                      \
+	{                                                                    \
+		sigset_t old_;                                               \
+		int done_ = 0, r_;                                           \
+                                                                             \
+		pl_init();                                                   \
+		if (!pl_busy) {                                              \
+			if (mask)                                            \
+				pthread_sigmask(SIG_SETMASK, mask, &old_);   \
+			r_ = pl_rs_poll(fds, n, ms, &done_);                 \
+			if (mask)                                            \
+				pthread_sigmask(SIG_SETMASK, &old_, NULL);   \
+			if (done_)                                           \
+				return r_;                                   \
+		}                                                            \
+		return pl_real.name args;                                    \
+	}
+#define PL_SELECT_CALL(name, params, ms, mask, args)                         \
+	int name params                                                      \
+	{                                                                    \
+		sigset_t old_;                                               \
+		int done_ = 0, r_;                                           \
+                                                                             \
+		pl_init();                                                   \
+		if (!pl_busy) {                                              \
+			if (mask)                                            \
+				pthread_sigmask(SIG_SETMASK, mask, &old_);   \
+			r_ = pl_rs_select(n, rd, wr, ex, ms, &done_);        \
+			if (mask)                                            \
+				pthread_sigmask(SIG_SETMASK, &old_, NULL);   \
+			if (done_)                                           \
+				return r_;                                   \
+		}                                                            \
+		return pl_real.name args;                                    \
+	}
+#else
+#define PL_POLL_CALL(name, params, ms, mask, args)                           \
+	PL_MULTI_CALL(int, name, params, args)
+#define PL_SELECT_CALL(name, params, ms, mask, args)                         \
+	PL_MULTI_CALL(int, name, params, args)
+#endif
+
+/* Milliseconds of a timespec or timeval, -1 for none (wait forever). */
+#define TS_MS(t) ((t) ? (int)((t)->tv_sec * 1000 + (t)->tv_nsec / 1000000) : -1)
+#define TV_MS(t) ((t) ? (int)((t)->tv_sec * 1000 + (t)->tv_usec / 1000) : -1)
+
+PL_POLL_CALL(poll, (struct pollfd *fds, nfds_t n, int t), t,
+	     (const sigset_t *)NULL, (fds, n, t))
+PL_POLL_CALL(ppoll,
+	     (struct pollfd *fds, nfds_t n, const struct timespec *t,
+	      const sigset_t *m),
+	     TS_MS(t), m, (fds, n, t, m))
+PL_POLL_CALL(__poll_chk, (struct pollfd *fds, nfds_t n, int t, size_t len),
+	     t, (const sigset_t *)NULL, (fds, n, t, len))
+PL_POLL_CALL(__ppoll_chk,
+	     (struct pollfd *fds, nfds_t n, const struct timespec *t,
+	      const sigset_t *m, size_t len),
+	     TS_MS(t), m, (fds, n, t, m, len))
+PL_SELECT_CALL(select,
+	       (int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t),
+	       TV_MS(t), (const sigset_t *)NULL, (n, rd, wr, ex, t))
+PL_SELECT_CALL(pselect,
+	       (int n, fd_set *rd, fd_set *wr, fd_set *ex,
+		const struct timespec *t, const sigset_t *m),
+	       TS_MS(t), m, (n, rd, wr, ex, t, m))
 PL_MULTI_CALL(int, epoll_create, (int size), (size))
 PL_MULTI_CALL(int, epoll_create1, (int flags), (flags))
-PL_MULTI_CALL(int, epoll_ctl, (int ep, int op, int fd, struct epoll_event *e),
-	      (ep, op, fd, e))
+
+/*
+ * epoll cannot watch an rsocket (its readiness is not a kernel
+ * descriptor's); say so rather than let the program wait forever.
+ */
+int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
+{
+	struct pl_sock *s;
+
+	calls_for(fd, &s);
+	if (s && s->route == GS_ROUTE_RSOCKET && op != EPOLL_CTL_DEL) {
+		pl_log(PL_LOG_ERROR,
+		       "fd %d is on the rsocket route, which epoll cannot watch yet; route this program to the kernel (GSOCK_TRANSPORT=os or a rule)",
+		       fd);
+		pl_sock_put(s);
+		errno = EPERM;
+		return -1;
+	}
+	pl_sock_put(s);
+	return pl_real.epoll_ctl(ep, op, fd, e);
+}
 PL_MULTI_CALL(int, epoll_wait, (int ep, struct epoll_event *e, int n, int t),
 	      (ep, e, n, t))
 PL_MULTI_CALL(int, epoll_pwait,
@@ -256,7 +343,18 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (s && sa && len >= sizeof(sa_family_t) &&
 	    (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))
 		calls = decide(fd, s, GS_ROLE_CLIENT, sa);
-	r = calls->connect(fd, sa, len);
+#ifdef HAVE_RDMACM
+	if (s && s->route == GS_ROUTE_RSOCKET && s->rs < 0) {
+		r = pl_rs_connect(fd, s, sa, len);
+		if (r != PL_RS_FALLBACK)
+			goto out_put;
+		s->route = GS_ROUTE_OS; /* a refused rsocket connect: the kernel */
+		pl_fd_clear(fd);
+		calls = &pl_real;
+	}
+#endif
+	r = calls->connect(route_fd(fd, s), sa, len);
+out_put: __attribute__((unused));
 	saved = errno;
 	pl_sock_put(s);
 	errno = saved;
@@ -273,7 +371,16 @@ int listen(int fd, int backlog)
 
 	if (s && pl_real.getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
 		calls = decide(fd, s, GS_ROLE_SERVER, (struct sockaddr *)&ss);
-	r = calls->listen(fd, backlog);
+	/* The kernel always listens: plain TCP clients reach every server. */
+	r = pl_real.listen(fd, backlog);
+#ifdef HAVE_RDMACM
+	if (r == 0 && s && s->route == GS_ROUTE_RSOCKET && s->rs < 0 &&
+	    pl_rs_listen(fd, s, backlog) == PL_RS_FALLBACK) {
+		s->route = GS_ROUTE_OS;
+		pl_fd_clear(fd);
+	}
+#endif
+	(void)calls;
 	saved = errno;
 	pl_sock_put(s);
 	errno = saved;
@@ -288,26 +395,29 @@ static int accepted(int fd)
 	return fd;
 }
 
-int accept(int fd, struct sockaddr *sa, socklen_t *len)
+int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
 	struct pl_sock *s;
-	int r = accepted(calls_for(fd, &s)->accept(fd, sa, len));
-	int saved = errno;
+	int r, saved;
 
+	calls_for(fd, &s);
+#ifdef HAVE_RDMACM
+	if (s && s->route == GS_ROUTE_RSOCKET && s->rs >= 0) {
+		r = pl_rs_accept(fd, s, sa, len, flags);
+		goto out_put;
+	}
+#endif
+	r = accepted(pl_real.accept4(fd, sa, len, flags));
+out_put: __attribute__((unused));
+	saved = errno;
 	pl_sock_put(s);
 	errno = saved;
 	return r;
 }
 
-int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+int accept(int fd, struct sockaddr *sa, socklen_t *len)
 {
-	struct pl_sock *s;
-	int r = accepted(calls_for(fd, &s)->accept4(fd, sa, len, flags));
-	int saved = errno;
-
-	pl_sock_put(s);
-	errno = saved;
-	return r;
+	return accept4(fd, sa, len, 0);
 }
 
 int close(int fd)
@@ -361,6 +471,15 @@ static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd,
 
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		return duplicated(fd, r);
+#ifdef HAVE_RDMACM
+	if (cmd == F_SETFL && r == 0 && !pl_busy) {
+		struct pl_sock *s = pl_fd_get(fd);
+
+		if (s && s->route == GS_ROUTE_RSOCKET)
+			pl_rs_setfl(s, (int)(long)arg);
+		pl_sock_put(s);
+	}
+#endif
 	return r;
 }
 

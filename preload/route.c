@@ -18,6 +18,7 @@
 
 #include "real.h"
 #include "route.h"
+#include "rs.h"
 
 #ifndef SYSCONFDIR
 #define SYSCONFDIR "/etc"
@@ -162,12 +163,21 @@ enum gs_route pl_route_decide(int fd, enum gs_role role,
 	}
 	addr_text(sa, where, sizeof(where));
 	if (want == GS_ROUTE_RSOCKET) {
-		/* The rsocket data path is not in this build yet (issue 4). */
+		const char *no = have_rdma ? NULL : "this host has no RDMA device";
+
+#ifdef HAVE_RDMACM
+		if (!no && pl_rs_load(&no) == 0) {
+			pl_log(PL_LOG_DEBUG, "fd %d (%s %s): rsocket, by %s", fd,
+			       side, where, why);
+			return GS_ROUTE_RSOCKET;
+		}
+#else
+		if (!no)
+			no = "this build has no librdmacm";
+#endif
 		pl_log(have_rdma ? PL_LOG_WARN : PL_LOG_INFO,
 		       "fd %d (%s %s): %s asks for rsocket, but %s; using the kernel",
-		       fd, side, where, why,
-		       have_rdma ? "this build has no rsocket route" :
-				   "this host has no RDMA device");
+		       fd, side, where, why, no);
 		return GS_ROUTE_OS;
 	}
 	pl_log(PL_LOG_DEBUG, "fd %d (%s %s): kernel, by %s", fd, side, where,

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The rsocket route of the preload: librdmacm's rsockets, loaded with
+ * dlopen only when a socket is routed there. An rsocket-routed socket
+ * keeps its kernel socket as the application's descriptor (so the number
+ * stays the application's and the kernel port stays reserved); its
+ * entry's rs is the rsocket the calls go to.
+ */
+#ifndef PL_RS_H
+#define PL_RS_H
+
+#include <poll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+
+#include "fdtab.h"
+#include "real.h"
+
+/* What pl_rs_connect and pl_rs_listen return when the kernel must do it. */
+#define PL_RS_FALLBACK (-2)
+
+#ifdef HAVE_RDMACM
+/* 0 when librdmacm is loaded; else -1 and *why says why. */
+int pl_rs_load(const char **why);
+
+/* The calls of an rsocket-routed descriptor, called with its rsocket. */
+extern struct pl_real pl_rs_calls;
+
+/* Connect s over rsocket; PL_RS_FALLBACK when the peer is not reachable so. */
+int pl_rs_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
+		  socklen_t len);
+/* Listen on rsocket as well as on the kernel (fd, already listening). */
+int pl_rs_listen(int fd, struct pl_sock *s, int backlog);
+/* Accept on whichever of the rsocket and the kernel listener has a peer. */
+int pl_rs_accept(int fd, struct pl_sock *s, struct sockaddr *sa,
+		 socklen_t *len, int flags);
+/* The application changed its O_NONBLOCK. */
+void pl_rs_setfl(struct pl_sock *s, int flags);
+/* poll over descriptors of both routes; *done is 0 if none was rsocket. */
+int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done);
+/* select, by way of pl_rs_poll. */
+int pl_rs_select(int n, fd_set *r, fd_set *w, fd_set *e, int timeout_ms,
+		 int *done);
+#endif
+
+#endif
