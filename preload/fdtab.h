@@ -36,6 +36,7 @@ struct pl_sock {
 	int domain; /* AF_INET or AF_INET6 */
 	int rs; /* GS_ROUTE_RSOCKET: the rsocket; else -1 */
 	int nonblock; /* the application asked for O_NONBLOCK */
+	int listening; /* a listener: rsocket and kernel both take peers */
 };
 
 /* Called when an entry's last reference goes (set by the rsocket route). */

@@ -262,31 +262,70 @@ PL_SELECT_CALL(pselect,
 PL_MULTI_CALL(int, epoll_create, (int size), (size))
 PL_MULTI_CALL(int, epoll_create1, (int flags), (flags))
 
-/*
- * epoll cannot watch an rsocket (its readiness is not a kernel
- * descriptor's); say so rather than let the program wait forever.
- */
 int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 {
 	struct pl_sock *s;
+	int r;
 
 	calls_for(fd, &s);
-	if (s && s->route == GS_ROUTE_RSOCKET && op != EPOLL_CTL_DEL) {
-		pl_log(PL_LOG_ERROR,
-		       "fd %d is on the rsocket route, which epoll cannot watch yet; route this program to the kernel (GSOCK_TRANSPORT=os or a rule)",
-		       fd);
+#ifdef HAVE_RDMACM
+	if (s && pl_route_rdma_possible()) {
+		/*
+		 * An undecided socket is watched by the kernel's set and
+		 * remembered in ours, in case it becomes an rsocket. A
+		 * listener's kernel half takes plain TCP clients, so it stays
+		 * in the kernel's set as well; a connected rsocket's kernel
+		 * socket never becomes ready and stays out.
+		 */
+		if (s->route != GS_ROUTE_RSOCKET || s->rs < 0 || s->listening) {
+			r = pl_real.epoll_ctl(ep, op, fd, e);
+			if (r == 0) {
+				int saved = errno;
+
+				pl_rs_epoll_ctl(ep, op, fd, s, e);
+				errno = saved;
+			}
+		} else {
+			r = pl_rs_epoll_ctl(ep, op, fd, s, e);
+		}
 		pl_sock_put(s);
-		errno = EPERM;
-		return -1;
+		return r;
 	}
+#endif
 	pl_sock_put(s);
 	return pl_real.epoll_ctl(ep, op, fd, e);
 }
+
+#ifdef HAVE_RDMACM
+int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
+{
+	sigset_t old;
+	int done = 0, r;
+
+	pl_init();
+	if (!pl_busy && pl_route_rdma_possible()) {
+		if (m)
+			pthread_sigmask(SIG_SETMASK, m, &old);
+		r = pl_rs_epoll_wait(ep, e, n, t, &done);
+		if (m)
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (done)
+			return r;
+	}
+	return pl_real.epoll_pwait(ep, e, n, t, m);
+}
+
+int epoll_wait(int ep, struct epoll_event *e, int n, int t)
+{
+	return epoll_pwait(ep, e, n, t, NULL);
+}
+#else
 PL_MULTI_CALL(int, epoll_wait, (int ep, struct epoll_event *e, int n, int t),
 	      (ep, e, n, t))
 PL_MULTI_CALL(int, epoll_pwait,
 	      (int ep, struct epoll_event *e, int n, int t, const sigset_t *m),
 	      (ep, e, n, t, m))
+#endif
 PL_MULTI_CALL(pid_t, fork, (void), ())
 
 /* A new TCP socket gets an entry: its route is chosen later. */
@@ -423,8 +462,13 @@ int accept(int fd, struct sockaddr *sa, socklen_t *len)
 int close(int fd)
 {
 	pl_init();
-	if (!pl_busy)
+	if (!pl_busy) {
 		pl_fd_clear(fd);
+#ifdef HAVE_RDMACM
+		if (pl_route_rdma_possible())
+			pl_rs_epoll_forget(fd); /* if fd was an epoll set */
+#endif
+	}
 	return pl_real.close(fd);
 }
 

@@ -60,6 +60,11 @@ void pl_log(enum pl_log_level level, const char *fmt, ...)
 	}
 }
 
+int pl_route_rdma_possible(void)
+{
+	return have_rdma && transport != PL_T_OS;
+}
+
 static void report(const char *msg)
 {
 	pl_log(PL_LOG_ERROR, "%s", msg);

@@ -25,6 +25,9 @@ void pl_route_init(void);
 enum gs_route pl_route_decide(int fd, enum gs_role role,
 			      const struct sockaddr *sa);
 
+/* Whether this process can take the rsocket route at all (an RDMA device). */
+int pl_route_rdma_possible(void);
+
 void pl_log(enum pl_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

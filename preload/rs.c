@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -145,6 +146,8 @@ static int app_nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
+static void ep_unwatch_kernel(int fd, struct pl_sock *s);
+
 int pl_rs_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		  socklen_t len)
 {
@@ -167,6 +170,7 @@ int pl_rs_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 	if (s->nonblock)
 		RS(rs.rfcntl(r, F_SETFL, O_NONBLOCK));
 	s->rs = r;
+	ep_unwatch_kernel(fd, s);
 	pl_log(PL_LOG_INFO, "fd %d: connected over rsocket", fd);
 	return 0;
 }
@@ -194,6 +198,7 @@ int pl_rs_listen(int fd, struct pl_sock *s, int backlog)
 	}
 	s->rs = r;
 	s->nonblock = app_nonblocking(fd);
+	s->listening = 1;
 	pl_log(PL_LOG_INFO, "fd %d: listening on rsocket and on the kernel", fd);
 	return 0;
 err_log:
@@ -478,4 +483,217 @@ int pl_rs_select(int n, fd_set *rd, fd_set *wr, fd_set *ex, int timeout_ms,
 		}
 	}
 	return r;
+}
+
+/*
+ * epoll over rsocket descriptors. The kernel cannot watch an rsocket, so
+ * each epoll set remembers its rsocket members here, and epoll_wait on a
+ * set that has any becomes one rpoll over the set's own descriptor (ready
+ * when a kernel member is) and the members' rsockets. Members are
+ * reported level-triggered (EPOLLET readiness is a subset of that);
+ * EPOLLONESHOT members go quiet once reported, until EPOLL_CTL_MOD.
+ * A listening rsocket socket also stays in the kernel set: its kernel
+ * half takes plain TCP clients.
+ */
+struct ep_member {
+	int fd; /* the application's descriptor */
+	struct pl_sock *s; /* a reference */
+	uint32_t events; /* EPOLL*; 0 after a oneshot fired */
+	epoll_data_t data;
+};
+
+struct ep_set {
+	struct ep_set *next;
+	int epfd;
+	int n, cap;
+	struct ep_member *m;
+};
+
+static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ep_set *ep_sets; /* ep_lock */
+
+static struct ep_set *ep_find(int epfd, int create)
+{
+	struct ep_set *e;
+
+	for (e = ep_sets; e; e = e->next)
+		if (e->epfd == epfd)
+			return e;
+	if (!create)
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (e) {
+		e->epfd = epfd;
+		e->next = ep_sets;
+		ep_sets = e;
+	}
+	return e;
+}
+
+static void ep_drop(struct ep_set *e, int i)
+{
+	pl_sock_put(e->m[i].s);
+	e->m[i] = e->m[--e->n];
+}
+
+int pl_rs_epoll_ctl(int epfd, int op, int fd, struct pl_sock *s,
+		    struct epoll_event *ev)
+{
+	struct ep_set *e;
+	int i, r = 0;
+
+	pthread_mutex_lock(&ep_lock);
+	e = ep_find(epfd, op == EPOLL_CTL_ADD);
+	for (i = 0; e && i < e->n && e->m[i].fd != fd; i++)
+		;
+	if (!e || (op != EPOLL_CTL_ADD && i == e->n)) {
+		errno = e ? ENOENT : ENOMEM;
+		r = -1;
+	} else if (op == EPOLL_CTL_ADD && i < e->n) {
+		errno = EEXIST;
+		r = -1;
+	} else if (op == EPOLL_CTL_DEL) {
+		ep_drop(e, i);
+	} else {
+		if (op == EPOLL_CTL_ADD) {
+			if (e->n == e->cap) {
+				int cap = e->cap ? 2 * e->cap : 8;
+				struct ep_member *m = realloc(e->m, cap * sizeof(*m));
+
+				if (!m) {
+					errno = ENOMEM;
+					r = -1;
+					goto out_unlock;
+				}
+				e->m = m;
+				e->cap = cap;
+			}
+			__atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
+			e->m[e->n++] = (struct ep_member){ fd, s, 0, { 0 } };
+		}
+		e->m[i].events = ev->events;
+		e->m[i].data = ev->data;
+	}
+out_unlock:
+	pthread_mutex_unlock(&ep_lock);
+	return r;
+}
+
+/*
+ * A socket registered while undecided became a connected rsocket: its
+ * kernel socket would only ever report a spurious hang-up, so the
+ * kernel's sets let it go; ours keep it.
+ */
+static void ep_unwatch_kernel(int fd, struct pl_sock *s)
+{
+	pthread_mutex_lock(&ep_lock);
+	for (struct ep_set *e = ep_sets; e; e = e->next)
+		for (int i = 0; i < e->n; i++)
+			if (e->m[i].s == s)
+				pl_real.epoll_ctl(e->epfd, EPOLL_CTL_DEL, fd, NULL);
+	pthread_mutex_unlock(&ep_lock);
+}
+
+void pl_rs_epoll_forget(int epfd)
+{
+	struct ep_set **pp, *e;
+
+	pthread_mutex_lock(&ep_lock);
+	for (pp = &ep_sets; *pp && (*pp)->epfd != epfd; pp = &(*pp)->next)
+		;
+	e = *pp;
+	if (e) {
+		*pp = e->next;
+		while (e->n)
+			ep_drop(e, 0);
+		free(e->m);
+		free(e);
+	}
+	pthread_mutex_unlock(&ep_lock);
+}
+
+static short ep_to_poll(uint32_t ev)
+{
+	return (short)(((ev & EPOLLIN) ? POLLIN : 0) | ((ev & EPOLLOUT) ? POLLOUT : 0) |
+		       ((ev & EPOLLPRI) ? POLLPRI : 0));
+}
+
+static uint32_t poll_to_ep(short rev)
+{
+	return ((rev & POLLIN) ? EPOLLIN : 0) | ((rev & POLLOUT) ? EPOLLOUT : 0) |
+	       ((rev & POLLPRI) ? EPOLLPRI : 0) | ((rev & POLLERR) ? EPOLLERR : 0) |
+	       ((rev & POLLHUP) ? EPOLLHUP : 0);
+}
+
+int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
+		     int *done)
+{
+	struct pollfd small[65], *p = small;
+	struct ep_member *m = NULL;
+	struct ep_set *e;
+	int n = 0, got = 0;
+
+	*done = 0;
+	pthread_mutex_lock(&ep_lock);
+	e = ep_find(epfd, 0);
+	/* Forget members whose descriptor was closed or now names another socket. */
+	for (int i = 0; e && i < e->n;) {
+		struct pl_sock *now = pl_fd_get(e->m[i].fd);
+
+		pl_sock_put(now);
+		if (now != e->m[i].s)
+			ep_drop(e, i);
+		else
+			i++;
+	}
+	if (e && e->n > 0) {
+		m = malloc((size_t)e->n * sizeof(*m));
+		if (e->n + 1 > 65)
+			p = malloc((size_t)(e->n + 1) * sizeof(*p));
+		/* Members still undecided are watched by the kernel's set. */
+		for (int i = 0; m && p && i < e->n; i++) {
+			if (e->m[i].s->route != GS_ROUTE_RSOCKET || e->m[i].s->rs < 0)
+				continue;
+			m[n] = e->m[i];
+			__atomic_add_fetch(&m[n++].s->refs, 1, __ATOMIC_ACQ_REL);
+		}
+	}
+	pthread_mutex_unlock(&ep_lock);
+	if (!n)
+		goto out_free;
+	*done = 1;
+	if (p == small && n + 1 > 65)
+		goto out_put; /* unreachable: p was sized for every member */
+	p[0] = (struct pollfd){ epfd, POLLIN, 0 };
+	for (int i = 0; i < n; i++)
+		p[i + 1] = (struct pollfd){ m[i].s->rs, ep_to_poll(m[i].events), 0 };
+	got = RS(rs.rpoll(p, n + 1, timeout));
+	if (got <= 0)
+		goto out_put;
+	got = 0;
+	if (p[0].revents)
+		got = pl_real.epoll_wait(epfd, out, max, 0);
+	if (got < 0)
+		got = 0;
+	for (int i = 0; i < n && got < max; i++) {
+		uint32_t ev = poll_to_ep(p[i + 1].revents);
+
+		if (!ev || !m[i].events)
+			continue;
+		out[got].events = ev;
+		out[got++].data = m[i].data;
+		if (m[i].events & EPOLLONESHOT) {
+			struct epoll_event quiet = { 0, m[i].data };
+
+			pl_rs_epoll_ctl(epfd, EPOLL_CTL_MOD, m[i].fd, m[i].s, &quiet);
+		}
+	}
+out_put:
+	for (int i = 0; i < n; i++)
+		pl_sock_put(m[i].s);
+out_free:
+	free(m);
+	if (p != small)
+		free(p);
+	return got;
 }

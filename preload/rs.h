@@ -10,6 +10,7 @@
 #define PL_RS_H
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 
@@ -41,6 +42,14 @@ int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done);
 /* select, by way of pl_rs_poll. */
 int pl_rs_select(int n, fd_set *r, fd_set *w, fd_set *e, int timeout_ms,
 		 int *done);
+/* epoll_ctl of an rsocket-routed descriptor, kept beside the kernel set. */
+int pl_rs_epoll_ctl(int epfd, int op, int fd, struct pl_sock *s,
+		    struct epoll_event *ev);
+/* epoll_wait over a set with rsocket members; *done is 0 if it has none. */
+int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
+		     int *done);
+/* The epoll descriptor epfd is closed. */
+void pl_rs_epoll_forget(int epfd);
 #endif
 
 #endif
