@@ -191,44 +191,32 @@ PL_FD_CALL(ssize_t, __recvfrom_chk,
 /*
  * poll and select over rsocket descriptors go through rpoll, which polls
  * plain descriptors in the same call; the signal mask of ppoll and
- * pselect is applied around it.
+ * pselect is applied around it. Without an RDMA device nothing is an
+ * rsocket, and the real call is made at once.
  */
+#define PL_RS_MULTI(name, params, rs_call, mask, args)                       \
+	int name params                                                      \
+	{                                                                    \
+		sigset_t old_;                                               \
+		int done_ = 0, r_;                                           \
+                                                                             \
+		pl_init();                                                   \
+		if (!pl_busy && pl_route_rdma_possible()) {                  \
+			if (mask)                                            \
+				pthread_sigmask(SIG_SETMASK, mask, &old_);   \
+			r_ = rs_call;                                        \
+			if (mask)                                            \
+				pthread_sigmask(SIG_SETMASK, &old_, NULL);   \
+			if (done_)                                           \
+				return r_;                                   \
+		}                                                            \
+		return pl_real.name args;                                    \
+	}
 #define PL_POLL_CALL(name, params, ms, mask, args)                           \
-	int name params                                                      \
-	{                                                                    \
-		sigset_t old_;                                               \
-		int done_ = 0, r_;                                           \
-                                                                             \
-		pl_init();                                                   \
-		if (!pl_busy) {                                              \
-			if (mask)                                            \
-				pthread_sigmask(SIG_SETMASK, mask, &old_);   \
-			r_ = pl_rs_poll(fds, n, ms, &done_);                 \
-			if (mask)                                            \
-				pthread_sigmask(SIG_SETMASK, &old_, NULL);   \
-			if (done_)                                           \
-				return r_;                                   \
-		}                                                            \
-		return pl_real.name args;                                    \
-	}
+	PL_RS_MULTI(name, params, pl_rs_poll(fds, n, ms, &done_), mask, args)
 #define PL_SELECT_CALL(name, params, ms, mask, args)                         \
-	int name params                                                      \
-	{                                                                    \
-		sigset_t old_;                                               \
-		int done_ = 0, r_;                                           \
-                                                                             \
-		pl_init();                                                   \
-		if (!pl_busy) {                                              \
-			if (mask)                                            \
-				pthread_sigmask(SIG_SETMASK, mask, &old_);   \
-			r_ = pl_rs_select(n, rd, wr, ex, ms, &done_);        \
-			if (mask)                                            \
-				pthread_sigmask(SIG_SETMASK, &old_, NULL);   \
-			if (done_)                                           \
-				return r_;                                   \
-		}                                                            \
-		return pl_real.name args;                                    \
-	}
+	PL_RS_MULTI(name, params, pl_rs_select(n, rd, wr, ex, ms, &done_),   \
+		    mask, args)
 #else
 #define PL_POLL_CALL(name, params, ms, mask, args)                           \
 	PL_MULTI_CALL(int, name, params, args)
