@@ -70,14 +70,24 @@ static int read_unpriv_port(void)
 	return port;
 }
 
-/* Bind the control socket, mode 0600; refuse if a live gsockd has it. */
+/*
+ * Bind the control socket, mode 0600; refuse if a live gsockd has it. It
+ * is bound under a temporary name and renamed into place once listening,
+ * so a client that sees the path can connect at once.
+ */
 static int control_open(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char tmp[sizeof(sa.sun_path)];
 	mode_t old;
-	int fd;
+	int fd, n;
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	n = snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+	if (n < 0 || n >= (int)sizeof(tmp)) {
+		br_err("control socket path %s is too long", path);
+		return -1;
+	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
@@ -86,7 +96,12 @@ static int control_open(const char *path)
 		       path);
 		goto err_close;
 	}
-	unlink(path); /* a stale socket of a dead gsockd */
+	close(fd);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	strcpy(sa.sun_path, tmp);
+	unlink(tmp);
 	old = umask(077);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		umask(old);
@@ -95,14 +110,15 @@ static int control_open(const char *path)
 		goto err_close;
 	}
 	umask(old);
-	if (chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
+	/* rename() replaces a stale socket of a dead gsockd, atomically. */
+	if (chmod(tmp, 0600) < 0 || listen(fd, 64) < 0 || rename(tmp, path) < 0) {
 		br_err("cannot listen on the control socket %s: %s", path,
 		       strerror(errno));
 		goto err_unlink;
 	}
 	return fd;
 err_unlink:
-	unlink(path);
+	unlink(tmp);
 err_close:
 	close(fd);
 	return -1;
