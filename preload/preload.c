@@ -361,6 +361,15 @@ static const struct pl_real *decide(int fd, struct pl_sock *s,
 	return pl_route_calls[route];
 }
 
+/* The rsocket route could not take fd: the kernel carries it after all. */
+static __attribute__((unused)) const struct pl_real *to_kernel(int fd,
+								struct pl_sock *s)
+{
+	s->route = GS_ROUTE_OS;
+	pl_fd_clear(fd);
+	return &pl_real;
+}
+
 int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct pl_sock *s;
@@ -375,9 +384,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		r = pl_rs_connect(fd, s, sa, len);
 		if (r != PL_RS_FALLBACK)
 			goto out_put;
-		s->route = GS_ROUTE_OS; /* a refused rsocket connect: the kernel */
-		pl_fd_clear(fd);
-		calls = &pl_real;
+		calls = to_kernel(fd, s); /* a refused rsocket connect */
 	}
 #endif
 	r = calls->connect(route_fd(fd, s), sa, len);
@@ -393,21 +400,18 @@ int listen(int fd, int backlog)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	struct pl_sock *s;
-	const struct pl_real *calls = calls_for(fd, &s);
 	int r, saved;
 
+	calls_for(fd, &s);
 	if (s && pl_real.getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
-		calls = decide(fd, s, GS_ROLE_SERVER, (struct sockaddr *)&ss);
+		decide(fd, s, GS_ROLE_SERVER, (struct sockaddr *)&ss);
 	/* The kernel always listens: plain TCP clients reach every server. */
 	r = pl_real.listen(fd, backlog);
 #ifdef HAVE_RDMACM
 	if (r == 0 && s && s->route == GS_ROUTE_RSOCKET && s->rs < 0 &&
-	    pl_rs_listen(fd, s, backlog) == PL_RS_FALLBACK) {
-		s->route = GS_ROUTE_OS;
-		pl_fd_clear(fd);
-	}
+	    pl_rs_listen(fd, s, backlog) == PL_RS_FALLBACK)
+		to_kernel(fd, s);
 #endif
-	(void)calls;
 	saved = errno;
 	pl_sock_put(s);
 	errno = saved;
