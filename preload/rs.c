@@ -212,21 +212,25 @@ static int adopt(struct pl_sock *ls, int r, int flags)
 {
 	struct pl_sock *s = pl_sock_new(ls->domain);
 	int fd = pl_real.socket(ls->domain, SOCK_STREAM | (flags & SOCK_CLOEXEC), 0);
+	int e = fd < 0 ? errno : EMFILE;
 
+	if (s) {
+		/* Complete before the table publishes it. */
+		s->route = GS_ROUTE_RSOCKET;
+		s->state = PL_DECIDED;
+		s->rs = r;
+		s->nonblock = (flags & SOCK_NONBLOCK) != 0;
+	}
 	if (fd < 0 || !s || pl_fd_set(fd, s)) {
-		int e = fd < 0 ? errno : EMFILE;
-
 		if (fd >= 0)
 			pl_real.close(fd);
+		if (s)
+			s->rs = -1; /* closed just below, once */
 		pl_sock_put(s);
 		RS(rs.rclose(r));
 		errno = e;
 		return -1;
 	}
-	s->route = GS_ROUTE_RSOCKET;
-	s->state = PL_DECIDED;
-	s->rs = r;
-	s->nonblock = (flags & SOCK_NONBLOCK) != 0;
 	if (!s->nonblock)
 		RS(rs.rfcntl(r, F_SETFL, 0));
 	pl_sock_put(s);
