@@ -123,7 +123,7 @@ static int route_fd(int fd, const struct pl_sock *s)
 		return r;                                                    \
 	}
 
-/* A call on several descriptors at once; the kernel's route only today. */
+/* A call that needs no descriptor translated (or, without librdmacm, cannot). */
 #define PL_MULTI_CALL(ret, name, params, args)                               \
 	ret name params                                                      \
 	{                                                                    \
