@@ -30,6 +30,7 @@ struct pl_sock *pl_sock_new(int domain)
 	s->route = GS_ROUTE_OS;
 	s->domain = domain;
 	s->rs = -1;
+	s->watch_fd = -1;
 	return s;
 }
 

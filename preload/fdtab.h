@@ -22,6 +22,8 @@
 
 #include "../conf/gsconf.h"
 
+struct pl_lq;
+
 /* Where a routed socket stands. */
 enum pl_state {
 	PL_UNDECIDED, /* created; its route is chosen at connect or listen */
@@ -37,6 +39,14 @@ struct pl_sock {
 	int rs; /* GS_ROUTE_RSOCKET: the rsocket; else -1 */
 	int nonblock; /* the application asked for O_NONBLOCK */
 	int listening; /* a listener: rsocket and kernel both take peers */
+	/*
+	 * GS_ROUTE_RSOCKET: a kernel descriptor that is readable when the
+	 * rsocket needs the application: a listener's accepted rsockets are
+	 * waiting (an eventfd), a connection's peer is gone (a duplicate of
+	 * its CM event channel). -1 until then.
+	 */
+	int watch_fd;
+	struct pl_lq *lq; /* a listener's accepting thread */
 };
 
 /* Called when an entry's last reference goes (set by the rsocket route). */

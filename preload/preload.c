@@ -36,6 +36,7 @@
 
 struct pl_real pl_real;
 __thread int pl_busy;
+__thread struct pl_sock *pl_cur_sock;
 
 /* Each route's calls; the kernel's are the real ones. */
 static const struct pl_real *pl_route_calls[] = {
@@ -116,7 +117,9 @@ static int route_fd(int fd, const struct pl_sock *s)
 		int saved;                                                   \
                                                                              \
 		fd = route_fd(fd, s);                                        \
+		pl_cur_sock = s;                                             \
 		r = calls_->name args;                                       \
+		pl_cur_sock = NULL;                                          \
 		saved = errno;                                               \
 		pl_sock_put(s);                                              \
 		errno = saved;                                               \
@@ -538,6 +541,7 @@ PL_FCNTL(fcntl64, pl_real.fcntl64 ? pl_real.fcntl64 : pl_real.fcntl)
 
 int ioctl(int fd, unsigned long req, ...)
 {
+	const struct pl_real *calls;
 	struct pl_sock *s;
 	va_list ap;
 	void *arg;
@@ -546,7 +550,13 @@ int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	arg = va_arg(ap, void *);
 	va_end(ap);
-	r = calls_for(fd, &s)->ioctl(fd, req, arg);
+	calls = calls_for(fd, &s);
+	pl_cur_sock = s;
+	r = calls->ioctl(route_fd(fd, s), req, arg);
+	pl_cur_sock = NULL;
+	/* The kernel socket's flag too, so F_GETFL keeps telling the truth. */
+	if (r == 0 && s && calls != &pl_real && req == FIONBIO)
+		pl_real.ioctl(fd, req, arg);
 	saved = errno;
 	pl_sock_put(s);
 	errno = saved;

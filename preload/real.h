@@ -87,5 +87,8 @@ void pl_init(void);
 
 /* Non-zero while this thread is inside the preload. */
 extern __thread int pl_busy;
+/* The entry whose call this thread is in (set by the fd-call wrappers). */
+struct pl_sock;
+extern __thread struct pl_sock *pl_cur_sock;
 
 #endif

@@ -15,7 +15,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -67,8 +69,14 @@ static const char *load_error;
 		r_;                                                          \
 	})
 
+static void lq_stop(struct pl_lq *q);
+
 static void release(struct pl_sock *s)
 {
+	if (s->lq)
+		lq_stop(s->lq); /* closes watch_fd, its eventfd */
+	else if (s->watch_fd >= 0)
+		pl_real.close(s->watch_fd);
 	if (s->rs >= 0)
 		RS(rs.rclose(s->rs));
 }
@@ -148,6 +156,142 @@ static int app_nonblocking(int fd)
 
 static void ep_unwatch_kernel(int fd, struct pl_sock *s);
 
+/*
+ * A connected rsocket's descriptor number is its CM event channel, where
+ * the peer's disconnect arrives; rsocket reads it only when it closes.
+ * A duplicate of it, which rpoll takes for a plain descriptor, becomes
+ * readable when the peer goes away without a word (killed, say), which
+ * rsocket's own calls would wait through forever. An accepted rsocket's
+ * "established" event also comes there; rsocket takes it in its next
+ * call, so a reading is only trusted after a call (RS_IO).
+ */
+static int watch_peer(int r)
+{
+	return pl_real.fcntl(r, F_DUPFD_CLOEXEC, 0);
+}
+
+/* The peer of connected s is gone (a CM event is waiting). */
+static int peer_gone(const struct pl_sock *s)
+{
+	struct pollfd p = { s->watch_fd, POLLIN, 0 };
+
+	return s->watch_fd >= 0 && pl_real.poll(&p, 1, 0) == 1;
+}
+
+/*
+ * The accepting thread of a listener. What it accepts waits in q, and
+ * the eventfd, readable while q holds some, is what poll, epoll and a
+ * blocking accept wait on beside the kernel listener (rpoll over a
+ * listening rsocket and other descriptors can sleep through a
+ * connection). The thread never sleeps inside rpoll: librdmacm wakes
+ * every thread blocked in rpoll on any rsocket event, which would put this
+ * one on the path of every message the application's rpoll gets. It
+ * checks without waiting and sleeps in between: 1 ms while peers arrive,
+ * backing off to LQ_IDLE_US when none has for a while.
+ */
+#define LQ_MAX 128
+#define LQ_BUSY_US 1000
+#define LQ_IDLE_US 10000
+
+struct pl_lq {
+	pthread_t thread;
+	int r; /* the listening rsocket */
+	int efd; /* eventfd, semaphore mode: one count per queued rsocket */
+	int stop; /* atomic */
+	pthread_mutex_t lock;
+	int q[LQ_MAX], head, n; /* lock */
+};
+
+static void *lq_run(void *arg)
+{
+	struct pl_lq *q = arg;
+	unsigned idle = 0;
+	uint64_t one = 1;
+
+	pl_busy++; /* librdmacm's own descriptors are not ours */
+	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
+		int c = rs.raccept(q->r, NULL, NULL); /* non-blocking */
+
+		if (c < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				pl_log(PL_LOG_DEBUG, "raccept: %s", strerror(errno));
+			usleep(idle++ < 1000 ? LQ_BUSY_US : LQ_IDLE_US);
+			continue;
+		}
+		idle = 0;
+		pthread_mutex_lock(&q->lock);
+		if (q->n == LQ_MAX) {
+			pthread_mutex_unlock(&q->lock);
+			rs.rclose(c); /* the backlog is full: refuse, as the kernel would */
+			continue;
+		}
+		q->q[(q->head + q->n++) % LQ_MAX] = c;
+		pthread_mutex_unlock(&q->lock);
+		if (write(q->efd, &one, sizeof(one)) != sizeof(one))
+			pl_log(PL_LOG_WARN, "listener eventfd: %s", strerror(errno));
+	}
+	return NULL;
+}
+
+static struct pl_lq *lq_start(int r)
+{
+	struct pl_lq *q = calloc(1, sizeof(*q));
+	sigset_t all, old;
+	int e;
+
+	if (!q)
+		return NULL;
+	q->r = r;
+	q->efd = eventfd(0, EFD_SEMAPHORE | EFD_NONBLOCK | EFD_CLOEXEC);
+	pthread_mutex_init(&q->lock, NULL);
+	if (q->efd < 0)
+		goto err_free;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the application's */
+	e = pthread_create(&q->thread, NULL, lq_run, q);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e == 0)
+		return q;
+	errno = e;
+	pl_real.close(q->efd);
+err_free:
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+	return NULL;
+}
+
+/* An accepted rsocket from q, or -1 (EAGAIN) when none waits. */
+static int lq_take(struct pl_lq *q)
+{
+	uint64_t one;
+	int c;
+
+	if (pl_real.read(q->efd, &one, sizeof(one)) != sizeof(one)) {
+		errno = EAGAIN;
+		return -1;
+	}
+	pthread_mutex_lock(&q->lock);
+	c = q->q[q->head];
+	q->head = (q->head + 1) % LQ_MAX;
+	q->n--;
+	pthread_mutex_unlock(&q->lock);
+	return c;
+}
+
+static void lq_stop(struct pl_lq *q)
+{
+	__atomic_store_n(&q->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(q->thread, NULL);
+	while (q->n) {
+		RS(rs.rclose(q->q[q->head]));
+		q->head = (q->head + 1) % LQ_MAX;
+		q->n--;
+	}
+	pl_real.close(q->efd);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+}
+
 int pl_rs_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		  socklen_t len)
 {
@@ -167,8 +311,8 @@ int pl_rs_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		return PL_RS_FALLBACK;
 	}
 	s->nonblock = app_nonblocking(fd);
-	if (s->nonblock)
-		RS(rs.rfcntl(r, F_SETFL, O_NONBLOCK));
+	RS(rs.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done here */
+	s->watch_fd = watch_peer(r);
 	s->rs = r;
 	ep_unwatch_kernel(fd, s);
 	pl_log(PL_LOG_INFO, "fd %d: connected over rsocket", fd);
@@ -196,6 +340,12 @@ int pl_rs_listen(int fd, struct pl_sock *s, int backlog)
 		errno = e;
 		goto err_log;
 	}
+	s->lq = lq_start(r);
+	if (!s->lq) {
+		RS(rs.rclose(r));
+		goto err_log;
+	}
+	s->watch_fd = s->lq->efd;
 	s->rs = r;
 	s->nonblock = app_nonblocking(fd);
 	s->listening = 1;
@@ -219,6 +369,7 @@ static int adopt(struct pl_sock *ls, int r, int flags)
 		s->route = GS_ROUTE_RSOCKET;
 		s->state = PL_DECIDED;
 		s->rs = r;
+		s->watch_fd = watch_peer(r);
 		s->nonblock = (flags & SOCK_NONBLOCK) != 0;
 	}
 	if (fd < 0 || !s || pl_fd_set(fd, s)) {
@@ -231,8 +382,7 @@ static int adopt(struct pl_sock *ls, int r, int flags)
 		errno = e;
 		return -1;
 	}
-	if (!s->nonblock)
-		RS(rs.rfcntl(r, F_SETFL, 0));
+	RS(rs.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done here */
 	pl_sock_put(s);
 	return fd;
 }
@@ -241,13 +391,14 @@ int pl_rs_accept(int fd, struct pl_sock *s, struct sockaddr *sa,
 		 socklen_t *len, int flags)
 {
 	for (;;) {
-		struct pollfd p[2] = { { s->rs, POLLIN, 0 }, { fd, POLLIN, 0 } };
-		int r = RS(rs.raccept(s->rs, sa, len));
+		struct pollfd p[2] = { { s->lq->efd, POLLIN, 0 }, { fd, POLLIN, 0 } };
+		int r = lq_take(s->lq);
 
-		if (r >= 0)
+		if (r >= 0) {
+			if (sa && len)
+				RS(rs.rgetpeername(r, sa, len));
 			return adopt(s, r, flags);
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -1;
+		}
 		/* The kernel side: accept only what is there, never wait in it. */
 		if (pl_real.poll(&p[1], 1, 0) == 1)
 			return pl_real.accept4(fd, sa, len, flags);
@@ -255,15 +406,79 @@ int pl_rs_accept(int fd, struct pl_sock *s, struct sockaddr *sa,
 			errno = EAGAIN;
 			return -1;
 		}
-		RS(rs.rpoll(p, 2, -1));
+		if (pl_real.poll(p, 2, -1) < 0 && errno == EINTR)
+			return -1;
 	}
 }
 
+/* The rsocket itself stays non-blocking; the preload waits for blocking callers. */
 void pl_rs_setfl(struct pl_sock *s, int flags)
 {
 	s->nonblock = (flags & O_NONBLOCK) != 0;
-	if (s->rs >= 0)
-		RS(rs.rfcntl(s->rs, F_SETFL, s->nonblock ? O_NONBLOCK : 0));
+}
+
+/* Wait until r is ready for ev or its peer is gone (bounded: re-checked by the caller). */
+static void rs_wait(struct pl_sock *s, short ev)
+{
+	struct pollfd p[2] = { { s->rs, ev, 0 }, { s->watch_fd, POLLIN, 0 } };
+
+	RS(rs.rpoll(p, s->watch_fd >= 0 ? 2 : 1, 1000));
+}
+
+/* What a call gets once the peer vanished: end of stream, or a reset. */
+static ssize_t rs_gone(short ev)
+{
+	if (ev == POLLIN)
+		return 0;
+	errno = ECONNRESET;
+	return -1;
+}
+
+/*
+ * An rsocket call made for the application: it blocks if the application
+ * asked for that (and not dontwait), by waiting here; a peer that
+ * vanished reads as the end of the stream and writes as a reset.
+ */
+#define RS_IO(ev, dontwait, call)                                            \
+	({                                                                   \
+		struct pl_sock *s_ = pl_cur_sock;                            \
+		ssize_t r_;                                                  \
+                                                                             \
+		while ((r_ = RS(call)) < 0 && s_ &&                          \
+		       (errno == EAGAIN || errno == EWOULDBLOCK)) {          \
+			/* Once more: the call takes a pending "established". */ \
+			if (peer_gone(s_) && (r_ = RS(call)) < 0 &&          \
+			    (errno == EAGAIN || errno == EWOULDBLOCK) &&     \
+			    peer_gone(s_)) {                                 \
+				r_ = rs_gone(ev);                            \
+				break;                                       \
+			}                                                    \
+			if (r_ >= 0)                                         \
+				break;                                       \
+			if (s_->nonblock || (dontwait)) {                    \
+				errno = EAGAIN;                              \
+				break;                                       \
+			}                                                    \
+			rs_wait(s_, ev);                                     \
+		}                                                            \
+		r_;                                                          \
+	})
+
+/* A blocking send sends it all, as the kernel's does. */
+static ssize_t rs_send_all(int r, const void *b, size_t n, int f)
+{
+	const struct pl_sock *s = pl_cur_sock;
+	size_t done = 0;
+
+	do {
+		ssize_t put = RS_IO(POLLOUT, f & MSG_DONTWAIT,
+				    rs.rsend(r, (const char *)b + done, n - done, f));
+
+		if (put < 0)
+			return done ? (ssize_t)done : put;
+		done += (size_t)put;
+	} while (done < n && s && !s->nonblock && !(f & MSG_DONTWAIT));
+	return (ssize_t)done;
 }
 
 /* recvmmsg and sendmmsg, one message at a time. */
@@ -274,7 +489,8 @@ static int rs_recvmmsg(int r, struct mmsghdr *v, unsigned int n, int flags,
 
 	(void)t;
 	for (i = 0; i < n; i++) {
-		ssize_t got = RS(rs.rrecvmsg(r, &v[i].msg_hdr, i ? flags | MSG_DONTWAIT : flags));
+		int f = i ? flags | MSG_DONTWAIT : flags;
+		ssize_t got = RS_IO(POLLIN, f & MSG_DONTWAIT, rs.rrecvmsg(r, &v[i].msg_hdr, f));
 
 		if (got < 0)
 			break;
@@ -290,7 +506,8 @@ static int rs_sendmmsg(int r, struct mmsghdr *v, unsigned int n, int flags)
 	unsigned int i;
 
 	for (i = 0; i < n; i++) {
-		ssize_t put = RS(rs.rsendmsg(r, &v[i].msg_hdr, flags));
+		ssize_t put = RS_IO(POLLOUT, flags & MSG_DONTWAIT,
+				    rs.rsendmsg(r, &v[i].msg_hdr, flags));
 
 		if (put < 0)
 			break;
@@ -312,7 +529,7 @@ static ssize_t rs_sendfile(int r, int in, off_t *off, size_t n)
 
 		if (got <= 0)
 			break;
-		put = RS(rs.rwrite(r, buf, (size_t)got));
+		put = rs_send_all(r, buf, (size_t)got, 0);
 		if (put <= 0)
 			return done ? (ssize_t)done : put;
 		if (off)
@@ -334,8 +551,11 @@ static int rs_ioctl(int r, unsigned long req, ...)
 	va_start(ap, req);
 	arg = va_arg(ap, int *);
 	va_end(ap);
-	if (req == FIONBIO)
-		return RS(rs.rfcntl(r, F_SETFL, *arg ? O_NONBLOCK : 0));
+	(void)r;
+	if (req == FIONBIO && pl_cur_sock) {
+		pl_cur_sock->nonblock = *arg != 0;
+		return 0;
+	}
 	errno = EOPNOTSUPP;
 	return -1;
 }
@@ -355,31 +575,47 @@ static int rs_setsockopt(int r, int level, int name, const void *v, socklen_t le
 	{                                                                    \
 		return RS(call);                                             \
 	}
+/* The same for calls that go through RS_IO, which steps aside itself. */
+#define WRAP_IO(ret, name, params, call)                                     \
+	static ret name params                                               \
+	{                                                                    \
+		return call;                                                 \
+	}
 WRAP(int, rs_bind, (int r, const struct sockaddr *sa, socklen_t l), rs.rbind(r, sa, l))
 WRAP(int, rs_listen, (int r, int b), rs.rlisten(r, b))
 WRAP(int, rs_connect, (int r, const struct sockaddr *sa, socklen_t l), rs.rconnect(r, sa, l))
-WRAP(ssize_t, rs_read, (int r, void *b, size_t n), rs.rread(r, b, n))
-WRAP(ssize_t, rs_readv, (int r, const struct iovec *v, int n), rs.rreadv(r, v, n))
-WRAP(ssize_t, rs_recv, (int r, void *b, size_t n, int f), rs.rrecv(r, b, n, f))
-WRAP(ssize_t, rs_recvfrom, (int r, void *b, size_t n, int f, struct sockaddr *sa, socklen_t *l),
-     rs.rrecvfrom(r, b, n, f, sa, l))
-WRAP(ssize_t, rs_recvmsg, (int r, struct msghdr *m, int f), rs.rrecvmsg(r, m, f))
-WRAP(ssize_t, rs_write, (int r, const void *b, size_t n), rs.rwrite(r, b, n))
-WRAP(ssize_t, rs_writev, (int r, const struct iovec *v, int n), rs.rwritev(r, v, n))
-WRAP(ssize_t, rs_send, (int r, const void *b, size_t n, int f), rs.rsend(r, b, n, f))
+#define RD(call) RS_IO(POLLIN, 0, call)
+#define RDF(f, call) RS_IO(POLLIN, (f) & MSG_DONTWAIT, call)
+#define WR(call) RS_IO(POLLOUT, 0, call)
+#define WRF(f, call) RS_IO(POLLOUT, (f) & MSG_DONTWAIT, call)
+WRAP_IO(ssize_t, rs_read, (int r, void *b, size_t n), RD(rs.rread(r, b, n)))
+WRAP_IO(ssize_t, rs_readv, (int r, const struct iovec *v, int n), RD(rs.rreadv(r, v, n)))
+WRAP_IO(ssize_t, rs_recv, (int r, void *b, size_t n, int f), RDF(f, rs.rrecv(r, b, n, f)))
+WRAP_IO(ssize_t, rs_recvfrom, (int r, void *b, size_t n, int f, struct sockaddr *sa, socklen_t *l),
+     RDF(f, rs.rrecvfrom(r, b, n, f, sa, l)))
+WRAP_IO(ssize_t, rs_recvmsg, (int r, struct msghdr *m, int f), RDF(f, rs.rrecvmsg(r, m, f)))
+WRAP_IO(ssize_t, rs_write, (int r, const void *b, size_t n), rs_send_all(r, b, n, 0))
+WRAP_IO(ssize_t, rs_writev, (int r, const struct iovec *v, int n), WR(rs.rwritev(r, v, n)))
+WRAP_IO(ssize_t, rs_send, (int r, const void *b, size_t n, int f), rs_send_all(r, b, n, f))
 /* A connected stream socket ignores sendto's address, as the kernel's does. */
-WRAP(ssize_t, rs_sendto, (int r, const void *b, size_t n, int f, const struct sockaddr *sa, socklen_t l),
-     ((void)sa, (void)l, rs.rsend(r, b, n, f)))
-WRAP(ssize_t, rs_sendmsg, (int r, const struct msghdr *m, int f), rs.rsendmsg(r, m, f))
+WRAP_IO(ssize_t, rs_sendto, (int r, const void *b, size_t n, int f, const struct sockaddr *sa, socklen_t l),
+     ((void)sa, (void)l, rs_send_all(r, b, n, f)))
+WRAP_IO(ssize_t, rs_sendmsg, (int r, const struct msghdr *m, int f), WRF(f, rs.rsendmsg(r, m, f)))
 WRAP(int, rs_shutdown, (int r, int how), rs.rshutdown(r, how))
 WRAP(int, rs_getsockopt, (int r, int lv, int nm, void *v, socklen_t *l), rs.rgetsockopt(r, lv, nm, v, l))
 WRAP(int, rs_getsockname, (int r, struct sockaddr *sa, socklen_t *l), rs.rgetsockname(r, sa, l))
 WRAP(int, rs_getpeername, (int r, struct sockaddr *sa, socklen_t *l), rs.rgetpeername(r, sa, l))
-WRAP(ssize_t, rs_read_chk, (int r, void *b, size_t n, size_t sz), rs.rread(r, b, n < sz ? n : sz))
-WRAP(ssize_t, rs_recv_chk, (int r, void *b, size_t n, size_t sz, int f), rs.rrecv(r, b, n < sz ? n : sz, f))
-WRAP(ssize_t, rs_recvfrom_chk, (int r, void *b, size_t n, size_t sz, int f, struct sockaddr *sa, socklen_t *l),
-     rs.rrecvfrom(r, b, n < sz ? n : sz, f, sa, l))
+WRAP_IO(ssize_t, rs_read_chk, (int r, void *b, size_t n, size_t sz), RD(rs.rread(r, b, n < sz ? n : sz)))
+WRAP_IO(ssize_t, rs_recv_chk, (int r, void *b, size_t n, size_t sz, int f),
+     RDF(f, rs.rrecv(r, b, n < sz ? n : sz, f)))
+WRAP_IO(ssize_t, rs_recvfrom_chk, (int r, void *b, size_t n, size_t sz, int f, struct sockaddr *sa, socklen_t *l),
+     RDF(f, rs.rrecvfrom(r, b, n < sz ? n : sz, f, sa, l)))
+#undef RD
+#undef RDF
+#undef WR
+#undef WRF
 #undef WRAP
+#undef WRAP_IO
 
 /* The table PL_FD_CALL dispatches to; entries not here never reach it. */
 struct pl_real pl_rs_calls = {
@@ -411,37 +647,94 @@ struct pl_real pl_rs_calls = {
 	.__recvfrom_chk = rs_recvfrom_chk,
 };
 
+/*
+ * What the watch descriptor of a socket firing means to a waiter for
+ * events: a listener has a peer to accept; a connection's peer is gone,
+ * which a reader learns by reading (the rest of the data, then the end)
+ * and a writer by writing (a reset).
+ */
+static short watch_revents(const struct pl_sock *s, short events)
+{
+	if (s->listening || (events & POLLIN))
+		return events & POLLIN ? POLLIN : 0;
+	return (short)(POLLHUP | POLLERR | (events & POLLOUT));
+}
+
+/*
+ * The pollfds an rsocket entry adds to a wait, at tr[*k] on: a
+ * connection's rsocket goes in its own slot; its watch descriptor (and a
+ * listener's, whose kernel half stays in its slot) after the others.
+ * own[] remembers which slot each added one belongs to. Returns 1 if an
+ * rsocket went in, so rpoll must do the wait.
+ */
+static int rs_arm(struct pl_sock *s, struct pollfd *slot, struct pollfd *tr,
+		  int *own, nfds_t *k, int i)
+{
+	if (s->watch_fd >= 0) {
+		tr[*k] = (struct pollfd){ s->watch_fd, POLLIN, 0 };
+		own[(*k)++] = i;
+	}
+	if (s->listening)
+		return 0;
+	slot->fd = s->rs;
+	return 1;
+}
+
+/* The wait itself: rpoll if an rsocket is in it, else the kernel's poll. */
+static int rs_wait_all(struct pollfd *p, nfds_t n, int timeout, int any_rs)
+{
+	return any_rs ? RS(rs.rpoll(p, n, timeout)) : pl_real.poll(p, n, timeout);
+}
+
 int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
 {
-	struct pollfd small[64], *tr = n <= 64 ? small : calloc(n, sizeof(*tr));
-	struct pl_sock *s;
-	int any = 0, r;
+	struct pollfd small[128], *tr = 2 * n <= 128 ? small : calloc(2 * n, sizeof(*tr));
+	struct pl_sock *ss_small[64], **ss = n <= 64 ? ss_small : calloc(n, sizeof(*ss));
+	int own_small[128], *own = 2 * n <= 128 ? own_small : calloc(2 * n, sizeof(*own));
+	int any = 0, any_rs = 0, r = 0;
+	nfds_t k = n;
 
 	*done = 0;
-	if (!tr)
-		return 0;
+	if (!tr || !ss || !own)
+		goto out_free;
 	for (nfds_t i = 0; i < n; i++) {
+		struct pl_sock *s = pl_fd_get(fds[i].fd);
+
 		tr[i] = fds[i];
-		s = pl_fd_get(fds[i].fd);
+		ss[i] = NULL;
 		if (s && s->route == GS_ROUTE_RSOCKET && s->rs >= 0) {
-			tr[i].fd = s->rs;
 			any = 1;
+			any_rs |= rs_arm(s, &tr[i], tr, own, &k, (int)i);
+			ss[i] = s;
+		} else {
+			pl_sock_put(s);
 		}
-		pl_sock_put(s);
 	}
 	if (!any)
-		goto out_free;
+		goto out_put;
 	*done = 1;
-	r = RS(rs.rpoll(tr, n, timeout));
+	r = rs_wait_all(tr, k, timeout, any_rs);
+	if (r < 0)
+		goto out_put;
 	for (nfds_t i = 0; i < n; i++)
 		fds[i].revents = tr[i].revents;
-	if (tr != small)
-		free(tr);
-	return r;
+	for (nfds_t j = n; j < k; j++)
+		if (tr[j].revents)
+			fds[own[j]].revents |= watch_revents(ss[own[j]], fds[own[j]].events);
+	r = 0;
+	for (nfds_t i = 0; i < n; i++)
+		r += fds[i].revents != 0;
+out_put:
+	for (nfds_t i = 0; i < n && tr && ss && own; i++)
+		pl_sock_put(ss[i]);
 out_free:
 	if (tr != small)
 		free(tr);
-	return 0;
+	if (ss != ss_small)
+		free(ss);
+	if (own != own_small)
+		free(own);
+	return r;
 }
 
 int pl_rs_select(int n, fd_set *rd, fd_set *wr, fd_set *ex, int timeout_ms,
@@ -633,9 +926,11 @@ int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 		     int *done)
 {
 	struct pollfd small[65], *p = small;
+	int own_small[65], *own = own_small, *slot = NULL;
 	struct ep_member *m = NULL;
 	struct ep_set *e;
-	int n = 0, got = 0;
+	int n = 0, got = 0, any_rs = 0, kernel = 0;
+	nfds_t k = 1;
 
 	*done = 0;
 	pthread_mutex_lock(&ep_lock);
@@ -652,10 +947,13 @@ int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 	}
 	if (e && e->n > 0) {
 		m = malloc((size_t)e->n * sizeof(*m));
-		if (e->n + 1 > 65)
-			p = malloc((size_t)(e->n + 1) * sizeof(*p));
+		slot = malloc((size_t)e->n * sizeof(*slot));
+		if (2 * e->n + 1 > 65) {
+			p = malloc((size_t)(2 * e->n + 1) * sizeof(*p));
+			own = malloc((size_t)(2 * e->n + 1) * sizeof(*own));
+		}
 		/* Members still undecided are watched by the kernel's set. */
-		for (int i = 0; m && p && i < e->n; i++) {
+		for (int i = 0; m && slot && p && own && i < e->n; i++) {
 			if (e->m[i].s->route != GS_ROUTE_RSOCKET || e->m[i].s->rs < 0)
 				continue;
 			m[n] = e->m[i];
@@ -666,12 +964,21 @@ int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 	if (!n)
 		goto out_free;
 	*done = 1;
-	if (p == small && n + 1 > 65)
-		goto out_put; /* unreachable: p was sized for every member */
 	p[0] = (struct pollfd){ epfd, POLLIN, 0 };
-	for (int i = 0; i < n; i++)
-		p[i + 1] = (struct pollfd){ m[i].s->rs, ep_to_poll(m[i].events), 0 };
-	got = RS(rs.rpoll(p, n + 1, timeout));
+	for (int i = 0; i < n; i++) {
+		struct pollfd mine = { -1, ep_to_poll(m[i].events), 0 };
+
+		slot[i] = -1;
+		if (!m[i].events)
+			continue; /* a oneshot that fired */
+		if (rs_arm(m[i].s, &mine, p, own, &k, i)) {
+			any_rs = 1;
+			slot[i] = (int)k;
+			p[k] = mine;
+			own[k++] = -1;
+		}
+	}
+	got = rs_wait_all(p, k, timeout, any_rs);
 	if (got <= 0)
 		goto out_put;
 	got = 0;
@@ -679,10 +986,22 @@ int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 		got = pl_real.epoll_wait(epfd, out, max, 0);
 	if (got < 0)
 		got = 0;
+	kernel = got;
 	for (int i = 0; i < n && got < max; i++) {
-		uint32_t ev = poll_to_ep(p[i + 1].revents);
+		short rev = slot[i] >= 0 ? p[slot[i]].revents : 0;
+		uint32_t ev;
+		int dup = 0;
 
+		for (nfds_t j = 1; j < k; j++)
+			if (own[j] == i && p[j].revents)
+				rev |= watch_revents(m[i].s, ep_to_poll(m[i].events));
+		ev = poll_to_ep(rev);
 		if (!ev || !m[i].events)
+			continue;
+		/* A listener's kernel half may have reported it already. */
+		for (int j = 0; j < kernel && !dup; j++)
+			dup = out[j].data.u64 == m[i].data.u64;
+		if (dup)
 			continue;
 		out[got].events = ev;
 		out[got++].data = m[i].data;
@@ -697,7 +1016,10 @@ out_put:
 		pl_sock_put(m[i].s);
 out_free:
 	free(m);
+	free(slot);
 	if (p != small)
 		free(p);
+	if (own != own_small)
+		free(own);
 	return got;
 }
