@@ -274,8 +274,9 @@ static void app_hello(struct br_app *a)
 	close(memfd);
 	reply(a->ctl_fd, 0, "ok");
 	a->pending = false;
-	br_info("application pid %d registered: %u slots, %u sockets, %u-byte rings",
-		(int)a->pid, a->nslots, a->nsocks, a->ring_size);
+	br_info("application pid %d registered: %u slots, %u sockets, %u-byte rings, arena %llu KiB",
+		(int)a->pid, a->nslots, a->nsocks, a->ring_size,
+		(unsigned long long)hello.arena_size >> 10);
 	return;
 err_reject:
 	br_warn("rejecting application pid %d: %s", (int)a->pid, why);

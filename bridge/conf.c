@@ -26,6 +26,8 @@ void br_conf_defaults(struct br_conf *c)
 	c->max_arena_mb = 4096;
 	c->accept_queue = 128;
 	c->linger_ms = 5000;
+	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
+		 LIBDIR "/libgsock-preload.so");
 }
 
 static void report(const char *msg)
@@ -57,6 +59,9 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 		*(long *)((char *)c + ints[i].off) = cfg_getint(cfg, ints[i].key);
 	c->log_level = br_log_level_parse(cfg_getstr(cfg, "log_level"));
 	c->log_syslog = !strcmp(cfg_getstr(cfg, "log"), "syslog");
+	c->rsocket = !strcmp(cfg_getstr(cfg, "transport"), "rsocket");
+	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
+		 cfg_getstr(cfg, "preload_library"));
 	cfg_free(cfg);
 	return 0;
 }

@@ -190,6 +190,38 @@ static void run(int ctl_fd)
 	}
 }
 
+/*
+ * The rsocket transport. GPU endpoints' TCP sockets take the preload's
+ * rsocket route: they listen on rsocket and on the kernel at the same
+ * port, and connect over rsocket where the peer takes it (else over the
+ * kernel). gsockd gets it by running itself again with the preload (one
+ * implementation of rsocket semantics, tested with unmodified programs as
+ * well); the variable set here says the second run is that one.
+ */
+static int rsocket_transport(char **argv)
+{
+	const char *lib = br.conf.preload_library, *old = getenv("LD_PRELOAD");
+	char *pre;
+
+	if (getenv("GSOCK_BRIDGE_RSOCKET"))
+		return 0;
+	if (access(lib, R_OK) < 0) {
+		fprintf(stderr, "gsockd: transport rsocket needs %s: %s\n", lib,
+			strerror(errno));
+		return -1;
+	}
+	if (asprintf(&pre, "%s%s%s", lib, old ? " " : "", old ? old : "") < 0)
+		return -1;
+	setenv("LD_PRELOAD", pre, 1);
+	setenv("GSOCK_TRANSPORT", "rsocket", 1);
+	setenv("GSOCK_BRIDGE_RSOCKET", "1", 1);
+	execv("/proc/self/exe", argv);
+	fprintf(stderr, "gsockd: cannot run again with %s: %s\n", lib,
+		strerror(errno));
+	free(pre);
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -264,6 +296,8 @@ int main(int argc, char **argv)
 		printf("gsockd: %s is valid\n", conf);
 		return 0;
 	}
+	if (br.conf.rsocket && rsocket_transport(argv) < 0)
+		return EX_CONFIG;
 	if (!control || !*control)
 		control = getenv("GSOCK_CONTROL");
 	if (control && *control) {
@@ -292,8 +326,9 @@ int main(int argc, char **argv)
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, ctl_fd, &ev);
 	ev.data.ptr = &signal_ev;
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, sig_fd, &ev);
-	br_info("listening on %s (busy poll %ld us, idle sleep %ld us)",
-		br.conf.control, br.conf.busy_poll_us, br.conf.idle_sleep_us);
+	br_info("listening on %s (busy poll %ld us, idle sleep %ld us, transport %s)",
+		br.conf.control, br.conf.busy_poll_us, br.conf.idle_sleep_us,
+		br.conf.rsocket ? "rsocket" : "tcp");
 	run(ctl_fd);
 	br_info("stopping: closing %u applications", br.napps);
 	for (struct br_app *a = br.apps; a; a = a->next)

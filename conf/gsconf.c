@@ -74,6 +74,7 @@ static const char *const levels[] = { "error", "warn", "info", "debug",
 				      NULL };
 static const char *const logs[] = { "stderr", "syslog", NULL };
 static const char *const routes[] = { "os", "rsocket", NULL };
+static const char *const transports[] = { "tcp", "rsocket", NULL };
 static const char *const roles[] = { "any", "server", "client", NULL };
 
 static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
@@ -90,6 +91,12 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 		return one_of(cfg, k, v, logs, "stderr, syslog");
 	if (!strcmp(k, "route") || !strcmp(k, "default_route"))
 		return one_of(cfg, k, v, routes, "os, rsocket");
+	if (!strcmp(k, "transport"))
+		return one_of(cfg, k, v, transports, "tcp, rsocket");
+	if (!strcmp(k, "preload_library") && v[0] != '/') {
+		cfg_error(cfg, "preload_library: \"%s\" must be an absolute path", v);
+		return -1;
+	}
 	if (!strcmp(k, "role"))
 		return one_of(cfg, k, v, roles, "any, server, client");
 	if (!strcmp(k, "control") && (v[0] != '/' || strlen(v) >= 108)) {
@@ -154,11 +161,13 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_INT("max_arena_mb", 4096, CFGF_NONE),
 		CFG_INT("accept_queue", 128, CFGF_NONE),
 		CFG_INT("linger_ms", 5000, CFGF_NONE),
+		CFG_STR("transport", "tcp", CFGF_NONE),
+		CFG_STR("preload_library", LIBDIR "/libgsock-preload.so", CFGF_NONE),
 		CFG_SEC("preload", preload_opts, CFGF_NONE),
 		CFG_END()
 	};
 	static const char *const str_keys[] = {
-		"control",	    "log_level",	     "log",
+		"control",	    "log_level",	     "log", "transport", "preload_library",
 		"preload|default_route", "preload|rule|program", "preload|rule|role",
 		"preload|rule|address",	 "preload|rule|ports",	 "preload|rule|route",
 	};

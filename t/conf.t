@@ -4,7 +4,7 @@
 # a second gsockd cannot take a live control socket; the socket is 0600.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 time_limit 60
-plan 10
+plan 13
 
 "$GSOCKD" --check-conf --conf "$GSOCK_SRC/conf/gsock.conf" >/dev/null 2>"$TMP/err"
 ok $? "the shipped conf/gsock.conf is valid"
@@ -24,6 +24,17 @@ printf 'log_level = "loud"\n' >"$TMP/c.conf"
 "$GSOCKD" --check-conf --conf "$TMP/c.conf" 2>"$TMP/err"
 grep -q 'c.conf:1: log_level: "loud" is not one of' "$TMP/err"
 ok $? "a bad log level is named with its choices"
+
+printf 'transport = "infiniband"\n' >"$TMP/d.conf"
+"$GSOCKD" --check-conf --conf "$TMP/d.conf" 2>"$TMP/err"
+grep -q 'd.conf:1: transport: "infiniband" is not one of tcp, rsocket' "$TMP/err"
+ok $? "a bad transport is named with its choices"
+
+printf 'transport = "rsocket"\npreload_library = "%s/none.so"\n' "$TMP" >"$TMP/e.conf"
+"$GSOCKD" --conf "$TMP/e.conf" --control "$TMP/e.sock" 2>"$TMP/err"
+is $? 78 "transport rsocket without the preload library exits with EX_CONFIG"
+grep -q "transport rsocket needs $TMP/none.so: No such file" "$TMP/err"
+ok $? "and says which file it needs"
 
 "$GSOCKD" --check-conf --conf "$TMP/missing.conf" 2>"$TMP/err"
 is $? 78 "a missing --conf file is an error"
