@@ -666,8 +666,12 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 	return (long)done;
 }
 
-/* Thread 0: the poll events that are true of one descriptor now. */
-GSOCK_DEVICE short gs_poll_one_t0(struct gsock_dev gs, struct gpollfd *p)
+/*
+ * The poll events that are true of one descriptor now. Any one thread
+ * may ask about a given descriptor (it refreshes that socket's cached
+ * counters), so gpoll spreads a set over the block's threads.
+ */
+GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 {
 	struct gs_lsock *ls = gs_lsock_of(gs, p->fd);
 	struct gs_sock *s;
@@ -700,33 +704,43 @@ GSOCK_DEVICE short gs_poll_one_t0(struct gsock_dev gs, struct gpollfd *p)
 /*
  * Wait until one of fds is ready or timeout_us passes (< 0: forever,
  * 0: never wait). fds must be memory every thread of the block sees
- * (shared or global). Returns the number ready, 0 on timeout.
+ * (shared or global). Each turn, the block's threads check the set side
+ * by side (one descriptor each, then the next stride), so a large set
+ * costs about nfds / threads arena reads per turn. Returns the number
+ * ready, 0 on timeout.
  */
 GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		       long timeout_us)
 {
+	uint64_t start = gs_tid() == 0 ? gs_now_ns() : 0;
+	unsigned turn = 0;
 	long r = 0;
 
-	if (gs_tid() == 0) {
-		uint64_t start = gs_now_ns();
-		unsigned i = 0;
+	for (;;) {
+		int mine = 0;
 
-		for (;;) {
-			r = 0;
-			for (int k = 0; k < nfds; k++) {
-				fds[k].revents = gs_poll_one_t0(gs, &fds[k]);
-				r += fds[k].revents != 0;
-			}
-			if (r || timeout_us == 0)
-				break;
+		for (int k = (int)gs_tid(); k < nfds; k += (int)gs_bdim()) {
+			fds[k].revents = gs_poll_one(gs, &fds[k]);
+			mine |= fds[k].revents != 0;
+		}
+		if (gs_sync_or(mine) || timeout_us == 0)
+			break;
+		if (gs_tid() == 0) {
 			if (timeout_us > 0 &&
 			    gs_now_ns() - start >= (uint64_t)timeout_us * 1000)
-				break;
-			r = gs_wait_turn(gs, &i);
-			if (r)
-				break;
+				r = 1; /* timed out */
+			else
+				r = gs_wait_turn(gs, &turn); /* 0 or -errno */
 		}
+		r = gs_bcast(r);
+		if (r == 1)
+			return 0;
+		if (r < 0)
+			return (int)r;
 	}
+	if (gs_tid() == 0)
+		for (int k = 0; k < nfds; k++)
+			r += fds[k].revents != 0;
 	return (int)gs_bcast(r);
 }
 

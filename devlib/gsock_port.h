@@ -42,6 +42,12 @@ GSOCK_DEVICE void gs_sync(void)
 	__syncthreads();
 }
 
+/* A barrier that also says whether any thread's v was non-zero. */
+GSOCK_DEVICE int gs_sync_or(int v)
+{
+	return __syncthreads_or(v);
+}
+
 GSOCK_DEVICE void gs_fence(void)
 {
 	__threadfence_system();
@@ -167,6 +173,11 @@ GSOCK_DEVICE unsigned gs_bid(void)
 
 GSOCK_DEVICE void gs_sync(void)
 {
+}
+
+GSOCK_DEVICE int gs_sync_or(int v)
+{
+	return v != 0;
 }
 
 GSOCK_DEVICE void gs_fence(void)

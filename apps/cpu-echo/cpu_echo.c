@@ -4,6 +4,11 @@
  * measured against. One epoll loop per thread, each with its own
  * SO_REUSEPORT listener, non-blocking sockets, TCP_NODELAY; a connection
  * whose peer reads slowly stops being read until its echo is written.
+ *
+ * Built with a GPU stage (stage.h) it is cgpu-echo-server, the
+ * CPU-managed GPU server: every received chunk goes through the GPU
+ * before it is sent back, one chunk at a time, or with -B all chunks of
+ * one epoll wake-up in one batch (one copy in, one kernel, one copy out).
  */
 #include <config.h>
 
@@ -21,6 +26,8 @@
 #include <sysexits.h>
 #include <unistd.h>
 
+#include "stage.h"
+
 #define BUFSZ 65536
 
 struct conn {
@@ -30,6 +37,8 @@ struct conn {
 };
 
 static const char *host = "0.0.0.0", *port = "7001";
+static int batch; /* -B */
+#define STAGE_CAP (256 * BUFSZ) /* bytes one batch may carry */
 
 static int listener(void)
 {
@@ -61,8 +70,26 @@ static void conn_close(int ep, struct conn *c)
 	free(c);
 }
 
-/* Echo what can be echoed; returns -1 when the connection is over. */
-static int conn_serve(int ep, struct conn *c)
+/* Receive into buf; through the stage (if any) into c's echo bytes. */
+static ssize_t conn_recv(struct conn *c, struct stage *st)
+{
+	ssize_t n = recv(c->fd, st ? (void *)stage_in(st) : (void *)c->buf, BUFSZ, 0);
+
+	if (n > 0 && st) {
+		if (stage_run(st, (size_t)n) < 0) {
+			errno = EIO;
+			return -1;
+		}
+		memcpy(c->buf, stage_out(st), (size_t)n);
+	}
+	return n;
+}
+
+/*
+ * Echo what can be echoed; returns -1 when the connection is over. With
+ * recv_more 0 it only sends what c holds (a batch received it).
+ */
+static int conn_serve(int ep, struct conn *c, struct stage *st, int recv_more)
 {
 	struct epoll_event ev = { .data.ptr = c };
 
@@ -81,7 +108,12 @@ static int conn_serve(int ep, struct conn *c)
 			}
 			c->off += (size_t)n;
 		}
-		n = recv(c->fd, c->buf, BUFSZ, 0);
+		if (!recv_more) {
+			ev.events = EPOLLIN;
+			epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+			return 0;
+		}
+		n = conn_recv(c, st);
 		if (n <= 0) {
 			if (n < 0 && errno == EAGAIN) {
 				ev.events = EPOLLIN;
@@ -95,21 +127,85 @@ static int conn_serve(int ep, struct conn *c)
 	}
 }
 
+struct pending {
+	struct conn *c;
+	size_t at, n; /* its bytes in the batch */
+};
+
+/*
+ * -B: the readable connections of one wake-up, received side by side
+ * into the stage, run through the GPU once, and echoed.
+ */
+static void serve_batch(int ep, struct stage *st, struct conn **ready, int k)
+{
+	static __thread struct pending p[256];
+	size_t total = 0;
+	int np = 0;
+
+	for (int i = 0; i < k; i++) {
+		struct conn *c = ready[i];
+		ssize_t n;
+
+		if (c->off < c->len || total + BUFSZ > STAGE_CAP) {
+			if (conn_serve(ep, c, st, 1) < 0)
+				conn_close(ep, c);
+			continue;
+		}
+		n = recv(c->fd, stage_in(st) + total, BUFSZ, 0);
+		if (n <= 0) {
+			if (n == 0 || errno != EAGAIN)
+				conn_close(ep, c);
+			continue;
+		}
+		p[np++] = (struct pending){ c, total, (size_t)n };
+		total += (size_t)n;
+	}
+	if (np && stage_run(st, total) < 0)
+		total = 0;
+	for (int i = 0; i < np; i++) {
+		struct conn *c = p[i].c;
+
+		if (!total) {
+			conn_close(ep, c);
+			continue;
+		}
+		memcpy(c->buf, stage_out(st) + p[i].at, p[i].n);
+		c->off = 0;
+		c->len = p[i].n;
+		if (conn_serve(ep, c, st, 0) < 0)
+			conn_close(ep, c);
+	}
+}
+
 static void *loop(void *arg)
 {
 	struct epoll_event evs[256], ev = { .events = EPOLLIN };
 	int lfd = *(int *)arg, ep = epoll_create1(0), one = 1;
+	struct conn *ready[256];
+	struct stage *st = NULL;
+	char err[256];
 
+	if (stage_name()) {
+		st = stage_open(STAGE_CAP, err, sizeof(err));
+		if (!st) {
+			fprintf(stderr, "cgpu-echo-server: %s\n", err);
+			exit(EX_UNAVAILABLE);
+		}
+	}
 	ev.data.ptr = NULL;
 	epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
 	for (;;) {
-		int n = epoll_wait(ep, evs, 256, -1);
+		int n = epoll_wait(ep, evs, 256, -1), k = 0;
 
 		for (int i = 0; i < n; i++) {
 			struct conn *c = evs[i].data.ptr;
 
+			if (c && batch && st) {
+				ready[k++] = c;
+				continue;
+			}
 			if (c) {
-				if (conn_serve(ep, c) < 0)
+				if (conn_serve(ep, c, st, 1) < 0)
 					conn_close(ep, c);
 				continue;
 			}
@@ -129,6 +225,8 @@ static void *loop(void *arg)
 			ev.data.ptr = c;
 			epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
 		}
+		if (k)
+			serve_batch(ep, st, ready, k);
 	}
 	return NULL;
 }
@@ -137,7 +235,7 @@ int main(int argc, char **argv)
 {
 	int threads = 1, opt;
 
-	while ((opt = getopt(argc, argv, "H:p:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "H:p:t:Bh")) != -1) {
 		switch (opt) {
 		case 'H':
 			host = optarg;
@@ -148,9 +246,14 @@ int main(int argc, char **argv)
 		case 't':
 			threads = atoi(optarg);
 			break;
+		case 'B':
+			batch = 1;
+			break;
 		default:
 			fprintf(stderr,
-				"usage: cpu-echo-server [-H host] [-p port] [-t threads]\n");
+				"usage: %s [-H host] [-p port] [-t threads]%s\n",
+				stage_name() ? "cgpu-echo-server" : "cpu-echo-server",
+				stage_name() ? " [-B]" : "");
 			return opt == 'h' ? 0 : EX_USAGE;
 		}
 	}
@@ -163,13 +266,15 @@ int main(int argc, char **argv)
 		fds[i] = listener();
 		if (fds[i] < 0) {
 			fprintf(stderr,
-				"cpu-echo-server: cannot listen on %s:%s: %s\n",
+				"echo server: cannot listen on %s:%s: %s\n",
 				host, port, strerror(errno));
 			return EX_UNAVAILABLE;
 		}
 	}
-	printf("cpu-echo-server: listening on %s:%s (%d threads)\n", host, port,
-	       threads);
+	printf("%s: listening on %s:%s (%d threads%s%s%s)\n",
+	       stage_name() ? "cgpu-echo-server" : "cpu-echo-server", host, port,
+	       threads, stage_name() ? ", GPU stage " : "",
+	       stage_name() ? stage_name() : "", batch ? ", batched" : "");
 	fflush(stdout);
 	for (int i = 0; i < threads; i++)
 		pthread_create(&tid[i], NULL, loop, &fds[i]);

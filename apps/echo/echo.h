@@ -31,6 +31,8 @@ struct echo_server_args {
 	struct sockaddr_storage bound; /* the address actually bound */
 	uint32_t boundlen;
 	struct echo_block_stats *stats; /* one per block */
+	uint32_t per_block; /* multiplexing: connections per block (else 0) */
+	struct gpollfd *pfds; /* multiplexing: blocks * (per_block + 1) */
 };
 
 /* Per-block result of the client. */
@@ -71,6 +73,7 @@ struct gsock_ctx *echo_start(const char *prog, const struct gsock_opts *go,
 extern "C" {
 #endif
 GSOCK_KERNEL(echo_server_kernel, gs, arg);
+GSOCK_KERNEL(echo_mux_kernel, gs, arg);
 GSOCK_KERNEL(echo_client_kernel, gs, arg);
 #ifdef __cplusplus
 }

@@ -4,7 +4,8 @@
  * GPU, the C compiler (kernels_host.c) for the host backend.
  *
  * Server: block 0 opens the listening socket and publishes it; then every
- * block accepts a connection, echoes it until EOF, and accepts the next.
+ * block accepts a connection, echoes it until EOF, and accepts the next
+ * (or, multiplexing, holds many and serves whichever gpoll finds ready).
  * Client: each block connects, sends patterned data, checks that it comes
  * back byte for byte, and records each round trip's time.
  */
@@ -53,11 +54,9 @@ GSOCK_DEVICE int open_listener(struct gsock_dev gs, struct echo_server_args *a)
 	return fd;
 }
 
-GSOCK_KERNEL(echo_server_kernel, gs, arg)
+/* Block 0 listens and publishes the descriptor; the others wait for it. */
+GSOCK_DEVICE long get_listener(struct gsock_dev gs, struct echo_server_args *a)
 {
-	struct echo_server_args *a = (struct echo_server_args *)arg;
-	struct echo_block_stats *st = &a->stats[gs_bid()];
-	uint8_t *buf = a->bufs + (size_t)gs_bid() * a->bufsize;
 	long lfd;
 
 	if (gs_bid() == 0) {
@@ -67,15 +66,24 @@ GSOCK_KERNEL(echo_server_kernel, gs, arg)
 			gs_st32((uint32_t *)&a->ready,
 				(uint32_t)(lfd < 0 ? lfd : 1));
 		}
-	} else {
-		lfd = 0;
-		if (gs_tid() == 0) {
-			lfd = wait_ready_t0(gs, a);
-			if (lfd > 0)
-				lfd = a->listen_fd;
-		}
-		lfd = gs_bcast(lfd);
+		return lfd;
 	}
+	lfd = 0;
+	if (gs_tid() == 0) {
+		lfd = wait_ready_t0(gs, a);
+		if (lfd > 0)
+			lfd = a->listen_fd;
+	}
+	return gs_bcast(lfd);
+}
+
+GSOCK_KERNEL(echo_server_kernel, gs, arg)
+{
+	struct echo_server_args *a = (struct echo_server_args *)arg;
+	struct echo_block_stats *st = &a->stats[gs_bid()];
+	uint8_t *buf = a->bufs + (size_t)gs_bid() * a->bufsize;
+	long lfd = get_listener(gs, a);
+
 	if (lfd < 0)
 		return;
 	for (;;) {
@@ -105,6 +113,80 @@ GSOCK_KERNEL(echo_server_kernel, gs, arg)
 		if (n == -ECANCELED || n == -ECONNABORTED)
 			break;
 	}
+}
+
+/*
+ * The multiplexing server: each block holds up to a->per_block
+ * connections at once, waits on all of them and the listener with gpoll,
+ * echoes what is ready and accepts what waits.
+ */
+GSOCK_KERNEL(echo_mux_kernel, gs, arg)
+{
+	struct echo_server_args *a = (struct echo_server_args *)arg;
+	struct echo_block_stats *st = &a->stats[gs_bid()];
+	uint8_t *buf = a->bufs + (size_t)gs_bid() * a->bufsize;
+	struct gpollfd *p = a->pfds + (size_t)gs_bid() * (a->per_block + 1);
+	GS_SHARED int n; /* connections held: p[0, n) */
+	long lfd = get_listener(gs, a), r = 0;
+
+	if (lfd < 0)
+		return;
+	if (gs_tid() == 0)
+		n = 0;
+	gs_sync();
+	for (;;) {
+		int room = n < (int)a->per_block;
+		short lrev;
+
+		if (gs_tid() == 0 && room)
+			p[n] = (struct gpollfd){ (int)lfd, POLLIN, 0 };
+		gs_sync();
+		r = gpoll(gs, p, n + room, -1);
+		if (r < 0)
+			break;
+		lrev = room ? p[n].revents : 0;
+		for (int k = 0; k < n; k++) {
+			long m;
+
+			if (!p[k].revents)
+				continue;
+			m = grecv(gs, p[k].fd, buf, a->bufsize, MSG_DONTWAIT);
+			if (m == -EAGAIN)
+				continue;
+			if (m > 0)
+				m = gsend(gs, p[k].fd, buf, (size_t)m, 0);
+			if (m > 0) {
+				if (gs_tid() == 0)
+					st->bytes += (uint64_t)m;
+				continue;
+			}
+			r = m;
+			if (r == -ECANCELED || r == -ECONNABORTED)
+				goto out;
+			gclose(gs, p[k].fd);
+			if (gs_tid() == 0) {
+				st->conns++;
+				if (m < 0)
+					st->last_error = m;
+				p[k] = p[n - 1];
+				n--;
+			}
+			gs_sync();
+			k--; /* the one moved into k */
+		}
+		while (lrev && n < (int)a->per_block) {
+			int c = gaccept_nb(gs, (int)lfd, 0, 0);
+
+			if (c < 0)
+				break;
+			if (gs_tid() == 0)
+				p[n++] = (struct gpollfd){ c, POLLIN, 0 };
+			gs_sync();
+		}
+	}
+out:
+	for (int k = 0; k < n; k++)
+		gclose(gs, p[k].fd);
 }
 
 /* The byte at offset k of round trip i of block b. */

@@ -29,6 +29,8 @@ static void usage(FILE *f)
 		"  -b, --blocks N        threadblocks, one connection each at a time (default 16)\n"
 		"  -t, --threads N       threads per block (default 256; host backend: 1)\n"
 		"  -B, --buffer BYTES    receive buffer per block (default 65536)\n"
+		"  -m, --multiplex N     each block holds N connections at once (gpoll)\n"
+		"  -r, --ring BYTES      socket ring size, a power of two (default 65536)\n"
 		"  -s, --control PATH    gsockd's control socket\n");
 }
 
@@ -50,19 +52,21 @@ int main(int argc, char **argv)
 		{ "blocks", required_argument, NULL, 'b' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "buffer", required_argument, NULL, 'B' },
+		{ "multiplex", required_argument, NULL, 'm' },
+		{ "ring", required_argument, NULL, 'r' },
 		{ "control", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *listen_at = "7000";
-	unsigned blocks = 16, threads = 256, bufsize = 65536;
+	unsigned blocks = 16, threads = 256, bufsize = 65536, per_block = 0;
 	struct gsock_opts go = { 0 };
 	struct echo_server_args *a;
 	uint64_t conns = 0, bytes = 0;
 	char where[160];
 	int opt, r, status = 0;
 
-	while ((opt = getopt_long(argc, argv, "l:b:t:B:s:h", opts, NULL)) !=
+	while ((opt = getopt_long(argc, argv, "l:b:t:B:m:r:s:h", opts, NULL)) !=
 	       -1) {
 		switch (opt) {
 		case 'l':
@@ -76,6 +80,12 @@ int main(int argc, char **argv)
 			break;
 		case 'B':
 			bufsize = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'm':
+			per_block = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'r':
+			go.ring_size = (uint32_t)strtoul(optarg, NULL, 0);
 			break;
 		case 's':
 			go.control = optarg;
@@ -94,7 +104,7 @@ int main(int argc, char **argv)
 		return EX_USAGE;
 	}
 	go.nslots = blocks;
-	go.nsocks = blocks + 8;
+	go.nsocks = blocks * (per_block ? per_block : 1) + 8;
 	ctx = echo_start("gsock-echo-server", &go, &threads);
 	if (!ctx)
 		return EX_UNAVAILABLE;
@@ -109,15 +119,21 @@ int main(int argc, char **argv)
 	a->bufsize = bufsize;
 	a->bufs = gsock_dev_alloc(ctx, (size_t)blocks * bufsize);
 	a->stats = gsock_alloc(ctx, blocks * sizeof(*a->stats));
-	if (!a->bufs || !a->stats) {
+	a->per_block = per_block;
+	if (per_block)
+		a->pfds = gsock_dev_alloc(ctx, (size_t)blocks * (per_block + 1) *
+						       sizeof(*a->pfds));
+	if (!a->bufs || !a->stats || (per_block && !a->pfds)) {
 		fprintf(stderr,
 			"gsock-echo-server: out of memory for %u buffers\n",
 			blocks);
 		status = EX_OSERR;
 		goto out_fini;
 	}
-	r = gsock_launch(ctx, (const void *)echo_server_kernel, blocks, threads,
-			 a);
+	r = gsock_launch(ctx,
+			 per_block ? (const void *)echo_mux_kernel :
+				     (const void *)echo_server_kernel,
+			 blocks, threads, a);
 	if (r) {
 		fprintf(stderr,
 			"gsock-echo-server: cannot launch %u blocks: %s\n",
@@ -133,8 +149,8 @@ int main(int argc, char **argv)
 		status = EX_UNAVAILABLE;
 	} else {
 		echo_format_addr(&a->bound, where, sizeof(where));
-		printf("gsock-echo-server: listening on %s (%s backend, %u blocks x %u threads)\n",
-		       where, gsock_backend(), blocks, threads);
+		printf("gsock-echo-server: listening on %s (%s backend, %u blocks x %u threads, %u connections per block)\n",
+		       where, gsock_backend(), blocks, threads, per_block ? per_block : 1);
 		fflush(stdout);
 	}
 	gsock_wait(ctx);
@@ -156,6 +172,8 @@ int main(int argc, char **argv)
 out_fini:
 	if (a) {
 		gsock_dev_free(ctx, a->bufs);
+		if (a->pfds)
+			gsock_dev_free(ctx, a->pfds);
 		gsock_free(ctx, a->stats);
 	}
 	gsock_free(ctx, a);

@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * loadgen: the one client of every gsock benchmark. Opens -c connections
+ * to an echo server and keeps one request of -s bytes in flight on each
+ * (closed loop): send it, read the echo back, check it byte for byte,
+ * record the round trip, send the next. Threads (-t) each run an epoll
+ * loop over their share of the connections. After -w seconds of warm-up
+ * it measures for -d seconds and prints one line of key=value results:
+ * requests/s, MB/s each way, and round-trip percentiles.
+ *
+ * -i N also opens N idle connections first (from 127.0.0.2 up, so a
+ * loopback client is not short of ports) and holds them for the run; their
+ * setup time is reported.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { WARMUP, MEASURE, DONE };
+
+struct conn {
+	int fd;
+	size_t sent, got; /* of the request in flight */
+	uint64_t t0;
+	int want_out; /* EPOLLOUT registered */
+	uint8_t *rbuf;
+};
+
+struct worker {
+	pthread_t thread;
+	int ep;
+	struct conn *c;
+	int n;
+	uint64_t reqs, bytes, errors;
+	uint32_t *lat; /* ns, measured phase only */
+	size_t nlat, cap;
+	int fail; /* a connection broke or an echo was wrong */
+};
+
+static struct addrinfo *peer;
+static size_t size = 64;
+static uint8_t *pattern; /* what every request carries */
+static volatile int phase = WARMUP;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int dial(const struct sockaddr *local, socklen_t llen, int nonblock)
+{
+	int fd = socket(peer->ai_family, SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
+	int one = 1;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (local && bind(fd, local, llen) < 0)
+		goto err;
+	if (connect(fd, peer->ai_addr, peer->ai_addrlen) < 0 &&
+	    !(nonblock && errno == EINPROGRESS))
+		goto err;
+	return fd;
+err:
+	close(fd);
+	return -1;
+}
+
+static void watch(struct worker *w, struct conn *c, int out)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (out ? EPOLLOUT : 0),
+				  .data.ptr = c };
+
+	if (out != c->want_out) {
+		epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+		c->want_out = out;
+	}
+}
+
+static void record(struct worker *w, uint64_t ns)
+{
+	if (w->nlat == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 1 << 16;
+		uint32_t *l = realloc(w->lat, cap * sizeof(*l));
+
+		if (!l)
+			return;
+		w->lat = l;
+		w->cap = cap;
+	}
+	w->lat[w->nlat++] = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+}
+
+/* Move c's request along; -1 when the connection failed. */
+static int step(struct worker *w, struct conn *c)
+{
+	ssize_t n;
+
+	while (c->sent < size) {
+		n = send(c->fd, pattern + c->sent, size - c->sent, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EAGAIN)
+				break;
+			return -1;
+		}
+		c->sent += (size_t)n;
+	}
+	for (;;) {
+		n = recv(c->fd, c->rbuf, size - c->got < 65536 ? size - c->got : 65536, 0);
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			return -1;
+		if (n < 0)
+			break;
+		if (memcmp(c->rbuf, pattern + c->got, (size_t)n)) {
+			fprintf(stderr, "loadgen: echo differs near byte %zu\n", c->got);
+			return -1;
+		}
+		c->got += (size_t)n;
+		if (c->got == size) {
+			uint64_t t = now_ns();
+
+			if (phase == MEASURE) {
+				w->reqs++;
+				w->bytes += size;
+				record(w, t - c->t0);
+			}
+			c->sent = c->got = 0;
+			c->t0 = t;
+			return step(w, c);
+		}
+	}
+	watch(w, c, c->sent < size);
+	return 0;
+}
+
+static void *run(void *arg)
+{
+	struct worker *w = arg;
+	struct epoll_event evs[256];
+
+	for (int i = 0; i < w->n; i++) {
+		w->c[i].t0 = now_ns();
+		if (step(w, &w->c[i]) < 0)
+			w->fail = 1;
+	}
+	while (phase != DONE && !w->fail) {
+		int k = epoll_wait(w->ep, evs, 256, 100);
+
+		for (int i = 0; i < k; i++)
+			if (step(w, evs[i].data.ptr) < 0) {
+				w->errors++;
+				w->fail = 1;
+			}
+	}
+	return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Open n idle connections from 127.0.0.2 up; their descriptors in *fds. */
+static int open_idle(int n, int **fds)
+{
+	struct sockaddr_in local = { .sin_family = AF_INET };
+	int ep = epoll_create1(0), pending = 0;
+	struct epoll_event ev = { .events = EPOLLOUT }, evs[512];
+
+	*fds = calloc((size_t)n, sizeof(int));
+	if (!*fds || ep < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		/* 20000 ports per source address */
+		local.sin_addr.s_addr = htonl(0x7f000002u + (uint32_t)(i / 20000));
+		(*fds)[i] = dial(peer->ai_family == AF_INET ? (struct sockaddr *)&local : NULL,
+				 sizeof(local), 1);
+		if ((*fds)[i] < 0) {
+			fprintf(stderr, "loadgen: idle connection %d: %s\n", i, strerror(errno));
+			return -1;
+		}
+		ev.data.fd = (*fds)[i];
+		epoll_ctl(ep, EPOLL_CTL_ADD, (*fds)[i], &ev);
+		pending++;
+		/* Keep the server's accept queues from overflowing. */
+		while (pending >= 256 || (i == n - 1 && pending)) {
+			int k = epoll_wait(ep, evs, 512, 10000);
+
+			if (k <= 0) {
+				fprintf(stderr, "loadgen: idle connections stalled at %d\n", i);
+				return -1;
+			}
+			for (int j = 0; j < k; j++) {
+				int err = 0;
+				socklen_t len = sizeof(err);
+
+				getsockopt(evs[j].data.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+				if (err) {
+					fprintf(stderr, "loadgen: idle connection: %s\n", strerror(err));
+					return -1;
+				}
+				epoll_ctl(ep, EPOLL_CTL_DEL, evs[j].data.fd, NULL);
+				pending--;
+			}
+		}
+	}
+	close(ep);
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: loadgen [-c conns] [-s bytes] [-t threads] [-d seconds] [-w seconds]\n"
+		   "               [-i idle-conns] HOST PORT\n");
+}
+
+int main(int argc, char **argv)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	int conns = 1, threads = 1, idle = 0, opt, *idle_fds = NULL;
+	double secs = 2, warm = 0.5, idle_s = 0;
+	struct worker *w;
+	uint64_t reqs = 0, bytes = 0, errors = 0, t0, t1;
+	size_t nlat = 0;
+	uint32_t *all;
+	int fail = 0;
+
+	while ((opt = getopt(argc, argv, "c:s:t:d:w:i:h")) != -1) {
+		switch (opt) {
+		case 'c': conns = atoi(optarg); break;
+		case 's': size = strtoull(optarg, NULL, 0); break;
+		case 't': threads = atoi(optarg); break;
+		case 'd': secs = atof(optarg); break;
+		case 'w': warm = atof(optarg); break;
+		case 'i': idle = atoi(optarg); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return EX_USAGE;
+		}
+	}
+	if (argc - optind != 2 || conns < 1 || threads < 1 || size < 1 || secs <= 0 || idle < 0) {
+		usage(stderr);
+		return EX_USAGE;
+	}
+	if (threads > conns)
+		threads = conns;
+	if (getaddrinfo(argv[optind], argv[optind + 1], &hints, &peer)) {
+		fprintf(stderr, "loadgen: cannot resolve %s\n", argv[optind]);
+		return EX_NOHOST;
+	}
+	{
+		struct rlimit rl;
+
+		getrlimit(RLIMIT_NOFILE, &rl);
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	pattern = malloc(size);
+	w = calloc((size_t)threads, sizeof(*w));
+	if (!pattern || !w)
+		return EX_OSERR;
+	for (size_t i = 0; i < size; i++)
+		pattern[i] = (uint8_t)(i * 131 + (i >> 8) * 7 + 1);
+	if (idle) {
+		t0 = now_ns();
+		if (open_idle(idle, &idle_fds) < 0)
+			return EX_UNAVAILABLE;
+		idle_s = (double)(now_ns() - t0) / 1e9;
+	}
+	for (int t = 0; t < threads; t++) {
+		w[t].n = conns / threads + (t < conns % threads);
+		w[t].c = calloc((size_t)w[t].n, sizeof(struct conn));
+		w[t].ep = epoll_create1(0);
+		if (!w[t].c || w[t].ep < 0)
+			return EX_OSERR;
+		for (int i = 0; i < w[t].n; i++) {
+			struct conn *c = &w[t].c[i];
+			struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+			c->fd = dial(NULL, 0, 0);
+			c->rbuf = malloc(65536);
+			if (c->fd < 0 || !c->rbuf) {
+				fprintf(stderr, "loadgen: connect: %s\n", strerror(errno));
+				return EX_UNAVAILABLE;
+			}
+			fcntl(c->fd, F_SETFL, O_NONBLOCK);
+			epoll_ctl(w[t].ep, EPOLL_CTL_ADD, c->fd, &ev);
+		}
+	}
+	for (int t = 0; t < threads; t++)
+		pthread_create(&w[t].thread, NULL, run, &w[t]);
+	usleep((useconds_t)(warm * 1e6));
+	t0 = now_ns();
+	phase = MEASURE;
+	usleep((useconds_t)(secs * 1e6));
+	phase = DONE;
+	t1 = now_ns();
+	for (int t = 0; t < threads; t++) {
+		pthread_join(w[t].thread, NULL);
+		reqs += w[t].reqs;
+		bytes += w[t].bytes;
+		errors += w[t].errors;
+		nlat += w[t].nlat;
+		fail |= w[t].fail;
+	}
+	all = malloc((nlat ? nlat : 1) * sizeof(*all));
+	if (!all)
+		return EX_OSERR;
+	nlat = 0;
+	for (int t = 0; t < threads; t++) {
+		memcpy(all + nlat, w[t].lat, w[t].nlat * sizeof(*all));
+		nlat += w[t].nlat;
+	}
+	qsort(all, nlat, sizeof(*all), cmp_u32);
+#define PCT(p) (nlat ? all[(size_t)((double)(nlat - 1) * (p))] / 1000.0 : 0.0)
+	printf("conns=%d size=%zu threads=%d idle=%d idle_open_s=%.2f secs=%.3f reqs=%llu "
+	       "rps=%.0f MBps=%.1f p50_us=%.2f p99_us=%.2f p999_us=%.2f errors=%llu\n",
+	       conns, size, threads, idle, idle_s, (double)(t1 - t0) / 1e9,
+	       (unsigned long long)reqs, (double)reqs * 1e9 / (double)(t1 - t0),
+	       (double)bytes * 1e3 / (double)(t1 - t0), PCT(0.50), PCT(0.99), PCT(0.999),
+	       (unsigned long long)errors);
+	for (int i = 0; i < idle; i++)
+		close(idle_fds[i]);
+	return fail || !reqs ? 1 : 0;
+}

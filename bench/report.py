@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""bench/run's report: the CSV of one run and its key=value facts become a
+markdown file of tables (with the goals of issue 5 and the ratios to the
+physical floors) and, where matplotlib exists, PNG plots beside it.
+
+usage: report.py RUN.csv OUT.md key=value...
+"""
+import csv
+import math
+import os
+import sys
+
+NAMES = {
+    "A": "A gsock (GPU server, g-calls)",
+    "B": "B CPU epoll",
+    "C": "C CPU-managed GPU",
+    "Cb": "Cb CPU-managed GPU, batched",
+}
+
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def fmt(v, digits=1):
+    v = num(v)
+    if math.isnan(v):
+        return "n/a"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def ratio(a, b):
+    a, b = num(a), num(b)
+    return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
+
+
+def kv(s):
+    return dict(p.split("=", 1) for p in s.split() if "=" in p)
+
+
+def main():
+    rows = list(csv.DictReader(open(sys.argv[1])))
+    out = sys.argv[2]
+    facts = dict(a.split("=", 1) for a in sys.argv[3:])
+    floors = {}
+    for r in rows:
+        if r["section"] == "floors":
+            floors = kv(r["extra"])
+
+    def pick(section, server=None, conns=None, size=None, extra=None):
+        for r in rows:
+            if r["section"] != section:
+                continue
+            if server and r["server"] != server:
+                continue
+            if conns is not None and r["conns"] != str(conns):
+                continue
+            if size is not None and r["size"] != str(size):
+                continue
+            if extra and extra not in r["extra"]:
+                continue
+            return r
+        return None
+
+    def values(section, key):
+        return sorted({int(r[key]) for r in rows if r["section"] == section and r[key]})
+
+    servers = [s for s in NAMES if any(r["server"] == s for r in rows)]
+    L = []
+    w = L.append
+    w(f"# gsock benchmarks: {facts.get('backend')} backend, {facts.get('date')}")
+    w("")
+    w(f"- machine: {facts.get('machine')}")
+    w(f"- GPU: {facts.get('gpu')}")
+    w(f"- commit: {facts.get('commit')}; command: `{facts.get('command')}`")
+    w(f"- client: bench/loadgen, closed loop (one request in flight per connection), "
+      f"up to {facts.get('lt')} threads, pinned `{facts.get('client')}`; servers pinned "
+      f"`{facts.get('server')}`")
+    w(f"- B and C: {facts.get('ct')} threads (one epoll loop each, SO_REUSEPORT); "
+      f"A: gsockd (one thread) + the GPU echo server; for throughput {facts.get('ab')} "
+      f"blocks x {facts.get('am')} connections each (gpoll)")
+    w("")
+
+    w("## 1. Echo round trip, one connection (us)")
+    w("")
+    w("| size | " + " | ".join(f"{s} p50 / p99 / p99.9" for s in servers) +
+      " | A/B p50 (goal <= 1.15) | A/C p50 (goal <= 0.6) |")
+    w("| --- " * (len(servers) + 3) + "|")
+    for size in values("rtt", "size"):
+        cells = []
+        for s in servers:
+            r = pick("rtt", s, 1, size)
+            cells.append(f"{fmt(r['p50_us'], 2)} / {fmt(r['p99_us'], 2)} / {fmt(r['p999_us'], 2)}"
+                         if r else "n/a")
+        a, b, c = (pick("rtt", x, 1, size) for x in ("A", "B", "C"))
+        w(f"| {size} B | " + " | ".join(cells) +
+          f" | {fmt(ratio(a and a['p50_us'], b and b['p50_us']), 2)}"
+          f" | {fmt(ratio(a and a['p50_us'], c and c['p50_us']), 2)} |")
+    if floors:
+        a = pick("rtt", "A", 1, 64)
+        w("")
+        w(f"Floors: mapped-memory GPU<->CPU round trip {floors.get('mapped_rtt_us', 'n/a')} us, "
+          f"loopback TCP round trip {floors.get('tcp_rtt_p50_us', 'n/a')} us. A at 64 B is "
+          f"{fmt(ratio(a and a['p50_us'], floors.get('mapped_rtt_us')), 1)}x the first and "
+          f"{fmt(ratio(a and a['p50_us'], floors.get('tcp_rtt_p50_us')), 1)}x the second "
+          f"(A's round trip holds one TCP round trip and two GPU<->CPU crossings).")
+    w("")
+
+    w("## 2. Echo throughput, 64 B requests: requests/s (p99 us)")
+    w("")
+    w("| connections | " + " | ".join(servers) + " | A/B |")
+    w("| --- " * (len(servers) + 2) + "|")
+    for c in values("conns", "conns"):
+        cells = []
+        for s in servers:
+            r = pick("conns", s, c, 64)
+            cells.append(f"{fmt(r['rps'])} ({fmt(r['p99_us'])})" if r else "n/a")
+        a, b = pick("conns", "A", c, 64), pick("conns", "B", c, 64)
+        w(f"| {c} | " + " | ".join(cells) + f" | {fmt(ratio(a and a['rps'], b and b['rps']), 2)} |")
+    w("")
+    at = values("sizes", "conns")
+    w(f"### by request size, {at[0] if at else '?'} connections: requests/s, MB/s each way (p99 us)")
+    w("")
+    w("| size | " + " | ".join(servers) + " | A/B |")
+    w("| --- " * (len(servers) + 2) + "|")
+    for size in values("sizes", "size"):
+        cells = []
+        for s in servers:
+            r = pick("sizes", s, None, size)
+            cells.append(f"{fmt(r['rps'])}, {fmt(r['MBps'])} MB/s ({fmt(r['p99_us'])})" if r else "n/a")
+        a, b = pick("sizes", "A", None, size), pick("sizes", "B", None, size)
+        w(f"| {size} B | " + " | ".join(cells) + f" | {fmt(ratio(a and a['rps'], b and b['rps']), 2)} |")
+    w("")
+    w("Goal: A >= B at 256 connections with gsockd on <= 2 cores (gsockd has one thread).")
+    w("")
+    w("### A by GPU blocks (64 B)")
+    w("")
+    w("| blocks | requests/s | p50 us | p99 us |")
+    w("| --- | --- | --- | --- |")
+    for r in rows:
+        if r["section"] == "blocks":
+            w(f"| {kv(r['extra']).get('blocks')} | {fmt(r['rps'])} | {fmt(r['p50_us'], 2)} | {fmt(r['p99_us'], 2)} |")
+    w("")
+    w("Bridge threads: gsockd runs one thread; there is no second to scale to yet.")
+    w("")
+
+    w("## 3. Streaming through the server's memory (echo of large messages): GB/s each way")
+    w("")
+    sconns = sorted({int(kv(r["extra"]).get("conns", 0)) for r in rows if r["section"] == "stream"})
+    ssrv = [s for s in servers if pick("stream", s)]
+    w("| size | " + " | ".join(f"{s} x{c}" for c in sconns for s in ssrv) + " |")
+    w("| --- " * (1 + len(sconns) * len(ssrv)) + "|")
+    for size in values("stream", "size"):
+        cells = []
+        for c in sconns:
+            for s in ssrv:
+                r = pick("stream", s, c, size)
+                cells.append(fmt(num(r["MBps"]) / 1000, 2) if r else "n/a")
+        w(f"| {size} B | " + " | ".join(cells) + " |")
+    tcp = num(floors.get("tcp_stream_GBps"))
+    best1 = max((num(r["MBps"]) / 1000 for r in rows
+                 if r["section"] == "stream" and r["server"] == "A" and r["conns"] == "1"), default=math.nan)
+    bestn = max((num(r["MBps"]) / 1000 for r in rows
+                 if r["section"] == "stream" and r["server"] == "A"), default=math.nan)
+    w("")
+    w(f"Floors: loopback TCP one-way stream {floors.get('tcp_stream_GBps', 'n/a')} GB/s; pinned copies "
+      f"{floors.get('h2d_GBps', 'n/a')} GB/s to the GPU, {floors.get('d2h_GBps', 'n/a')} GB/s back. "
+      f"A's best single stream: {fmt(best1, 2)} GB/s each way = {fmt(ratio(best1, tcp), 2)} of the "
+      f"loopback TCP stream (goal >= 0.9); best aggregate {fmt(bestn, 2)} GB/s (goal >= 25). Every "
+      f"byte of an echo crosses loopback TCP twice, so echo GB/s each way is bounded by about half "
+      f"a one-way TCP stream's.")
+    w("")
+
+    w("## 4. CPU cost")
+    w("")
+    w("| what | value |")
+    w("| --- | --- |")
+    w(f"| gsockd idle, no application | {facts.get('idle_none')} % of a core (goal <= 1) |")
+    w(f"| gsockd idle, one GPU server registered | {facts.get('idle_app')} % of a core |")
+    w(f"| gsockd under load (64 B, {at[0] if at else '?'} connections) | {facts.get('cpu_load')} % of a core; "
+      f"{facts.get('cpu_req')} us of CPU per request |")
+    w(f"| the GPU server's host thread, idle | {facts.get('host_idle')} % of a core |")
+    w(f"| the GPU server's host process, under that load | {facts.get('host_load')} % of a core |")
+    w("")
+
+    w("## 5. Scale: idle connections to one GPU server, and one active among them")
+    w("")
+    w(f"Arena (pinned, mapped): {facts.get('arena_kb')} KiB for {facts.get('nsocks')} sockets "
+      f"= {fmt(ratio(num(facts.get('arena_kb')) * 1024, facts.get('nsocks')), 0)} bytes of pinned memory per socket "
+      f"(4 KiB rings each way in this test).")
+    w("")
+    w("| idle connections | opened in s | gsockd bytes per socket | 1 active: p50 us | p99 us | requests/s |")
+    w("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        if r["section"] != "scale":
+            continue
+        n = kv(r["extra"]).get("idle")
+        m = next((kv(x["extra"]) for x in rows if x["section"] == "scalemem" and x["conns"] == n), {})
+        w(f"| {n} | {m.get('open_s', 'n/a')} | {m.get('gsockd_bytes_per_sock', 'n/a')} | "
+          f"{fmt(r['p50_us'], 2)} | {fmt(r['p99_us'], 2)} | {fmt(r['rps'])} |")
+    w("")
+
+    w("## 6. Physical floors (same run)")
+    w("")
+    w("| floor | value |")
+    w("| --- | --- |")
+    for k, v in floors.items():
+        w(f"| {k} | {v} |")
+    w("")
+
+    plots = draw(rows, servers, out)
+    if plots:
+        w("Plots: " + ", ".join(f"![{p}]({p})" for p in plots))
+    else:
+        w("Plots: none (matplotlib is not installed here).")
+    open(out, "w").write("\n".join(L) + "\n")
+
+
+def draw(rows, servers, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    base = os.path.splitext(out)[0]
+    made = []
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sizes = sorted({int(r["size"]) for r in rows if r["section"] == "rtt"})
+    width = 0.8 / max(1, len(servers))
+    for i, s in enumerate(servers):
+        ys = [num(next((r["p50_us"] for r in rows if r["section"] == "rtt" and r["server"] == s
+                        and r["size"] == str(z)), "nan")) for z in sizes]
+        ax.bar([k + i * width for k in range(len(sizes))], ys, width, label=NAMES[s])
+    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(sizes))])
+    ax.set_xticklabels([f"{z} B" for z in sizes])
+    ax.set_ylabel("round trip p50 (us)")
+    ax.set_title("Echo round trip, one connection")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(base + "-rtt.png", dpi=110)
+    made.append(os.path.basename(base + "-rtt.png"))
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for s in servers:
+        pts = sorted((int(r["conns"]), num(r["rps"])) for r in rows if r["section"] == "conns" and r["server"] == s)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=NAMES[s])
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("connections")
+    ax.set_ylabel("requests/s (64 B)")
+    ax.set_title("Echo throughput")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(base + "-conns.png", dpi=110)
+    made.append(os.path.basename(base + "-conns.png"))
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for s in servers:
+        for c in sorted({r["conns"] for r in rows if r["section"] == "stream"}):
+            pts = sorted((int(r["size"]), num(r["MBps"]) / 1000) for r in rows
+                         if r["section"] == "stream" and r["server"] == s and r["conns"] == c)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{NAMES[s]} x{c}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("GB/s each way")
+    ax.set_title("Streaming (echo of large messages)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(base + "-stream.png", dpi=110)
+    made.append(os.path.basename(base + "-stream.png"))
+    return made
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+#!/bin/sh
+# The benchmark suite builds and runs (bench/run --tiny): every server
+# (A gsock, B CPU epoll, C and Cb CPU-managed GPU) answers every kind of
+# point with real numbers and the report is written. Speed is not judged
+# here; bench/run on a GPU host is where it is measured.
+. "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
+time_limit 240
+need_backend
+plan 6
+
+cd "$GSOCK_BUILD"
+"$GSOCK_SRC/bench/run" --tiny --backend "$BACKEND" --out "$TMP/results" >"$TMP/run.out" 2>"$TMP/run.err"
+ok $? "bench/run --tiny --backend $BACKEND completes"
+sed 's/^/#   /' "$TMP/run.err" | grep -v '^#   # \[' | head -20
+md=$(cat "$TMP/run.out")
+csv=${md%.md}.csv
+[ -s "$md" ] && [ -s "$csv" ]
+ok $? "it writes the markdown report and its csv"
+for s in A B C Cb; do
+	# rtt rows of server s with a positive request rate
+	n=$(awk -F, -v s=$s '$1 == "rtt" && $2 == s && $5 > 0' "$csv" | wc -l)
+	[ "$n" -ge 2 ]
+	ok $? "server $s: round trips measured at every size ($n rows)"
+done
