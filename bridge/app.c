@@ -344,6 +344,7 @@ void br_app_complete(struct br_app *a, uint32_t slot, int64_t result,
 	c->result = result;
 	a->slot[slot].parked = false;
 	__atomic_store_n(&c->done_seq, a->slot[slot].seq, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&a->hdr->events, 1, __ATOMIC_RELEASE); /* for gpoll */
 }
 
 /* A doorbell for a command slot: copy the request out, then act on it. */

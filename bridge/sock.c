@@ -41,10 +41,17 @@ static uint8_t *tx_ring(struct br_sock *s)
 	return rx_ring(s) + s->app->ring_size;
 }
 
+/* Tell gpoll that something of s changed (after publishing it). */
+static void note_event(struct br_sock *s)
+{
+	__atomic_add_fetch(&s->app->hdr->events, 1, __ATOMIC_RELEASE);
+}
+
 static void publish_status(struct br_sock *s, uint32_t set, uint32_t clear)
 {
 	s->status = (s->status | set) & ~clear;
 	__atomic_store_n(&arena_sock(s)->status, s->status, __ATOMIC_RELEASE);
+	note_event(s);
 }
 
 /* The socket failed: kernels see err (negative errno) from now on. */
@@ -174,6 +181,7 @@ static void pump_tx(struct br_sock *s)
 		}
 		s->tx_head += (uint64_t)n;
 		__atomic_store_n(&g->tx_head, s->tx_head, __ATOMIC_RELEASE);
+		note_event(s);
 	}
 	if (s->shut_wr_pending &&
 	    s->tx_head == __atomic_load_n(&g->tx_tail, __ATOMIC_ACQUIRE)) {
@@ -253,6 +261,7 @@ static void pump_rx(struct br_sock *s)
 		}
 		s->rx_tail += (uint64_t)n;
 		__atomic_store_n(&g->rx_tail, s->rx_tail, __ATOMIC_RELEASE);
+		note_event(s);
 	}
 }
 
@@ -360,6 +369,7 @@ static void pump_accept(struct br_sock *ls)
 	}
 	__atomic_store_n(&arena_sock(ls)->accept_pending, ls->acceptq_len,
 			 __ATOMIC_RELEASE);
+	note_event(ls);
 }
 
 static void finish_connect(struct br_sock *s)

@@ -704,33 +704,47 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 /*
  * Wait until one of fds is ready or timeout_us passes (< 0: forever,
  * 0: never wait). fds must be memory every thread of the block sees
- * (shared or global). Each turn, the block's threads check the set side
- * by side (one descriptor each, then the next stride), so a large set
- * costs about nfds / threads arena reads per turn. Returns the number
- * ready, 0 on timeout.
+ * (shared or global). The block's threads check the set side by side
+ * (one descriptor each, then the next stride); between checks thread 0
+ * watches the arena's event count alone, so a large idle set costs one
+ * PCIe read per turn. Returns the number ready, 0 on timeout.
  */
 GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		       long timeout_us)
 {
-	uint64_t start = gs_tid() == 0 ? gs_now_ns() : 0;
+	uint64_t start = gs_tid() == 0 ? gs_now_ns() : 0, seen = 0;
 	unsigned turn = 0;
 	long r = 0;
 
 	for (;;) {
 		int mine = 0;
 
+		/* What the bridge did before this scan is in it. */
+		if (gs_tid() == 0)
+			seen = gs_ld64(&gs.arena->events);
+		gs_sync();
 		for (int k = (int)gs_tid(); k < nfds; k += (int)gs_bdim()) {
 			fds[k].revents = gs_poll_one(gs, &fds[k]);
 			mine |= fds[k].revents != 0;
 		}
 		if (gs_sync_or(mine) || timeout_us == 0)
 			break;
+		/*
+		 * Thread 0 waits for the bridge to change something (one
+		 * arena read per turn, however large the set), then the
+		 * block scans again.
+		 */
 		if (gs_tid() == 0) {
-			if (timeout_us > 0 &&
-			    gs_now_ns() - start >= (uint64_t)timeout_us * 1000)
-				r = 1; /* timed out */
-			else
+			for (;;) {
+				if (timeout_us > 0 &&
+				    gs_now_ns() - start >= (uint64_t)timeout_us * 1000) {
+					r = 1; /* timed out */
+					break;
+				}
 				r = gs_wait_turn(gs, &turn); /* 0 or -errno */
+				if (r || gs_ld64(&gs.arena->events) != seen)
+					break;
+			}
 		}
 		r = gs_bcast(r);
 		if (r == 1)

@@ -37,7 +37,7 @@
 
 /* Limits the bridge enforces on geometry an application proposes. */
 #define GS_MAX_SLOTS 4096
-#define GS_MAX_SOCKS 65536
+#define GS_MAX_SOCKS (1u << 20)
 #define GS_MIN_RING 4096
 #define GS_MAX_RING (64u << 20)
 #define GS_MAX_DB 262144
@@ -60,7 +60,13 @@ struct gs_arena_hdr {
 	uint64_t rings_off; /* app, once */
 	uint8_t pad0[2 * GS_LINE - 72]; /* geometry ends on a line */
 	uint64_t db_head; /* bridge: doorbell cells consumed */
-	uint8_t pad1[GS_LINE - 8];
+	/*
+	 * bridge: bumped (release) after any change a gpoll could see:
+	 * rx bytes or EOF, tx space, an error, a pending connection, a
+	 * command done. gpoll rescans its set only when this moved.
+	 */
+	uint64_t events;
+	uint8_t pad1[GS_LINE - 16];
 };
 
 /* Command opcodes. Arguments are in gs_cmd.arg[] unless said otherwise. */

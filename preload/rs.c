@@ -651,13 +651,15 @@ struct pl_real pl_rs_calls = {
  * What the watch descriptor of a socket firing means to a waiter for
  * events: a listener has a peer to accept; a connection's peer is gone,
  * which a reader learns by reading (the rest of the data, then the end)
- * and a writer by writing (a reset).
+ * and a writer by writing (a reset), as with a kernel socket whose peer
+ * reset it. No POLLHUP: some programs (netcat) take it to mean "stop
+ * writing, quietly" and never learn that the peer is gone.
  */
 static short watch_revents(const struct pl_sock *s, short events)
 {
-	if (s->listening || (events & POLLIN))
-		return events & POLLIN ? POLLIN : 0;
-	return (short)(POLLHUP | POLLERR | (events & POLLOUT));
+	if (s->listening)
+		return events & POLLIN;
+	return events & (POLLIN | POLLOUT) ? events & (POLLIN | POLLOUT) : POLLHUP;
 }
 
 /*
