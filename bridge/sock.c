@@ -41,10 +41,22 @@ static uint8_t *tx_ring(struct br_sock *s)
 	return rx_ring(s) + s->app->ring_size;
 }
 
-/* Tell gpoll that something of s changed (after publishing it). */
+/*
+ * Tell gpoll that something of s changed (after publishing it): the
+ * block that polls s (its poll_slot) and the application as a whole.
+ * The fence pairs with gpoll's after it claims the socket: either the
+ * bridge sees the claim, or the block sees the change when it scans.
+ */
 static void note_event(struct br_sock *s)
 {
-	__atomic_add_fetch(&s->app->hdr->events, 1, __ATOMIC_RELEASE);
+	struct br_app *a = s->app;
+	uint32_t ps;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	ps = __atomic_load_n(&arena_sock(s)->poll_slot, __ATOMIC_RELAXED);
+	if (ps && ps <= a->nslots) /* the application's word: checked */
+		__atomic_add_fetch(&a->slots[ps - 1].wake, 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&a->hdr->events, 1, __ATOMIC_RELEASE);
 }
 
 static void publish_status(struct br_sock *s, uint32_t set, uint32_t clear)
@@ -94,6 +106,7 @@ static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 	g = arena_sock(s);
 	/* The id is free, so the application has no business in g now. */
 	g->rx_tail = g->tx_head = g->rx_head = g->tx_tail = 0;
+	g->poll_slot = 0;
 	g->error = 0;
 	g->rx_blocked = 0;
 	g->accept_pending = 0;

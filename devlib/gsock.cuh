@@ -37,6 +37,7 @@ struct gs_lsock {
 	uint64_t tx_head_seen; /* the arena's tx_head when last read */
 	int32_t error; /* a socket error already seen: sticky */
 	uint32_t flags; /* GS_LS_* */
+	uint32_t poll_slot; /* what we last wrote to the arena's poll_slot */
 };
 
 #define GS_LS_OPEN 0x1 /* a descriptor of ours: gsocket/gaccept, not gclose */
@@ -233,6 +234,8 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 	ls->rx_head = ls->tx_tail = ls->rx_tail_seen = ls->tx_head_seen = 0;
 	ls->error = 0;
 	ls->flags = GS_LS_OPEN | flags;
+	ls->poll_slot = 0;
+	gs_st32(&gs.socks[fd].poll_slot, 0);
 }
 
 /* The device-side state of fd, or NULL if fd is not an open descriptor. */
@@ -704,24 +707,48 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 /*
  * Wait until one of fds is ready or timeout_us passes (< 0: forever,
  * 0: never wait). fds must be memory every thread of the block sees
- * (shared or global). The block's threads check the set side by side
- * (one descriptor each, then the next stride); between checks thread 0
- * watches the arena's event count alone, so a large idle set costs one
- * PCIe read per turn. Returns the number ready, 0 on timeout.
+ * (shared or global). The block claims its descriptors (their poll_slot
+ * names its command slot), so the bridge bumps this slot's wake counter
+ * after every change to them; the threads check the set side by side,
+ * then thread 0 watches that one counter until it moves. A block waiting
+ * on a large idle set costs one PCIe read per turn, and other blocks'
+ * traffic does not make it scan. The application-wide count is looked at
+ * every GS_POLL_ALL_TURNS turns, for a descriptor another block claimed
+ * since. Returns the number ready, 0 on timeout.
  */
+#define GS_POLL_ALL_TURNS 128
+
 GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		       long timeout_us)
 {
-	uint64_t start = gs_tid() == 0 ? gs_now_ns() : 0, seen = 0;
+	uint32_t me = gs.slot_base + gs_bid() + 1;
+	uint64_t *wake = &gs_my_slot(gs)->wake;
+	uint64_t start = gs_tid() == 0 ? gs_now_ns() : 0, seen = 0, all = 0;
 	unsigned turn = 0;
-	long r = 0;
+	long r = gs_bcast(gs_tid() == 0 ? gs_world_error(gs) : 0);
+	int claimed = 0;
 
+	if (r)
+		return (int)r; /* stopped, or gsockd gone: as every wait */
+	for (int k = (int)gs_tid(); k < nfds; k += (int)gs_bdim()) {
+		struct gs_lsock *ls = gs_lsock_of(gs, fds[k].fd);
+
+		if (ls && ls->poll_slot != me) {
+			ls->poll_slot = me;
+			gs_st32(&gs.socks[fds[k].fd].poll_slot, me);
+			claimed = 1;
+		}
+	}
+	if (claimed)
+		gs_fence(); /* the claim before the scan (see bridge note_event) */
 	for (;;) {
 		int mine = 0;
 
 		/* What the bridge did before this scan is in it. */
-		if (gs_tid() == 0)
-			seen = gs_ld64(&gs.arena->events);
+		if (gs_tid() == 0) {
+			seen = gs_ld64(wake);
+			all = gs_ld64(&gs.arena->events);
+		}
 		gs_sync();
 		for (int k = (int)gs_tid(); k < nfds; k += (int)gs_bdim()) {
 			fds[k].revents = gs_poll_one(gs, &fds[k]);
@@ -729,11 +756,6 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		}
 		if (gs_sync_or(mine) || timeout_us == 0)
 			break;
-		/*
-		 * Thread 0 waits for the bridge to change something (one
-		 * arena read per turn, however large the set), then the
-		 * block scans again.
-		 */
 		if (gs_tid() == 0) {
 			for (;;) {
 				if (timeout_us > 0 &&
@@ -742,7 +764,10 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 					break;
 				}
 				r = gs_wait_turn(gs, &turn); /* 0 or -errno */
-				if (r || gs_ld64(&gs.arena->events) != seen)
+				if (r || gs_ld64(wake) != seen)
+					break;
+				if (turn % GS_POLL_ALL_TURNS == 0 &&
+				    gs_ld64(&gs.arena->events) != all)
 					break;
 			}
 		}

@@ -63,7 +63,8 @@ struct gs_arena_hdr {
 	/*
 	 * bridge: bumped (release) after any change a gpoll could see:
 	 * rx bytes or EOF, tx space, an error, a pending connection, a
-	 * command done. gpoll rescans its set only when this moved.
+	 * command done. A gpoll waits on its own slot's wake (gs_cmd) and
+	 * looks at this one now and then, for sockets another block owns.
 	 */
 	uint64_t events;
 	uint8_t pad1[GS_LINE - 16];
@@ -98,6 +99,9 @@ enum gs_op {
  *   done_seq    bridge   equals seq when the reply is complete
  *   result      bridge   >= 0 success, negative errno
  *   out_addr    bridge   sockaddr for accept/getsockname/getpeername
+ *   wake        bridge   bumped (release) after a change to any socket
+ *                        whose poll_slot names this slot: what this
+ *                        slot's block waits on in gpoll
  */
 struct gs_cmd {
 	uint64_t seq;
@@ -113,7 +117,8 @@ struct gs_cmd {
 	uint32_t out_addrlen;
 	uint32_t pad2;
 	uint8_t out_addr[GS_ADDR_MAX];
-	uint8_t pad3[40]; /* reply ends on a line */
+	uint64_t wake;
+	uint8_t pad3[32]; /* reply ends on a line */
 };
 
 /* gs_sock.status bits (bridge writes). */
@@ -134,6 +139,9 @@ struct gs_cmd {
  *   accept_pending  bridge   connections waiting for gaccept (listener)
  *   tx_head         bridge   bytes taken from the tx ring
  *   rx_head         app      bytes consumed from the rx ring
+ *   poll_slot       app      1 + the command slot of the block that last
+ *                            gpolled it (0: none); the bridge bumps that
+ *                            slot's wake after every change it makes
  *   tx_tail         app      bytes written into the tx ring
  *
  * The application keeps its own copies of rx_head and tx_tail (and what
@@ -150,7 +158,8 @@ struct gs_sock {
 	uint64_t tx_head;
 	uint8_t pad1[GS_LINE - 8];
 	uint64_t rx_head;
-	uint8_t pad2[GS_LINE - 8];
+	uint32_t poll_slot;
+	uint8_t pad2[GS_LINE - 12];
 	uint64_t tx_tail;
 	uint8_t pad3[GS_LINE - 8];
 };

@@ -161,21 +161,27 @@ static void ep_unwatch_kernel(int fd, struct pl_sock *s);
  * the peer's disconnect arrives; rsocket reads it only when it closes.
  * A duplicate of it, which rpoll takes for a plain descriptor, becomes
  * readable when the peer goes away without a word (killed, say), which
- * rsocket's own calls would wait through forever. An accepted rsocket's
- * "established" event also comes there; rsocket takes it in its next
- * call, so a reading is only trusted after a call (RS_IO).
+ * rsocket's own calls would wait through forever.
  */
 static int watch_peer(int r)
 {
 	return pl_real.fcntl(r, F_DUPFD_CLOEXEC, 0);
 }
 
-/* The peer of connected s is gone (a CM event is waiting). */
+/*
+ * The peer of connected s is gone: a CM event waits on its channel. An
+ * accepted rsocket's "established" event comes there too, until rsocket
+ * takes it; rpoll on the rsocket takes it first.
+ */
 static int peer_gone(const struct pl_sock *s)
 {
+	struct pollfd r = { s->rs, POLLIN | POLLOUT, 0 };
 	struct pollfd p = { s->watch_fd, POLLIN, 0 };
 
-	return s->watch_fd >= 0 && pl_real.poll(&p, 1, 0) == 1;
+	if (s->watch_fd < 0 || pl_real.poll(&p, 1, 0) != 1)
+		return 0;
+	RS(rs.rpoll(&r, 1, 0));
+	return pl_real.poll(&p, 1, 0) == 1;
 }
 
 /*
@@ -357,6 +363,21 @@ err_log:
 	return PL_RS_FALLBACK;
 }
 
+/*
+ * An accepted rsocket may still be "accepting" (its established event not
+ * taken); rsocket's readv then reads it as the end of the stream. rpoll
+ * completes the accept; wait for that (the peer is connecting right now).
+ */
+static void settle(int r)
+{
+	for (int i = 0; i < 50; i++) {
+		struct pollfd p = { r, POLLOUT, 0 };
+
+		if (RS(rs.rpoll(&p, 1, 20)) != 0)
+			return;
+	}
+}
+
 /* A new application descriptor for an accepted rsocket. */
 static int adopt(struct pl_sock *ls, int r, int flags)
 {
@@ -383,6 +404,7 @@ static int adopt(struct pl_sock *ls, int r, int flags)
 		return -1;
 	}
 	RS(rs.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done here */
+	settle(r);
 	pl_sock_put(s);
 	return fd;
 }
@@ -446,7 +468,7 @@ static ssize_t rs_gone(short ev)
                                                                              \
 		while ((r_ = RS(call)) < 0 && s_ &&                          \
 		       (errno == EAGAIN || errno == EWOULDBLOCK)) {          \
-			/* Once more: the call takes a pending "established". */ \
+			/* Once more: data that came before the end is read. */ \
 			if (peer_gone(s_) && (r_ = RS(call)) < 0 &&          \
 			    (errno == EAGAIN || errno == EWOULDBLOCK) &&     \
 			    peer_gone(s_)) {                                 \
