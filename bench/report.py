@@ -193,7 +193,8 @@ def main():
     w("")
     w(f"Arena (pinned, mapped): {facts.get('arena_kb')} KiB for {facts.get('nsocks')} sockets "
       f"= {fmt(ratio(num(facts.get('arena_kb')) * 1024, facts.get('nsocks')), 0)} bytes of pinned memory per socket "
-      f"(4 KiB rings each way in this test).")
+      f"(4 KiB rings each way in this test). Open files per process on this machine: "
+      f"{facts.get('nofile')} (gsockd and the client each hold one descriptor per connection).")
     w("")
     w("| idle connections | opened in s | gsockd bytes per socket | 1 active: p50 us | p99 us | requests/s |")
     w("| --- | --- | --- | --- | --- | --- |")

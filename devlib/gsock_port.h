@@ -137,9 +137,13 @@ GSOCK_DEVICE uint64_t gs_now_ns(void)
 /* Back off in a wait loop: iteration i of the wait. */
 GSOCK_DEVICE void gs_relax(unsigned i)
 {
-	/* Each poll is already a PCIe read (~1 us); sleep only when idle long. */
+	/*
+	 * Each poll is already a PCIe read (~1 us); sleep only when idle
+	 * long, and then long enough that hundreds of idle blocks do not
+	 * fill the bus with reads (they slow every other read on it).
+	 */
 	if (i > 256)
-		__nanosleep(i > 4096 ? 1000 : 100);
+		__nanosleep(i > 4096 ? 8000 : i > 1024 ? 1000 : 200);
 }
 
 #else /* host backend */

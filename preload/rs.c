@@ -370,12 +370,13 @@ err_log:
  */
 static void settle(int r)
 {
-	for (int i = 0; i < 50; i++) {
-		struct pollfd p = { r, POLLOUT, 0 };
+	struct pollfd p = { r, POLLOUT, 0 };
+	int i, got = 0;
 
-		if (RS(rs.rpoll(&p, 1, 20)) != 0)
-			return;
-	}
+	for (i = 0; i < 50 && !got; i++)
+		got = RS(rs.rpoll(&p, 1, 20));
+	pl_log(PL_LOG_DEBUG, "rsocket %d accepted: rpoll %d, revents %#x after %d tries",
+	       r, got, p.revents, i);
 }
 
 /* A new application descriptor for an accepted rsocket. */
@@ -472,6 +473,7 @@ static ssize_t rs_gone(short ev)
 			if (peer_gone(s_) && (r_ = RS(call)) < 0 &&          \
 			    (errno == EAGAIN || errno == EWOULDBLOCK) &&     \
 			    peer_gone(s_)) {                                 \
+				pl_log(PL_LOG_DEBUG, "rsocket %d: the peer is gone", s_->rs); \
 				r_ = rs_gone(ev);                            \
 				break;                                       \
 			}                                                    \
