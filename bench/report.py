@@ -87,7 +87,20 @@ def main():
       f"blocks x {facts.get('am')} connections each (gpoll)")
     w("")
 
+    def rtt_median(server, size):
+        """The repetition with the median p50, and the p50 range of all."""
+        rs = sorted((r for r in rows if r["section"] == "rtt" and r["server"] == server
+                     and r["size"] == str(size)), key=lambda r: num(r["p50_us"]))
+        if not rs:
+            return None, ""
+        lo, hi = num(rs[0]["p50_us"]), num(rs[-1]["p50_us"])
+        return rs[len(rs) // 2], (f" ({fmt(lo, 1)}-{fmt(hi, 1)})" if len(rs) > 1 else "")
+
+    reps = max((int(kv(r["extra"]).get("rep", 1)) for r in rows if r["section"] == "rtt"), default=1)
     w("## 1. Echo round trip, one connection (us)")
+    w("")
+    w(f"Each point ran {reps} times; the table shows the run with the median p50, and in "
+      f"brackets the range of p50 over the runs.")
     w("")
     w("| size | " + " | ".join(f"{s} p50 / p99 / p99.9" for s in servers) +
       " | A/B p50 (goal <= 1.15) | A/C p50 (goal <= 0.6) |")
@@ -95,15 +108,15 @@ def main():
     for size in values("rtt", "size"):
         cells = []
         for s in servers:
-            r = pick("rtt", s, 1, size)
-            cells.append(f"{fmt(r['p50_us'], 2)} / {fmt(r['p99_us'], 2)} / {fmt(r['p999_us'], 2)}"
+            r, spread = rtt_median(s, size)
+            cells.append(f"{fmt(r['p50_us'], 2)}{spread} / {fmt(r['p99_us'], 2)} / {fmt(r['p999_us'], 2)}"
                          if r else "n/a")
-        a, b, c = (pick("rtt", x, 1, size) for x in ("A", "B", "C"))
+        a, b, c = (rtt_median(x, size)[0] for x in ("A", "B", "C"))
         w(f"| {size} B | " + " | ".join(cells) +
           f" | {fmt(ratio(a and a['p50_us'], b and b['p50_us']), 2)}"
           f" | {fmt(ratio(a and a['p50_us'], c and c['p50_us']), 2)} |")
     if floors:
-        a = pick("rtt", "A", 1, 64)
+        a = rtt_median("A", 64)[0]
         w("")
         w(f"Floors: mapped-memory GPU<->CPU round trip {floors.get('mapped_rtt_us', 'n/a')} us, "
           f"loopback TCP round trip {floors.get('tcp_rtt_p50_us', 'n/a')} us. A at 64 B is "
@@ -237,8 +250,11 @@ def draw(rows, servers, out):
     sizes = sorted({int(r["size"]) for r in rows if r["section"] == "rtt"})
     width = 0.8 / max(1, len(servers))
     for i, s in enumerate(servers):
-        ys = [num(next((r["p50_us"] for r in rows if r["section"] == "rtt" and r["server"] == s
-                        and r["size"] == str(z)), "nan")) for z in sizes]
+        ys = []
+        for z in sizes:
+            v = sorted(num(r["p50_us"]) for r in rows if r["section"] == "rtt"
+                       and r["server"] == s and r["size"] == str(z)) or [math.nan]
+            ys.append(v[len(v) // 2])
         ax.bar([k + i * width for k in range(len(sizes))], ys, width, label=NAMES[s])
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(sizes))])
     ax.set_xticklabels([f"{z} B" for z in sizes])

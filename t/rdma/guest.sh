@@ -169,7 +169,7 @@ sleep 1
 ( sleep 2; kill -9 $srv ) &
 killer=$!
 t0=$(date +%s)
-head -c 20000000000 /dev/zero | env LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 90 nc -N $IP 7300 >/dev/null 2>/tmp/kill.err
+head -c 20000000000 /dev/zero | env LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 30 nc -N $IP 7300 >/dev/null 2>/tmp/kill.err
 rc=$?
 echo "# the client ended $(($(date +%s) - t0)) s after it started (the server was killed at 2 s)"
 wait $killer
@@ -177,7 +177,7 @@ reap $srv 30
 sed 's/^/# client: /' /tmp/kill.err
 [ $rc -ne 124 ] && [ $rc -ne 0 ]
 todo $? "server killed mid-stream: the rsocket client ends with an error (status $rc), no hang" \
-	"the writer never learns: no disconnect event reaches its CM channel within 90 s under Soft-RoCE"
+	"the writer never learns: no disconnect event reaches its CM channel within 30 s (90 s in a longer run) under Soft-RoCE"
 
 
 # A client killed mid-stream: the server sees the end and exits.
@@ -208,11 +208,17 @@ ok $? "gsockd (transport rsocket) listens for the GPU server on rsocket and on t
 r0=$(rxe_pkts) t0=$(tcp_segs)
 [ "$(echo hello-over-rdma | env LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 10 nc -N $IP 7001)" = hello-over-rdma ]
 ok $? "a preloaded nc gets its echo from the GPU server over rsocket"
-env LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 30 sockperf pp --tcp -i $IP -p 7001 -t 2 -m 64 >/tmp/pp.gpu 2>&1
+# sockperf's ping-pong needs a sockperf server (it answers warm-up
+# messages differently), so the round trips here come from bench/loadgen.
+env LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 30 loadgen -c 1 -s 64 -d 2 -w 0.5 $IP 7001 >/tmp/lg.rs 2>&1
+lrc=$?
 RXE=$(($(rxe_pkts) - r0)) TCP=$(($(tcp_segs) - t0))
-echo "# sockperf ping-pong 64 B to the GPU echo server over rsocket: $(grep -o 'Latency is [0-9.]* usec' /tmp/pp.gpu) (rxe +$RXE packets, TCP +$TCP segments)"
-grep -q "Latency is" /tmp/pp.gpu && [ "$RXE" -gt 500 ] && [ "$TCP" -lt 20 ]
-ok $? "preloaded sockperf ping-pong with the GPU echo server: rxe carried it, not TCP"
+timeout 30 loadgen -c 1 -s 64 -d 2 -w 0.5 $IP 7001 >/tmp/lg.tcp 2>&1
+echo "# loadgen 64 B round trips to the GPU echo server, rsocket: $(cat /tmp/lg.rs)"
+echo "# same, plain TCP: $(cat /tmp/lg.tcp)"
+echo "# rxe packets sent +$RXE, TCP segments sent +$TCP during the rsocket run"
+[ $lrc -eq 0 ] && [ "$RXE" -gt 500 ] && [ "$TCP" -lt 20 ]
+ok $? "preloaded loadgen round trips with the GPU echo server: bytes checked, rxe carried them, not TCP"
 t0=$(tcp_segs)
 [ "$(echo hello-over-tcp | timeout 10 nc -N $IP 7001)" = hello-over-tcp ] && [ $(($(tcp_segs) - t0)) -gt 2 ]
 ok $? "a plain nc gets its echo from the same port over TCP"
