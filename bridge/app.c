@@ -417,7 +417,7 @@ int br_app_poll(struct br_app *a)
 				 __ATOMIC_RELEASE);
 	if (a->nclosing)
 		br_sock_tick(a);
-	return n + (a->owed ? br_sock_owed(a) : 0);
+	return n;
 }
 
 /* Free every application that died or was rejected this turn. */

@@ -59,10 +59,6 @@ struct br_sock {
 	uint64_t close_deadline_ns; /* BS_CLOSING: give up draining then */
 	char unix_path[108]; /* AF_UNIX path we bound, unlinked on close */
 	struct br_sock *next_free;
-	/* On the app's owed list: rx bytes the GPU kernel has not read yet. */
-	bool owed;
-	uint64_t owed_since_ns;
-	struct br_sock *next_owed;
 };
 
 /* A command slot's request, copied out of the arena before use. */
@@ -94,7 +90,6 @@ struct br_app {
 	struct br_sock *sk; /* nsocks */
 	struct br_slot *slot; /* nslots */
 	struct br_sock *free_list;
-	struct br_sock *owed; /* sockets with rx bytes its kernels have not read yet */
 	uint32_t nclosing; /* sockets in BS_CLOSING */
 };
 
@@ -125,7 +120,6 @@ void br_reap(void);
 void br_sock_command(struct br_app *a, uint32_t slot, const struct gs_cmd *c);
 void br_sock_event(struct br_sock *s, uint32_t events);
 void br_sock_pump(struct br_sock *s);
-int br_sock_owed(struct br_app *a);
 void br_sock_close_all(struct br_app *a);
 void br_sock_tick(struct br_app *a);
 

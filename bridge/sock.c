@@ -275,12 +275,6 @@ static void pump_rx(struct br_sock *s)
 		s->rx_tail += (uint64_t)n;
 		__atomic_store_n(&g->rx_tail, s->rx_tail, __ATOMIC_RELEASE);
 		note_event(s);
-		if (!s->owed) {
-			s->owed = true;
-			s->owed_since_ns = br_now_ns();
-			s->next_owed = s->app->owed;
-			s->app->owed = s;
-		}
 	}
 }
 
@@ -741,34 +735,4 @@ void br_sock_command(struct br_app *a, uint32_t slot, const struct gs_cmd *c)
 	}
 	if (r != BR_LATER)
 		br_app_complete(a, slot, r, NULL, 0);
-}
-
-/*
- * Whether a kernel of a is still reading bytes handed to it in the last
- * OWED_NS: its reply is on the way, and a GPU doorbell cannot wake the
- * loop, so the loop keeps polling (a large message takes the kernel
- * longer to copy than busy_poll_us). Sockets read to the end, freed, or
- * owed for longer leave the list, so a kernel that stopped reading costs
- * nothing after OWED_NS. Work is proportional to sockets with fresh data.
- */
-#define OWED_NS 2000000
-
-int br_sock_owed(struct br_app *a)
-{
-	uint64_t now = br_now_ns();
-	struct br_sock **pp = &a->owed, *s;
-	int owed = 0;
-
-	while ((s = *pp)) {
-		if (s->state == BS_FREE || now - s->owed_since_ns > OWED_NS ||
-		    __atomic_load_n(&arena_sock(s)->rx_head, __ATOMIC_ACQUIRE) ==
-			    s->rx_tail) {
-			s->owed = false;
-			*pp = s->next_owed;
-			continue;
-		}
-		owed = 1;
-		pp = &s->next_owed;
-	}
-	return owed;
 }
