@@ -127,28 +127,27 @@ def main():
 
     w("## 2. Echo throughput, 64 B requests: requests/s (p99 us)")
     w("")
-    w("| connections | " + " | ".join(servers) + " | A/B |")
-    w("| --- " * (len(servers) + 2) + "|")
-    for c in values("conns", "conns"):
-        cells = []
-        for s in servers:
-            r = pick("conns", s, c, 64)
-            cells.append(f"{fmt(r['rps'])} ({fmt(r['p99_us'])})" if r else "n/a")
-        a, b = pick("conns", "A", c, 64), pick("conns", "B", c, 64)
-        w(f"| {c} | " + " | ".join(cells) + f" | {fmt(ratio(a and a['rps'], b and b['rps']), 2)} |")
+    def rate_table(head, section, keys, find, cell, label=str):
+        """One row per key: each server's cell, then A's rate over B's."""
+        w(f"| {head} | " + " | ".join(servers) + " | A/B |")
+        w("| --- " * (len(servers) + 2) + "|")
+        for k in keys:
+            got = {s: find(section, s, k) for s in servers}
+            cells = [cell(got[s]) if got[s] else "n/a" for s in servers]
+            a, b = got.get("A"), got.get("B")
+            w(f"| {label(k)} | " + " | ".join(cells) + f" | {fmt(ratio(a and a['rps'], b and b['rps']), 2)} |")
+
+    rate_table("connections", "conns", values("conns", "conns"),
+               lambda sec, s, c: pick(sec, s, c, 64),
+               lambda r: f"{fmt(r['rps'])} ({fmt(r['p99_us'])})")
     w("")
     at = values("sizes", "conns")
     w(f"### by request size, {at[0] if at else '?'} connections: requests/s, MB/s each way (p99 us)")
     w("")
-    w("| size | " + " | ".join(servers) + " | A/B |")
-    w("| --- " * (len(servers) + 2) + "|")
-    for size in values("sizes", "size"):
-        cells = []
-        for s in servers:
-            r = pick("sizes", s, None, size)
-            cells.append(f"{fmt(r['rps'])}, {fmt(r['MBps'])} MB/s ({fmt(r['p99_us'])})" if r else "n/a")
-        a, b = pick("sizes", "A", None, size), pick("sizes", "B", None, size)
-        w(f"| {size} B | " + " | ".join(cells) + f" | {fmt(ratio(a and a['rps'], b and b['rps']), 2)} |")
+    rate_table("size", "sizes", values("sizes", "size"),
+               lambda sec, s, z: pick(sec, s, None, z),
+               lambda r: f"{fmt(r['rps'])}, {fmt(r['MBps'])} MB/s ({fmt(r['p99_us'])})",
+               lambda z: f"{z} B")
     w("")
     w("Goal: A >= B at 256 connections with gsockd on <= 2 cores (gsockd has one thread).")
     w("")
@@ -265,35 +264,31 @@ def draw(rows, servers, out):
     fig.savefig(base + "-rtt.png", dpi=110)
     made.append(os.path.basename(base + "-rtt.png"))
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for s in servers:
-        pts = sorted((int(r["conns"]), num(r["rps"])) for r in rows if r["section"] == "conns" and r["server"] == s)
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=NAMES[s])
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("connections")
-    ax.set_ylabel("requests/s (64 B)")
-    ax.set_title("Echo throughput")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(base + "-conns.png", dpi=110)
-    made.append(os.path.basename(base + "-conns.png"))
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for s in servers:
-        for c in sorted({r["conns"] for r in rows if r["section"] == "stream"}):
-            pts = sorted((int(r["size"]), num(r["MBps"]) / 1000) for r in rows
-                         if r["section"] == "stream" and r["server"] == s and r["conns"] == c)
+    def lines(name, series, xlabel, ylabel, title):
+        """A log2-x line plot of {label: [(x, y)...]}, saved as BASE-name.png."""
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for label, pts in series.items():
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{NAMES[s]} x{c}")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("GB/s each way")
-    ax.set_title("Streaming (echo of large messages)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(base + "-stream.png", dpi=110)
-    made.append(os.path.basename(base + "-stream.png"))
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(f"{base}-{name}.png", dpi=110)
+        made.append(os.path.basename(f"{base}-{name}.png"))
+
+    lines("conns", {NAMES[s]: sorted((int(r["conns"]), num(r["rps"])) for r in rows
+                                     if r["section"] == "conns" and r["server"] == s)
+                    for s in servers},
+          "connections", "requests/s (64 B)", "Echo throughput")
+    sconns = sorted({r["conns"] for r in rows if r["section"] == "stream"})
+    lines("stream", {f"{NAMES[s]} x{c}": sorted((int(r["size"]), num(r["MBps"]) / 1000) for r in rows
+                                                if r["section"] == "stream" and r["server"] == s
+                                                and r["conns"] == c)
+                     for s in servers for c in sconns},
+          "message size (bytes)", "GB/s each way", "Streaming (echo of large messages)")
     return made
 
 

@@ -37,6 +37,7 @@
 struct pl_real pl_real;
 __thread int pl_busy;
 __thread struct pl_sock *pl_cur_sock;
+unsigned pl_fork_gen;
 
 /* Each route's calls; the kernel's are the real ones. */
 static const struct pl_real *pl_route_calls[] = {
@@ -53,6 +54,7 @@ static int ready;
 
 static void lock_table(void);
 static void unlock_table(void);
+static void forked(void);
 
 static void init(void)
 {
@@ -61,7 +63,7 @@ static void init(void)
 	pl_real.name = (ret(*) args)dlsym(RTLD_NEXT, #name);
 	PL_CALLS(PL_RESOLVE)
 #undef PL_RESOLVE
-	pthread_atfork(lock_table, unlock_table, unlock_table);
+	pthread_atfork(lock_table, unlock_table, forked);
 	pl_route_init();
 	__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
 	pl_busy--;
@@ -85,6 +87,24 @@ static void lock_table(void)
 static void unlock_table(void)
 {
 	pthread_mutex_unlock(&fork_lock);
+}
+
+/* In the child: rsockets made before now belong to the parent (rs.h). */
+static void forked(void)
+{
+	pl_fork_gen++;
+	pthread_mutex_unlock(&fork_lock);
+}
+
+/* An rsocket this process inherited: it may only be closed here. */
+static int stale(const struct pl_sock *s)
+{
+#ifdef HAVE_RDMACM
+	return s && pl_rs_stale(s);
+#else
+	(void)s;
+	return 0;
+#endif
 }
 
 /*
@@ -116,10 +136,15 @@ static int route_fd(int fd, const struct pl_sock *s)
 		ret r;                                                       \
 		int saved;                                                   \
                                                                              \
-		fd = route_fd(fd, s);                                        \
-		pl_cur_sock = s;                                             \
-		r = calls_->name args;                                       \
-		pl_cur_sock = NULL;                                          \
+		if (stale(s)) {                                              \
+			r = (ret)-1;                                         \
+			errno = EOPNOTSUPP;                                  \
+		} else {                                                     \
+			fd = route_fd(fd, s);                                \
+			pl_cur_sock = s;                                     \
+			r = calls_->name args;                               \
+			pl_cur_sock = NULL;                                  \
+		}                                                            \
 		saved = errno;                                               \
 		pl_sock_put(s);                                              \
 		errno = saved;                                               \
@@ -379,6 +404,11 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	const struct pl_real *calls = calls_for(fd, &s);
 	int r, saved;
 
+	if (stale(s)) {
+		r = -1;
+		errno = EOPNOTSUPP;
+		goto out_put;
+	}
 	if (s && sa && len >= sizeof(sa_family_t) &&
 	    (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))
 		calls = decide(fd, s, GS_ROLE_CLIENT, sa);
@@ -391,7 +421,7 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	}
 #endif
 	r = calls->connect(route_fd(fd, s), sa, len);
-out_put: __attribute__((unused));
+out_put:
 	saved = errno;
 	pl_sock_put(s);
 	errno = saved;
@@ -436,6 +466,11 @@ int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 
 	calls_for(fd, &s);
 #ifdef HAVE_RDMACM
+	if (stale(s)) {
+		r = -1;
+		errno = EOPNOTSUPP;
+		goto out_put;
+	}
 	if (s && s->route == GS_ROUTE_RSOCKET && s->rs >= 0) {
 		r = pl_rs_accept(fd, s, sa, len, flags);
 		goto out_put;

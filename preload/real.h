@@ -90,5 +90,7 @@ extern __thread int pl_busy;
 /* The entry whose call this thread is in (set by the fd-call wrappers). */
 struct pl_sock;
 extern __thread struct pl_sock *pl_cur_sock;
+/* Forks this process is away from its first ancestor with the preload. */
+extern unsigned pl_fork_gen;
 
 #endif

@@ -71,8 +71,26 @@ static const char *load_error;
 
 static void lq_stop(struct pl_lq *q);
 
+int pl_rs_stale(const struct pl_sock *s)
+{
+	static unsigned warned = ~0u;
+
+	if (s->route != GS_ROUTE_RSOCKET || s->rs < 0 || s->gen == pl_fork_gen)
+		return 0;
+	if (__atomic_exchange_n(&warned, pl_fork_gen, __ATOMIC_RELAXED) != pl_fork_gen)
+		pl_log(PL_LOG_WARN,
+		       "an rsocket made before fork() is used in the child: rsockets do not survive fork (route forking programs to the kernel: route = \"os\")");
+	return 1;
+}
+
 static void release(struct pl_sock *s)
 {
+	if (s->rs >= 0 && s->gen != pl_fork_gen) {
+		/* The parent's: no librdmacm call, no thread to join here. */
+		if (s->watch_fd >= 0)
+			pl_real.close(s->watch_fd);
+		return;
+	}
 	if (s->lq)
 		lq_stop(s->lq); /* closes watch_fd, its eventfd */
 	else if (s->watch_fd >= 0)
@@ -319,6 +337,7 @@ int pl_rs_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 	s->nonblock = app_nonblocking(fd);
 	RS(rs.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done here */
 	s->watch_fd = watch_peer(r);
+	s->gen = pl_fork_gen;
 	s->rs = r;
 	ep_unwatch_kernel(fd, s);
 	pl_log(PL_LOG_INFO, "fd %d: connected over rsocket", fd);
@@ -352,6 +371,7 @@ int pl_rs_listen(int fd, struct pl_sock *s, int backlog)
 		goto err_log;
 	}
 	s->watch_fd = s->lq->efd;
+	s->gen = pl_fork_gen;
 	s->rs = r;
 	s->nonblock = app_nonblocking(fd);
 	s->listening = 1;
@@ -391,6 +411,7 @@ static int adopt(struct pl_sock *ls, int r, int flags)
 		s->route = GS_ROUTE_RSOCKET;
 		s->state = PL_DECIDED;
 		s->rs = r;
+		s->gen = pl_fork_gen;
 		s->watch_fd = watch_peer(r);
 		s->nonblock = (flags & SOCK_NONBLOCK) != 0;
 	}
@@ -728,7 +749,7 @@ int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
 
 		tr[i] = fds[i];
 		ss[i] = NULL;
-		if (s && s->route == GS_ROUTE_RSOCKET && s->rs >= 0) {
+		if (s && s->route == GS_ROUTE_RSOCKET && s->rs >= 0 && !pl_rs_stale(s)) {
 			any = 1;
 			any_rs |= rs_arm(s, &tr[i], tr, own, &k, (int)i);
 			ss[i] = s;
@@ -980,7 +1001,8 @@ int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 		}
 		/* Members still undecided are watched by the kernel's set. */
 		for (int i = 0; m && slot && p && own && i < e->n; i++) {
-			if (e->m[i].s->route != GS_ROUTE_RSOCKET || e->m[i].s->rs < 0)
+			if (e->m[i].s->route != GS_ROUTE_RSOCKET || e->m[i].s->rs < 0 ||
+			    pl_rs_stale(e->m[i].s))
 				continue;
 			m[n] = e->m[i];
 			__atomic_add_fetch(&m[n++].s->refs, 1, __ATOMIC_ACQ_REL);

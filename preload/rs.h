@@ -35,6 +35,15 @@ int pl_rs_listen(int fd, struct pl_sock *s, int backlog);
 /* Accept on whichever of the rsocket and the kernel listener has a peer. */
 int pl_rs_accept(int fd, struct pl_sock *s, struct sockaddr *sa,
 		 socklen_t *len, int flags);
+/*
+ * s is an rsocket made before this process forked: its verbs resources
+ * are the parent's, so here it may only be closed (which leaves the
+ * parent's connection alone); every other call fails with EOPNOTSUPP and
+ * the first says so on stderr. As rsocket documents, rsockets do not
+ * survive fork or exec; a program that hands connections to children
+ * wants the kernel route (a rule with route = "os").
+ */
+int pl_rs_stale(const struct pl_sock *s);
 /* The application changed its O_NONBLOCK. */
 void pl_rs_setfl(struct pl_sock *s, int flags);
 /* poll over descriptors of both routes; *done is 0 if none was rsocket. */

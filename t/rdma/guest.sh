@@ -192,6 +192,25 @@ rc=$?
 ok $rc "client killed mid-stream: the rsocket server sees the end, no hang"
 pkill -f "nc $IP 7301"
 
+# fork: a forking server (socat, fork) on the rsocket route. A plain TCP
+# client lands on the kernel half and its child serves it; an rsocket
+# client's connection was accepted by the parent, and the child may not
+# use it: it gets EOPNOTSUPP (said on stderr), the client sees the end,
+# and the parent goes on serving.
+env LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 60 socat TCP-LISTEN:7400,bind=$IP,fork,reuseaddr SYSTEM:cat >/dev/null 2>/tmp/socat.err &
+so=$!
+sleep 1
+[ "$(echo over-tcp | timeout 10 nc -N $IP 7400)" = over-tcp ]
+ok $? "forking server on the rsocket route: a plain TCP client is served by the child"
+echo over-rdma | env LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 10 nc -N $IP 7400 >/tmp/fork.out 2>&1
+rc=$?
+grep -q "rsockets do not survive fork" /tmp/socat.err && [ $rc -ne 124 ]
+ok $? "an rsocket accepted before fork: the child is told EOPNOTSUPP, the client ends (status $rc)"
+sed 's/^/# socat: /' /tmp/socat.err | tail -3
+[ "$(echo again | timeout 10 nc -N $IP 7400)" = again ] && kill -0 $so
+ok $? "and the parent goes on serving"
+kill $so 2>/dev/null; wait $so 2>/dev/null
+
 # gsockd with the rsocket transport: the GPU echo server (host backend)
 # is reached over rsocket by preloaded clients and over TCP by plain ones,
 # at the same port.
