@@ -211,7 +211,8 @@ static int peer_gone(const struct pl_sock *s)
  * every thread blocked in rpoll on any rsocket event, which would put this
  * one on the path of every message the application's rpoll gets. It
  * checks without waiting and sleeps in between: 1 ms while peers arrive,
- * backing off to LQ_IDLE_US when none has for a while.
+ * backing off to LQ_IDLE_US when none has for a while. It hands over
+ * only connections that are established (settle).
  */
 #define LQ_MAX 128
 #define LQ_BUSY_US 1000
@@ -225,6 +226,24 @@ struct pl_lq {
 	pthread_mutex_t lock;
 	int q[LQ_MAX], head, n; /* lock */
 };
+
+/*
+ * An accepted rsocket may still be "accepting" (its established event
+ * not taken); rsocket's readv then reads it as the end of the stream.
+ * rpoll completes the accept; wait for that, up to a second (the peer is
+ * connecting right now). Returns 0 once the rsocket is established.
+ */
+static int settle(int r)
+{
+	struct pollfd p = { r, POLLOUT, 0 };
+	int i, got = 0;
+
+	for (i = 0; i < 50 && !got; i++)
+		got = rs.rpoll(&p, 1, 20);
+	pl_log(PL_LOG_DEBUG, "rsocket %d accepted: rpoll %d, revents %#x after %d tries",
+	       r, got, p.revents, i);
+	return got == 1 && (p.revents & POLLOUT) && !(p.revents & (POLLERR | POLLHUP)) ? 0 : -1;
+}
 
 static void *lq_run(void *arg)
 {
@@ -243,6 +262,10 @@ static void *lq_run(void *arg)
 			continue;
 		}
 		idle = 0;
+		if (settle(c) < 0) {
+			rs.rclose(c); /* never completed its connection */
+			continue;
+		}
 		pthread_mutex_lock(&q->lock);
 		if (q->n == LQ_MAX) {
 			pthread_mutex_unlock(&q->lock);
@@ -383,22 +406,6 @@ err_log:
 	return PL_RS_FALLBACK;
 }
 
-/*
- * An accepted rsocket may still be "accepting" (its established event not
- * taken); rsocket's readv then reads it as the end of the stream. rpoll
- * completes the accept; wait for that (the peer is connecting right now).
- */
-static void settle(int r)
-{
-	struct pollfd p = { r, POLLOUT, 0 };
-	int i, got = 0;
-
-	for (i = 0; i < 50 && !got; i++)
-		got = RS(rs.rpoll(&p, 1, 20));
-	pl_log(PL_LOG_DEBUG, "rsocket %d accepted: rpoll %d, revents %#x after %d tries",
-	       r, got, p.revents, i);
-}
-
 /* A new application descriptor for an accepted rsocket. */
 static int adopt(struct pl_sock *ls, int r, int flags)
 {
@@ -426,7 +433,6 @@ static int adopt(struct pl_sock *ls, int r, int flags)
 		return -1;
 	}
 	RS(rs.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done here */
-	settle(r);
 	pl_sock_put(s);
 	return fd;
 }
