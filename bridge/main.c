@@ -7,6 +7,7 @@
  */
 #include <config.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -203,8 +204,18 @@ static int rsocket_transport(char **argv)
 	const char *lib = br.conf.preload_library, *old = getenv("LD_PRELOAD");
 	char *pre;
 
-	if (getenv("GSOCK_BRIDGE_RSOCKET"))
-		return 0;
+	if (getenv("GSOCK_BRIDGE_RSOCKET")) {
+		Dl_info where;
+		void *f = dlsym(RTLD_DEFAULT, "accept4");
+
+		/* The second run: is accept4 the preload's? */
+		if (f && dladdr(f, &where) && where.dli_fname &&
+		    strstr(where.dli_fname, "gsock-preload"))
+			return 0;
+		fprintf(stderr, "gsockd: transport rsocket: %s did not load (see the loader's message above)\n",
+			lib);
+		return -1;
+	}
 	if (access(lib, R_OK) < 0) {
 		fprintf(stderr, "gsockd: transport rsocket needs %s: %s\n", lib,
 			strerror(errno));

@@ -4,7 +4,7 @@
 # a second gsockd cannot take a live control socket; the socket is 0600.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 time_limit 60
-plan 13
+plan 15
 
 "$GSOCKD" --check-conf --conf "$GSOCK_SRC/conf/gsock.conf" >/dev/null 2>"$TMP/err"
 ok $? "the shipped conf/gsock.conf is valid"
@@ -35,6 +35,13 @@ printf 'transport = "rsocket"\npreload_library = "%s/none.so"\n' "$TMP" >"$TMP/e
 is $? 78 "transport rsocket without the preload library exits with EX_CONFIG"
 grep -q "transport rsocket needs $TMP/none.so: No such file" "$TMP/err"
 ok $? "and says which file it needs"
+
+: >"$TMP/empty.so"
+printf 'transport = "rsocket"\npreload_library = "%s/empty.so"\n' "$TMP" >"$TMP/f.conf"
+"$GSOCKD" --conf "$TMP/f.conf" --control "$TMP/f.sock" 2>"$TMP/err"
+is $? 78 "transport rsocket with a library that does not load exits with EX_CONFIG"
+grep -q "transport rsocket: $TMP/empty.so did not load" "$TMP/err"
+ok $? "and says so"
 
 "$GSOCKD" --check-conf --conf "$TMP/missing.conf" 2>"$TMP/err"
 is $? 78 "a missing --conf file is an error"
