@@ -140,10 +140,13 @@ static int route_fd(int fd, const struct pl_sock *s)
 			r = (ret)-1;                                         \
 			errno = EOPNOTSUPP;                                  \
 		} else {                                                     \
+			/* librdmacm's own calls come back through here */ \
+			struct pl_sock *outer_ = pl_cur_sock;                \
+                                                                             \
 			fd = route_fd(fd, s);                                \
 			pl_cur_sock = s;                                     \
 			r = calls_->name args;                               \
-			pl_cur_sock = NULL;                                  \
+			pl_cur_sock = outer_;                                \
 		}                                                            \
 		saved = errno;                                               \
 		pl_sock_put(s);                                              \
@@ -577,7 +580,7 @@ PL_FCNTL(fcntl64, pl_real.fcntl64 ? pl_real.fcntl64 : pl_real.fcntl)
 int ioctl(int fd, unsigned long req, ...)
 {
 	const struct pl_real *calls;
-	struct pl_sock *s;
+	struct pl_sock *s, *outer;
 	va_list ap;
 	void *arg;
 	int r, saved;
@@ -586,9 +589,10 @@ int ioctl(int fd, unsigned long req, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	calls = calls_for(fd, &s);
+	outer = pl_cur_sock;
 	pl_cur_sock = s;
 	r = calls->ioctl(route_fd(fd, s), req, arg);
-	pl_cur_sock = NULL;
+	pl_cur_sock = outer;
 	/* The kernel socket's flag too, so F_GETFL keeps telling the truth. */
 	if (r == 0 && s && calls != &pl_real && req == FIONBIO)
 		pl_real.ioctl(fd, req, arg);
