@@ -42,8 +42,8 @@ static int tcp_pair(int fds[2])
 	socklen_t len = sizeof(a);
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 
-	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
-	    getsockname(l, (struct sockaddr *)&a, &len) < 0)
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(l, 1) < 0 || getsockname(l, (struct sockaddr *)&a, &len) < 0)
 		return -1;
 	fds[0] = socket(AF_INET, SOCK_STREAM, 0);
 	if (fds[0] < 0 || connect(fds[0], (struct sockaddr *)&a, sizeof(a)) < 0)
@@ -58,7 +58,8 @@ static int tcp_pair(int fds[2])
 static int full(int fd, char *b, size_t n, int rd)
 {
 	for (size_t d = 0; d < n;) {
-		ssize_t k = rd ? read(fd, b + d, n - d) : write(fd, b + d, n - d);
+		ssize_t k = rd ? read(fd, b + d, n - d) :
+				 write(fd, b + d, n - d);
 
 		if (k <= 0)
 			return -1;
@@ -138,7 +139,8 @@ int main(int argc, char **argv)
 
 	printf("tcp_rtt_p50_us=%.2f tcp_stream_GBps=%.2f", rtt[TRIPS / 2], gbs);
 	if (floors_gpu(&mapped, &h2d, &d2h, &why) == 0)
-		printf(" mapped_rtt_us=%.2f h2d_GBps=%.2f d2h_GBps=%.2f\n", mapped, h2d, d2h);
+		printf(" mapped_rtt_us=%.2f h2d_GBps=%.2f d2h_GBps=%.2f\n",
+		       mapped, h2d, d2h);
 	else
 		printf(" gpu=none (%s)\n", why);
 	return 0;

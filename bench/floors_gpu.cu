@@ -74,8 +74,10 @@ extern "C" int floors_gpu(double *mapped_rtt_us, double *h2d_gbs,
 		*why = "no CUDA device";
 		return -1;
 	}
-	if (cudaHostAlloc((void **)&flags, 2 * sizeof(uint32_t), cudaHostAllocMapped) != cudaSuccess ||
-	    cudaHostGetDevicePointer((void **)&dflags, flags, 0) != cudaSuccess ||
+	if (cudaHostAlloc((void **)&flags, 2 * sizeof(uint32_t),
+			  cudaHostAllocMapped) != cudaSuccess ||
+	    cudaHostGetDevicePointer((void **)&dflags, flags, 0) !=
+		    cudaSuccess ||
 	    cudaHostAlloc(&host, n, cudaHostAllocDefault) != cudaSuccess ||
 	    cudaMalloc(&dev, n) != cudaSuccess) {
 		*why = "CUDA allocation failed";
@@ -84,7 +86,8 @@ extern "C" int floors_gpu(double *mapped_rtt_us, double *h2d_gbs,
 	flags[0] = flags[1] = 0;
 	p.to_cpu = flags;
 	p.to_gpu = flags + 1;
-	ping<<<1, 1>>>(dflags, dflags + 1); /* warm-up launch, then the real one */
+	ping<<<1, 1>>>(dflags,
+		       dflags + 1); /* warm-up launch, then the real one */
 	pthread_create(&t, NULL, pong_run, &p);
 	pthread_join(t, NULL);
 	cudaDeviceSynchronize();

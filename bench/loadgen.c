@@ -69,8 +69,11 @@ static uint64_t now_ns(void)
 
 static int dial(const struct sockaddr *local, socklen_t llen, int nonblock)
 {
-	int fd = socket(peer->ai_family, SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
-	struct linger reset = { 1, 0 }; /* close with a reset: no TIME_WAIT left behind */
+	int fd = socket(peer->ai_family,
+			SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
+	struct linger reset = {
+		1, 0
+	}; /* close with a reset: no TIME_WAIT left behind */
 	int one = 1;
 
 	if (fd < 0)
@@ -119,7 +122,8 @@ static int step(struct worker *w, struct conn *c)
 	ssize_t n;
 
 	while (c->sent < size) {
-		n = send(c->fd, pattern + c->sent, size - c->sent, MSG_NOSIGNAL);
+		n = send(c->fd, pattern + c->sent, size - c->sent,
+			 MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EAGAIN)
 				break;
@@ -128,13 +132,15 @@ static int step(struct worker *w, struct conn *c)
 		c->sent += (size_t)n;
 	}
 	for (;;) {
-		n = recv(c->fd, c->rbuf, size - c->got < 65536 ? size - c->got : 65536, 0);
+		n = recv(c->fd, c->rbuf,
+			 size - c->got < 65536 ? size - c->got : 65536, 0);
 		if (n == 0 || (n < 0 && errno != EAGAIN))
 			return -1;
 		if (n < 0)
 			break;
 		if (memcmp(c->rbuf, pattern + c->got, (size_t)n)) {
-			fprintf(stderr, "loadgen: echo differs near byte %zu\n", c->got);
+			fprintf(stderr, "loadgen: echo differs near byte %zu\n",
+				c->got);
 			return -1;
 		}
 		c->got += (size_t)n;
@@ -184,58 +190,80 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Wait until *pending non-blocking connects on ep drop to at most keep. */
+static int settle_connects(int ep, int *pending, int keep)
+{
+	struct epoll_event evs[512];
+
+	while (*pending > keep) {
+		int k = epoll_wait(ep, evs, 512, 10000);
+
+		if (k <= 0) {
+			fprintf(stderr,
+				"loadgen: idle connections stalled (%d waiting)\n",
+				*pending);
+			return -1;
+		}
+		for (int j = 0; j < k; j++) {
+			int err = 0;
+			socklen_t len = sizeof(err);
+
+			getsockopt(evs[j].data.fd, SOL_SOCKET, SO_ERROR, &err,
+				   &len);
+			if (err) {
+				fprintf(stderr,
+					"loadgen: idle connection: %s\n",
+					strerror(err));
+				return -1;
+			}
+			epoll_ctl(ep, EPOLL_CTL_DEL, evs[j].data.fd, NULL);
+			(*pending)--;
+		}
+	}
+	return 0;
+}
+
 /* Open n idle connections from 127.0.0.2 up; their descriptors in *fds. */
 static int open_idle(int n, int **fds)
 {
 	struct sockaddr_in local = { .sin_family = AF_INET };
+	struct epoll_event ev = { .events = EPOLLOUT };
 	int ep = epoll_create1(0), pending = 0;
-	struct epoll_event ev = { .events = EPOLLOUT }, evs[512];
 
 	*fds = calloc((size_t)n, sizeof(int));
 	if (!*fds || ep < 0)
 		return -1;
 	for (int i = 0; i < n; i++) {
 		/* 10000 ports per source address */
-		local.sin_addr.s_addr = htonl(0x7f000002u + (uint32_t)(i / 10000));
-		(*fds)[i] = dial(peer->ai_family == AF_INET ? (struct sockaddr *)&local : NULL,
+		local.sin_addr.s_addr =
+			htonl(0x7f000002u + (uint32_t)(i / 10000));
+		(*fds)[i] = dial(peer->ai_family == AF_INET ?
+					 (struct sockaddr *)&local :
+					 NULL,
 				 sizeof(local), 1);
 		if ((*fds)[i] < 0) {
-			fprintf(stderr, "loadgen: idle connection %d: %s\n", i, strerror(errno));
+			fprintf(stderr, "loadgen: idle connection %d: %s\n", i,
+				strerror(errno));
 			return -1;
 		}
 		ev.data.fd = (*fds)[i];
 		epoll_ctl(ep, EPOLL_CTL_ADD, (*fds)[i], &ev);
 		pending++;
-		/* Keep the server's accept queues from overflowing. */
-		while (pending >= 256 || (i == n - 1 && pending)) {
-			int k = epoll_wait(ep, evs, 512, 10000);
-
-			if (k <= 0) {
-				fprintf(stderr, "loadgen: idle connections stalled at %d\n", i);
-				return -1;
-			}
-			for (int j = 0; j < k; j++) {
-				int err = 0;
-				socklen_t len = sizeof(err);
-
-				getsockopt(evs[j].data.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-				if (err) {
-					fprintf(stderr, "loadgen: idle connection: %s\n", strerror(err));
-					return -1;
-				}
-				epoll_ctl(ep, EPOLL_CTL_DEL, evs[j].data.fd, NULL);
-				pending--;
-			}
-		}
+		/* Keep the listen backlog (gsockd caps it at accept_queue, 128) from overflowing. */
+		if (settle_connects(ep, &pending, 100) < 0)
+			return -1;
 	}
+	if (settle_connects(ep, &pending, 0) < 0)
+		return -1;
 	close(ep);
 	return 0;
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: loadgen [-c conns] [-s bytes] [-t threads] [-d seconds] [-w seconds]\n"
-		   "               [-i idle-conns] HOST PORT\n");
+	fprintf(f,
+		"usage: loadgen [-c conns] [-s bytes] [-t threads] [-d seconds] [-w seconds]\n"
+		"               [-i idle-conns] HOST PORT\n");
 }
 
 int main(int argc, char **argv)
@@ -251,17 +279,34 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "c:s:t:d:w:i:h")) != -1) {
 		switch (opt) {
-		case 'c': conns = atoi(optarg); break;
-		case 's': size = strtoull(optarg, NULL, 0); break;
-		case 't': threads = atoi(optarg); break;
-		case 'd': secs = atof(optarg); break;
-		case 'w': warm = atof(optarg); break;
-		case 'i': idle = atoi(optarg); break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return EX_USAGE;
+		case 'c':
+			conns = atoi(optarg);
+			break;
+		case 's':
+			size = strtoull(optarg, NULL, 0);
+			break;
+		case 't':
+			threads = atoi(optarg);
+			break;
+		case 'd':
+			secs = atof(optarg);
+			break;
+		case 'w':
+			warm = atof(optarg);
+			break;
+		case 'i':
+			idle = atoi(optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EX_USAGE;
 		}
 	}
-	if (argc - optind != 2 || conns < 1 || threads < 1 || size < 1 || secs <= 0 || idle < 0) {
+	if (argc - optind != 2 || conns < 1 || threads < 1 || size < 1 ||
+	    secs <= 0 || idle < 0) {
 		usage(stderr);
 		return EX_USAGE;
 	}
@@ -298,12 +343,14 @@ int main(int argc, char **argv)
 			return EX_OSERR;
 		for (int i = 0; i < w[t].n; i++) {
 			struct conn *c = &w[t].c[i];
-			struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+			struct epoll_event ev = { .events = EPOLLIN,
+						  .data.ptr = c };
 
 			c->fd = dial(NULL, 0, 0);
 			c->rbuf = malloc(65536);
 			if (c->fd < 0 || !c->rbuf) {
-				fprintf(stderr, "loadgen: connect: %s\n", strerror(errno));
+				fprintf(stderr, "loadgen: connect: %s\n",
+					strerror(errno));
 				return EX_UNAVAILABLE;
 			}
 			fcntl(c->fd, F_SETFL, O_NONBLOCK);
@@ -340,8 +387,8 @@ int main(int argc, char **argv)
 	       "rps=%.0f MBps=%.1f p50_us=%.2f p99_us=%.2f p999_us=%.2f errors=%llu\n",
 	       conns, size, threads, idle, idle_s, (double)(t1 - t0) / 1e9,
 	       (unsigned long long)reqs, (double)reqs * 1e9 / (double)(t1 - t0),
-	       (double)bytes * 1e3 / (double)(t1 - t0), PCT(0.50), PCT(0.99), PCT(0.999),
-	       (unsigned long long)errors);
+	       (double)bytes * 1e3 / (double)(t1 - t0), PCT(0.50), PCT(0.99),
+	       PCT(0.999), (unsigned long long)errors);
 	for (int i = 0; i < idle; i++)
 		close(idle_fds[i]);
 	return fail || !reqs ? 1 : 0;

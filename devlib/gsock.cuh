@@ -258,44 +258,43 @@ GSOCK_DEVICE struct gs_lsock *gs_lsock_of(struct gsock_dev gs, int fd)
  * PCIe a load waits about a microsecond, so one at a time caps a block's
  * copy at a few GB/s.
  */
-#define GS_COPY_WORDS_FN(T)                                                \
-	GSOCK_DEVICE void gs_copy_words_##T(T *dst, const T *src,          \
-					    size_t words, unsigned tid,     \
-					    unsigned nt)                    \
-	{                                                                  \
-		size_t k = tid;                                            \
-                                                                           \
-		for (; k + 3 * (size_t)nt < words; k += 4 * (size_t)nt) {  \
-			T a = src[k], b = src[k + nt], c = src[k + 2 * nt], \
-			  e = src[k + 3 * nt];                             \
-                                                                           \
-			dst[k] = a;                                        \
-			dst[k + nt] = b;                                   \
-			dst[k + 2 * nt] = c;                               \
-			dst[k + 3 * nt] = e;                               \
-		}                                                          \
-		for (; k < words; k += nt)                                 \
-			dst[k] = src[k];                                   \
+#define GS_COPY_WORDS_FN(T)                                                    \
+	GSOCK_DEVICE void gs_copy_words_##T(                                   \
+		T *dst, const T *src, size_t words, unsigned tid, unsigned nt) \
+	{                                                                      \
+		size_t k = tid;                                                \
+                                                                               \
+		for (; k + 3 * (size_t)nt < words; k += 4 * (size_t)nt) {      \
+			T a = src[k], b = src[k + nt], c = src[k + 2 * nt],    \
+			  e = src[k + 3 * nt];                                 \
+                                                                               \
+			dst[k] = a;                                            \
+			dst[k + nt] = b;                                       \
+			dst[k + 2 * nt] = c;                                   \
+			dst[k + 3 * nt] = e;                                   \
+		}                                                              \
+		for (; k < words; k += nt)                                     \
+			dst[k] = src[k];                                       \
 	}
 GS_COPY_WORDS_FN(uint4)
 GS_COPY_WORDS_FN(uint2)
 GS_COPY_WORDS_FN(uint32_t)
 
-#define GS_COPY_WORDS(T)                                                   \
-	do {                                                               \
-		size_t lead = (sizeof(T) - (d & (sizeof(T) - 1))) &        \
-			      (sizeof(T) - 1);                             \
-		size_t words;                                              \
-		if (lead > n)                                              \
-			lead = n;                                          \
-		words = (n - lead) / sizeof(T);                            \
-		for (size_t k = tid; k < lead; k += nt)                    \
-			((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];   \
-		gs_copy_words_##T((T *)(d + lead), (const T *)(s + lead),  \
-				  words, tid, nt);                         \
-		for (size_t k = lead + words * sizeof(T) + tid; k < n;     \
-		     k += nt)                                              \
-			((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];   \
+#define GS_COPY_WORDS(T)                                                  \
+	do {                                                              \
+		size_t lead = (sizeof(T) - (d & (sizeof(T) - 1))) &       \
+			      (sizeof(T) - 1);                            \
+		size_t words;                                             \
+		if (lead > n)                                             \
+			lead = n;                                         \
+		words = (n - lead) / sizeof(T);                           \
+		for (size_t k = tid; k < lead; k += nt)                   \
+			((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];  \
+		gs_copy_words_##T((T *)(d + lead), (const T *)(s + lead), \
+				  words, tid, nt);                        \
+		for (size_t k = lead + words * sizeof(T) + tid; k < n;    \
+		     k += nt)                                             \
+			((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];  \
 	} while (0)
 
 GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
@@ -787,7 +786,8 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		if (gs_tid() == 0) {
 			for (;;) {
 				if (timeout_us > 0 &&
-				    gs_now_ns() - start >= (uint64_t)timeout_us * 1000) {
+				    gs_now_ns() - start >=
+					    (uint64_t)timeout_us * 1000) {
 					r = 1; /* timed out */
 					break;
 				}

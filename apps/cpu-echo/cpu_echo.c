@@ -73,7 +73,8 @@ static void conn_close(int ep, struct conn *c)
 /* Receive into buf; through the stage (if any) into c's echo bytes. */
 static ssize_t conn_recv(struct conn *c, struct stage *st)
 {
-	ssize_t n = recv(c->fd, st ? (void *)stage_in(st) : (void *)c->buf, BUFSZ, 0);
+	ssize_t n = recv(c->fd, st ? (void *)stage_in(st) : (void *)c->buf,
+			 BUFSZ, 0);
 
 	if (n > 0 && st) {
 		if (stage_run(st, (size_t)n) < 0) {
@@ -177,21 +178,20 @@ static void serve_batch(int ep, struct stage *st, struct conn **ready, int k)
 	}
 }
 
+/* What one server thread serves: its listener and its GPU stage (or none). */
+struct worker {
+	int lfd;
+	struct stage *st;
+};
+
 static void *loop(void *arg)
 {
 	struct epoll_event evs[256], ev = { .events = EPOLLIN };
-	int lfd = *(int *)arg, ep = epoll_create1(0), one = 1;
+	struct worker *wk = arg;
+	int lfd = wk->lfd, ep = epoll_create1(0), one = 1;
 	struct conn *ready[256];
-	struct stage *st = NULL;
-	char err[256];
+	struct stage *st = wk->st;
 
-	if (stage_name()) {
-		st = stage_open(STAGE_CAP, err, sizeof(err));
-		if (!st) {
-			fprintf(stderr, "cgpu-echo-server: %s\n", err);
-			exit(EX_UNAVAILABLE);
-		}
-	}
 	ev.data.ptr = NULL;
 	epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
 	for (;;) {
@@ -252,32 +252,41 @@ int main(int argc, char **argv)
 		default:
 			fprintf(stderr,
 				"usage: %s [-H host] [-p port] [-t threads]%s\n",
-				stage_name() ? "cgpu-echo-server" : "cpu-echo-server",
+				stage_name() ? "cgpu-echo-server" :
+					       "cpu-echo-server",
 				stage_name() ? " [-B]" : "");
 			return opt == 'h' ? 0 : EX_USAGE;
 		}
 	}
 	if (threads < 1)
 		threads = 1;
-	int *fds = calloc(threads, sizeof(int));
+	struct worker *wk = calloc(threads, sizeof(*wk));
 	pthread_t *tid = calloc(threads, sizeof(pthread_t));
+	char err[256];
 
+	if (!wk || !tid)
+		return EX_OSERR;
 	for (int i = 0; i < threads; i++) {
-		fds[i] = listener();
-		if (fds[i] < 0) {
+		wk[i].lfd = listener();
+		if (wk[i].lfd < 0) {
 			fprintf(stderr,
 				"echo server: cannot listen on %s:%s: %s\n",
 				host, port, strerror(errno));
 			return EX_UNAVAILABLE;
 		}
+		if (stage_name() &&
+		    !(wk[i].st = stage_open(STAGE_CAP, err, sizeof(err)))) {
+			fprintf(stderr, "cgpu-echo-server: %s\n", err);
+			return EX_UNAVAILABLE;
+		}
 	}
 	printf("%s: listening on %s:%s (%d threads%s%s%s)\n",
-	       stage_name() ? "cgpu-echo-server" : "cpu-echo-server", host, port,
-	       threads, stage_name() ? ", GPU stage " : "",
+	       stage_name() ? "cgpu-echo-server" : "cpu-echo-server", host,
+	       port, threads, stage_name() ? ", GPU stage " : "",
 	       stage_name() ? stage_name() : "", batch ? ", batched" : "");
 	fflush(stdout);
 	for (int i = 0; i < threads; i++)
-		pthread_create(&tid[i], NULL, loop, &fds[i]);
+		pthread_create(&tid[i], NULL, loop, &wk[i]);
 	for (int i = 0; i < threads; i++)
 		pthread_join(tid[i], NULL);
 	return 0;

@@ -18,7 +18,8 @@ struct stage {
 /* The "work": every thread copies 16-byte words, then the tail bytes. */
 __global__ void echo_work(const uint8_t *in, uint8_t *out, size_t n)
 {
-	size_t words = n / 16, i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	size_t words = n / 16,
+	       i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	size_t stride = (size_t)gridDim.x * blockDim.x;
 
 	for (size_t k = i; k < words; k += stride)
@@ -38,7 +39,8 @@ extern "C" struct stage *stage_open(size_t cap, char *err, size_t errlen)
 	cudaError_t e = s ? cudaSuccess : cudaErrorMemoryAllocation;
 
 	if (e == cudaSuccess)
-		e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+		e = cudaStreamCreateWithFlags(&s->stream,
+					      cudaStreamNonBlocking);
 	if (e == cudaSuccess)
 		e = cudaHostAlloc((void **)&s->in, cap, cudaHostAllocDefault);
 	if (e == cudaSuccess)

@@ -177,7 +177,8 @@ GSOCK_KERNEL(echo_mux_kernel, gs, arg)
 		while (lrev && n < (int)a->per_block) {
 			int c = gaccept_nb(gs, (int)lfd, 0, 0);
 
-			if (c == -ECANCELED || c == -ECONNABORTED || c == -EBADF)
+			if (c == -ECANCELED || c == -ECONNABORTED ||
+			    c == -EBADF)
 				goto out;
 			if (c < 0)
 				break;

@@ -121,8 +121,9 @@ int main(int argc, char **argv)
 	a->stats = gsock_alloc(ctx, blocks * sizeof(*a->stats));
 	a->per_block = per_block;
 	if (per_block)
-		a->pfds = gsock_dev_alloc(ctx, (size_t)blocks * (per_block + 1) *
-						       sizeof(*a->pfds));
+		a->pfds =
+			gsock_dev_alloc(ctx, (size_t)blocks * (per_block + 1) *
+						     sizeof(*a->pfds));
 	if (!a->bufs || !a->stats || (per_block && !a->pfds)) {
 		fprintf(stderr,
 			"gsock-echo-server: out of memory for %u buffers\n",
@@ -150,7 +151,8 @@ int main(int argc, char **argv)
 	} else {
 		echo_format_addr(&a->bound, where, sizeof(where));
 		printf("gsock-echo-server: listening on %s (%s backend, %u blocks x %u threads, %u connections per block)\n",
-		       where, gsock_backend(), blocks, threads, per_block ? per_block : 1);
+		       where, gsock_backend(), blocks, threads,
+		       per_block ? per_block : 1);
 		fflush(stdout);
 	}
 	gsock_wait(ctx);
