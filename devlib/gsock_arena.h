@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define GS_ARENA_MAGIC 0x31636b6f7367ULL /* "gsock1" little-endian */
-#define GS_ARENA_VERSION 1
+#define GS_ARENA_VERSION 2
 #define GS_LINE 64
 
 #define GS_ADDR_MAX 128 /* sizeof(struct sockaddr_storage) */

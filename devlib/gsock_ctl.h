@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #define GS_CTL_MAGIC 0x6c746367u /* "gctl" */
-#define GS_CTL_VERSION 1
+#define GS_CTL_VERSION 2
 
 struct gs_ctl_hello {
 	uint32_t magic; /* GS_CTL_MAGIC */

@@ -18,8 +18,8 @@ import struct
 import sys
 import time
 
-CTL_MAGIC, CTL_VERSION = 0x6C746367, 1
-ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, 1
+CTL_MAGIC, CTL_VERSION = 0x6C746367, 2
+ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, 2
 HDR, CMD, SOCK = 192, 384, 256  # sizeof gs_arena_hdr, gs_cmd, gs_sock (t/ring checks them)
 DB_CMD = 0x80000000
 OP_SOCKET, OP_CONNECT = 1, 5
