@@ -179,7 +179,7 @@ reap $srv 30
 sed 's/^/# client: /' /tmp/kill.err
 [ $rc -ne 124 ] && [ $rc -ne 0 ]
 todo $? "server killed mid-stream: the rsocket client ends with an error (status $rc), no hang" \
-	"the writer never learns: no disconnect event reaches its CM channel within 30 s under Soft-RoCE"
+	"a preloaded (non-blocking) rsocket writer does not learn of it within 30 s; rdma-core's rstream, blocking, does at once"
 
 
 # A client killed mid-stream: the server sees the end and exits.
