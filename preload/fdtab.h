@@ -48,6 +48,7 @@ struct pl_sock {
 	int watch_fd;
 	struct pl_lq *lq; /* a listener's accepting thread */
 	unsigned gen; /* pl_fork_gen when its rsocket was made */
+	int broken; /* a call saw the connection fail: close without rsocket's drain */
 };
 
 /* Called when an entry's last reference goes (set by the rsocket route). */

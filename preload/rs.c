@@ -13,6 +13,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -83,20 +84,60 @@ int pl_rs_stale(const struct pl_sock *s)
 	return 1;
 }
 
+static void *rclose_run(void *arg)
+{
+	pl_busy++;
+	rs.rclose((int)(intptr_t)arg);
+	return NULL;
+}
+
+/*
+ * rclose of a connection first waits, blocking, until every send it
+ * posted completes; when the peer vanished that takes until the
+ * hardware gives up retrying (tens of seconds and more under Soft-RoCE),
+ * where the kernel's close returns at once. Such an rsocket is closed by
+ * a detached thread instead.
+ */
+static void close_rsocket(struct pl_sock *s, int gone)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+	int e = -1;
+
+	if (gone && !pthread_attr_init(&attr)) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the application's */
+		e = pthread_create(&t, &attr, rclose_run, (void *)(intptr_t)s->rs);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&attr);
+	}
+	if (e)
+		RS(rs.rclose(s->rs));
+}
+
 static void release(struct pl_sock *s)
 {
+	int gone = 0;
+
 	if (s->rs >= 0 && s->gen != pl_fork_gen) {
 		/* The parent's: no librdmacm call, no thread to join here. */
 		if (s->watch_fd >= 0)
 			pl_real.close(s->watch_fd);
 		return;
 	}
-	if (s->lq)
+	if (s->lq) {
 		lq_stop(s->lq); /* closes watch_fd, its eventfd */
-	else if (s->watch_fd >= 0)
+	} else if (s->watch_fd >= 0) {
+		struct pollfd p = { s->watch_fd, POLLIN, 0 };
+
+		/* A call failed, or a CM event waits: the peer is gone. */
+		gone = s->broken || pl_real.poll(&p, 1, 0) == 1;
 		pl_real.close(s->watch_fd);
+	}
 	if (s->rs >= 0)
-		RS(rs.rclose(s->rs));
+		close_rsocket(s, gone);
 }
 
 static void load(void)
@@ -475,11 +516,13 @@ static void rs_wait(struct pl_sock *s, short ev)
 	RS(rs.rpoll(p, s->watch_fd >= 0 ? 2 : 1, 1000));
 }
 
-/* What a call gets once the peer vanished: end of stream, or a reset. */
-static ssize_t rs_gone(short ev)
+/*
+ * What a call gets once the peer vanished without rsocket's orderly
+ * disconnect (which reads as the end of the stream before we get here):
+ * a reset, as from a kernel peer that died with data unread.
+ */
+static ssize_t rs_gone(void)
 {
-	if (ev == POLLIN)
-		return 0;
 	errno = ECONNRESET;
 	return -1;
 }
@@ -487,7 +530,7 @@ static ssize_t rs_gone(short ev)
 /*
  * An rsocket call made for the application: it blocks if the application
  * asked for that (and not dontwait), by waiting here; a peer that
- * vanished reads as the end of the stream and writes as a reset.
+ * vanished is a reset, for reads and writes.
  */
 #define RS_IO(ev, dontwait, call)                                            \
 	({                                                                   \
@@ -501,7 +544,7 @@ static ssize_t rs_gone(short ev)
 			    (errno == EAGAIN || errno == EWOULDBLOCK) &&     \
 			    peer_gone(s_)) {                                 \
 				pl_log(PL_LOG_DEBUG, "rsocket %d: the peer is gone", s_->rs); \
-				r_ = rs_gone(ev);                            \
+				r_ = rs_gone();                            \
 				break;                                       \
 			}                                                    \
 			if (r_ >= 0)                                         \
@@ -512,6 +555,9 @@ static ssize_t rs_gone(short ev)
 			}                                                    \
 			rs_wait(s_, ev);                                     \
 		}                                                            \
+		if (r_ < 0 && s_ && errno != EAGAIN && errno != EWOULDBLOCK && \
+		    errno != EINTR)                                          \
+			s_->broken = 1;                                      \
 		r_;                                                          \
 	})
 
@@ -701,7 +747,7 @@ struct pl_real pl_rs_calls = {
 /*
  * What the watch descriptor of a socket firing means to a waiter for
  * events: a listener has a peer to accept; a connection's peer is gone,
- * which a reader learns by reading (the rest of the data, then the end)
+ * which a reader learns by reading (the rest of the data, then a reset)
  * and a writer by writing (a reset), as with a kernel socket whose peer
  * reset it. No POLLHUP: some programs (netcat) take it to mean "stop
  * writing, quietly" and never learn that the peer is gone.
