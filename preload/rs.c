@@ -84,6 +84,28 @@ int pl_rs_stale(const struct pl_sock *s)
 	return 1;
 }
 
+/*
+ * A thread of the preload's own: every signal blocked (signals are the
+ * application's), detached if no one will join it. 0 or an errno.
+ */
+static int start_thread(pthread_t *t, int detached, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int e = pthread_attr_init(&attr);
+
+	if (e)
+		return e;
+	if (detached)
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	e = pthread_create(t, &attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return e;
+}
+
 static void *rclose_run(void *arg)
 {
 	pl_busy++;
@@ -100,20 +122,9 @@ static void *rclose_run(void *arg)
  */
 static void close_rsocket(struct pl_sock *s, int gone)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
 	pthread_t t;
-	int e = -1;
 
-	if (gone && !pthread_attr_init(&attr)) {
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the application's */
-		e = pthread_create(&t, &attr, rclose_run, (void *)(intptr_t)s->rs);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		pthread_attr_destroy(&attr);
-	}
-	if (e)
+	if (!gone || start_thread(&t, 1, rclose_run, (void *)(intptr_t)s->rs))
 		RS(rs.rclose(s->rs));
 }
 
@@ -324,7 +335,6 @@ static void *lq_run(void *arg)
 static struct pl_lq *lq_start(int r)
 {
 	struct pl_lq *q = calloc(1, sizeof(*q));
-	sigset_t all, old;
 	int e;
 
 	if (!q)
@@ -334,10 +344,7 @@ static struct pl_lq *lq_start(int r)
 	pthread_mutex_init(&q->lock, NULL);
 	if (q->efd < 0)
 		goto err_free;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the application's */
-	e = pthread_create(&q->thread, NULL, lq_run, q);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	e = start_thread(&q->thread, 0, lq_run, q);
 	if (e == 0)
 		return q;
 	errno = e;

@@ -8,12 +8,9 @@ time_limit 60
 need_backend
 plan 4
 
-printf 'transport = "rsocket"\npreload_library = "%s"\n' "$PRELOAD" >"$TMP/r.conf"
-"$GSOCKD" --conf "$TMP/r.conf" --control "$GSOCK_CONTROL" 2>"$TMP/gsockd.log" &
-GSOCKD_PID=$!
-PIDS="$PIDS $GSOCKD_PID"
-for _ in $(seq 200); do [ -S "$GSOCK_CONTROL" ] && break; sleep 0.05; done
-grep -q "transport rsocket" "$TMP/gsockd.log"
+GSOCKD_CONF=$TMP/r.conf
+printf 'transport = "rsocket"\npreload_library = "%s"\n' "$PRELOAD" >"$GSOCKD_CONF"
+start_gsockd && grep -q "transport rsocket" "$TMP/gsockd.log"
 ok $? "gsockd with transport rsocket starts and says so"
 grep -q "libgsock-preload.so" "/proc/$GSOCKD_PID/maps"
 ok $? "it runs under the preload"

@@ -64,9 +64,9 @@ need_backend() {
 }
 
 # Start gsockd on a private control socket; extra args go to gsockd.
-start_gsockd() {
-	: > "$TMP/gsock.conf"
-	${GSOCKD_WRAPPER:-} "$GSOCKD" --conf "$TMP/gsock.conf" --control "$GSOCK_CONTROL" \
+start_gsockd() { # [gsockd options]; $GSOCKD_CONF: a conf file (default empty)
+	[ -n "${GSOCKD_CONF:-}" ] || { GSOCKD_CONF=$TMP/gsock.conf; : >"$GSOCKD_CONF"; }
+	${GSOCKD_WRAPPER:-} "$GSOCKD" --conf "$GSOCKD_CONF" --control "$GSOCK_CONTROL" \
 		--log-level "${GSOCKD_LOG_LEVEL:-info}" "$@" >/dev/null 2>>"$TMP/gsockd.log" &
 	GSOCKD_PID=$!
 	PIDS="$PIDS $GSOCKD_PID"
