@@ -24,6 +24,14 @@
 
 struct pl_lq;
 
+/* The fork-safe mode's part in a socket (rs_fork.c). */
+enum pl_fork {
+	PL_FORK_NONE, /* none, or its move is over */
+	PL_FORK_CLIENT, /* a kernel connection to move, as the connecting end */
+	PL_FORK_SERVER, /* a kernel connection to move, as the accepting end */
+	PL_FORK_LISTENER, /* a kernel listener: its connections are PL_FORK_SERVER */
+};
+
 /* Where a routed socket stands. */
 enum pl_state {
 	PL_UNDECIDED, /* created; its route is chosen at connect or listen */
@@ -49,6 +57,7 @@ struct pl_sock {
 	struct pl_lq *lq; /* a listener's accepting thread */
 	unsigned gen; /* pl_fork_gen when its rsocket was made */
 	int broken; /* a call saw the connection fail: close without rsocket's drain */
+	enum pl_fork fork; /* under lock */
 };
 
 /* Called when an entry's last reference goes (set by the rsocket route). */

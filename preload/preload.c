@@ -118,7 +118,25 @@ static const struct pl_real *calls_for(int fd, struct pl_sock **s)
 	if (pl_busy)
 		return &pl_real;
 	*s = pl_fd_get(fd);
-	return *s ? pl_route_calls[(*s)->route] : &pl_real;
+	/* A socket without its rsocket (yet) is the kernel's. */
+	return *s && (*s)->rs >= 0 ? pl_route_calls[(*s)->route] : &pl_real;
+}
+
+/*
+ * calls_for, for a call that moves data: in fork-safe mode, a connection
+ * still on the kernel moves to its rsocket first (rs.h).
+ */
+static const struct pl_real *calls_for_io(int fd, struct pl_sock **s)
+{
+	const struct pl_real *calls = calls_for(fd, s);
+
+#ifdef HAVE_RDMACM
+	if (*s && ((*s)->fork == PL_FORK_CLIENT || (*s)->fork == PL_FORK_SERVER)) {
+		pl_rs_fork_move(fd, *s);
+		calls = (*s)->rs >= 0 ? pl_route_calls[(*s)->route] : &pl_real;
+	}
+#endif
+	return calls;
 }
 
 /* The descriptor fd's route calls it by: its rsocket, or fd itself. */
@@ -127,12 +145,12 @@ static int route_fd(int fd, const struct pl_sock *s)
 	return s && s->route == GS_ROUTE_RSOCKET && s->rs >= 0 ? s->rs : fd;
 }
 
-/* A call on one descriptor, forwarded to its route. */
-#define PL_FD_CALL(ret, name, params, args)                                  \
+/* A call on one descriptor, forwarded to its route found by lookup. */
+#define PL_LOOKUP_CALL(lookup, ret, name, params, args)                      \
 	ret name params                                                      \
 	{                                                                    \
 		struct pl_sock *s;                                           \
-		const struct pl_real *calls_ = calls_for(fd, &s);            \
+		const struct pl_real *calls_ = lookup(fd, &s);               \
 		ret r;                                                       \
 		int saved;                                                   \
                                                                              \
@@ -154,6 +172,10 @@ static int route_fd(int fd, const struct pl_sock *s)
 		return r;                                                    \
 	}
 
+/* Calls that move data, and the others. */
+#define PL_IO_CALL(...) PL_LOOKUP_CALL(calls_for_io, __VA_ARGS__)
+#define PL_FD_CALL(...) PL_LOOKUP_CALL(calls_for, __VA_ARGS__)
+
 /* A call that needs no descriptor translated (or, without librdmacm, cannot). */
 #define PL_MULTI_CALL(ret, name, params, args)                               \
 	ret name params                                                      \
@@ -164,40 +186,40 @@ static int route_fd(int fd, const struct pl_sock *s)
 
 PL_FD_CALL(int, bind, (int fd, const struct sockaddr *sa, socklen_t len),
 	   (fd, sa, len))
-PL_FD_CALL(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))
-PL_FD_CALL(ssize_t, readv, (int fd, const struct iovec *iov, int n),
+PL_IO_CALL(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))
+PL_IO_CALL(ssize_t, readv, (int fd, const struct iovec *iov, int n),
 	   (fd, iov, n))
-PL_FD_CALL(ssize_t, recv, (int fd, void *buf, size_t n, int flags),
+PL_IO_CALL(ssize_t, recv, (int fd, void *buf, size_t n, int flags),
 	   (fd, buf, n, flags))
-PL_FD_CALL(ssize_t, recvfrom,
+PL_IO_CALL(ssize_t, recvfrom,
 	   (int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
 	    socklen_t *len),
 	   (fd, buf, n, flags, sa, len))
-PL_FD_CALL(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags),
+PL_IO_CALL(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags),
 	   (fd, msg, flags))
-PL_FD_CALL(int, recvmmsg,
+PL_IO_CALL(int, recvmmsg,
 	   (int fd, struct mmsghdr *v, unsigned int n, int flags,
 	    struct timespec *t),
 	   (fd, v, n, flags, t))
-PL_FD_CALL(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n))
-PL_FD_CALL(ssize_t, writev, (int fd, const struct iovec *iov, int n),
+PL_IO_CALL(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n))
+PL_IO_CALL(ssize_t, writev, (int fd, const struct iovec *iov, int n),
 	   (fd, iov, n))
-PL_FD_CALL(ssize_t, send, (int fd, const void *buf, size_t n, int flags),
+PL_IO_CALL(ssize_t, send, (int fd, const void *buf, size_t n, int flags),
 	   (fd, buf, n, flags))
-PL_FD_CALL(ssize_t, sendto,
+PL_IO_CALL(ssize_t, sendto,
 	   (int fd, const void *buf, size_t n, int flags,
 	    const struct sockaddr *sa, socklen_t len),
 	   (fd, buf, n, flags, sa, len))
-PL_FD_CALL(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags),
+PL_IO_CALL(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags),
 	   (fd, msg, flags))
-PL_FD_CALL(int, sendmmsg,
+PL_IO_CALL(int, sendmmsg,
 	   (int fd, struct mmsghdr *v, unsigned int n, int flags),
 	   (fd, v, n, flags))
-PL_FD_CALL(ssize_t, sendfile, (int fd, int in, off_t *off, size_t n),
+PL_IO_CALL(ssize_t, sendfile, (int fd, int in, off_t *off, size_t n),
 	   (fd, in, off, n))
-PL_FD_CALL(ssize_t, sendfile64, (int fd, int in, off_t *off, size_t n),
+PL_IO_CALL(ssize_t, sendfile64, (int fd, int in, off_t *off, size_t n),
 	   (fd, in, off, n))
-PL_FD_CALL(int, shutdown, (int fd, int how), (fd, how))
+PL_IO_CALL(int, shutdown, (int fd, int how), (fd, how))
 PL_FD_CALL(int, setsockopt,
 	   (int fd, int level, int name, const void *v, socklen_t len),
 	   (fd, level, name, v, len))
@@ -208,12 +230,12 @@ PL_FD_CALL(int, getsockname, (int fd, struct sockaddr *sa, socklen_t *len),
 	   (fd, sa, len))
 PL_FD_CALL(int, getpeername, (int fd, struct sockaddr *sa, socklen_t *len),
 	   (fd, sa, len))
-PL_FD_CALL(ssize_t, __read_chk, (int fd, void *buf, size_t n, size_t size),
+PL_IO_CALL(ssize_t, __read_chk, (int fd, void *buf, size_t n, size_t size),
 	   (fd, buf, n, size))
-PL_FD_CALL(ssize_t, __recv_chk,
+PL_IO_CALL(ssize_t, __recv_chk,
 	   (int fd, void *buf, size_t n, size_t size, int flags),
 	   (fd, buf, n, size, flags))
-PL_FD_CALL(ssize_t, __recvfrom_chk,
+PL_IO_CALL(ssize_t, __recvfrom_chk,
 	   (int fd, void *buf, size_t n, size_t size, int flags,
 	    struct sockaddr *sa, socklen_t *len),
 	   (fd, buf, n, size, flags, sa, len))
@@ -288,6 +310,15 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 
 	calls_for(fd, &s);
 #ifdef HAVE_RDMACM
+	/* A connection to move moves before it is watched. */
+	if (s && (s->fork == PL_FORK_CLIENT || s->fork == PL_FORK_SERVER) &&
+	    (op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD)) {
+		pl_rs_fork_move(fd, s);
+		if (s->route != GS_ROUTE_RSOCKET) {
+			pl_sock_put(s); /* a plain descriptor now */
+			s = NULL;
+		}
+	}
 	if (s && pl_route_rdma_possible()) {
 		/*
 		 * An undecided socket is watched by the kernel's set and
@@ -416,6 +447,20 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	    (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))
 		calls = decide(fd, s, GS_ROLE_CLIENT, sa);
 #ifdef HAVE_RDMACM
+	if (s && s->route == GS_ROUTE_RSOCKET && s->rs < 0 && pl_route_fork_safe()) {
+		/* On the kernel first; it moves at its first data call. */
+		r = pl_real.connect(fd, sa, len);
+		saved = errno;
+		if (r == 0 || errno == EINPROGRESS) {
+			pthread_mutex_lock(&s->lock);
+			s->fork = PL_FORK_CLIENT;
+			pthread_mutex_unlock(&s->lock);
+		} else {
+			to_kernel(fd, s);
+		}
+		errno = saved;
+		goto out_put;
+	}
 	if (s && s->route == GS_ROUTE_RSOCKET && s->rs < 0) {
 		r = pl_rs_connect(fd, s, sa, len);
 		if (r != PL_RS_FALLBACK)
@@ -444,8 +489,12 @@ int listen(int fd, int backlog)
 	/* The kernel always listens: plain TCP clients reach every server. */
 	r = pl_real.listen(fd, backlog);
 #ifdef HAVE_RDMACM
+	/* Fork-safe mode: the kernel alone accepts; connections move later. */
 	if (r == 0 && s && s->route == GS_ROUTE_RSOCKET && s->rs < 0 &&
-	    pl_rs_listen(fd, s, backlog) == PL_RS_FALLBACK)
+	    pl_route_fork_safe())
+		s->fork = PL_FORK_LISTENER;
+	else if (r == 0 && s && s->route == GS_ROUTE_RSOCKET && s->rs < 0 &&
+		 pl_rs_listen(fd, s, backlog) == PL_RS_FALLBACK)
 		to_kernel(fd, s);
 #endif
 	saved = errno;
@@ -454,11 +503,30 @@ int listen(int fd, int backlog)
 	return r;
 }
 
-/* A connection accepted on the kernel route is a plain descriptor. */
-static int accepted(int fd)
+/*
+ * A connection accepted on the kernel is a plain descriptor, unless its
+ * listener is in fork-safe mode: then it is to move to rsocket.
+ */
+static int accepted(int fd, const struct pl_sock *ls)
 {
-	if (fd >= 0 && !pl_busy)
+	struct pl_sock *s;
+
+	if (fd < 0 || pl_busy)
+		return fd;
+	if (!ls || ls->fork != PL_FORK_LISTENER) {
 		pl_fd_clear(fd);
+		return fd;
+	}
+	s = pl_sock_new(ls->domain);
+	if (s) {
+		/* Complete before the table publishes it. */
+		s->route = GS_ROUTE_RSOCKET;
+		s->state = PL_DECIDED;
+		s->fork = PL_FORK_SERVER;
+	}
+	if (!s || pl_fd_set(fd, s) < 0)
+		pl_fd_clear(fd); /* it stays on TCP */
+	pl_sock_put(s);
 	return fd;
 }
 
@@ -479,7 +547,7 @@ int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		goto out_put;
 	}
 #endif
-	r = accepted(pl_real.accept4(fd, sa, len, flags));
+	r = accepted(pl_real.accept4(fd, sa, len, flags), s);
 out_put: __attribute__((unused));
 	saved = errno;
 	pl_sock_put(s);

@@ -35,6 +35,7 @@ static enum pl_log_level log_level = PL_LOG_WARN;
 static enum pl_transport transport = PL_T_AUTO;
 static struct gs_rules rules;
 static int have_rdma;
+static int fork_safe;
 
 void pl_log(enum pl_log_level level, const char *fmt, ...)
 {
@@ -65,6 +66,11 @@ int pl_route_rdma_possible(void)
 	return have_rdma && transport != PL_T_OS;
 }
 
+int pl_route_fork_safe(void)
+{
+	return fork_safe;
+}
+
 static void report(const char *msg)
 {
 	pl_log(PL_LOG_ERROR, "%s", msg);
@@ -88,7 +94,7 @@ static int rdma_present(void)
 void pl_route_init(void)
 {
 	const char *lvl = getenv("GSOCK_LOG"), *t = getenv("GSOCK_TRANSPORT");
-	const char *path = getenv("GSOCK_CONF");
+	const char *path = getenv("GSOCK_CONF"), *fs = getenv("RDMAV_FORK_SAFE");
 	int required = path && *path;
 	cfg_t *cfg;
 
@@ -109,6 +115,7 @@ void pl_route_init(void)
 		       "GSOCK_TRANSPORT=%s is not auto, rsocket or os; using auto",
 		       t);
 	have_rdma = rdma_present();
+	fork_safe = fs && *fs && strcmp(fs, "0");
 	if (!required)
 		path = SYSCONFDIR "/gsock.conf";
 	cfg = gs_conf_parse(path, required, report);
@@ -120,10 +127,11 @@ void pl_route_init(void)
 	}
 	if (cfg)
 		cfg_free(cfg);
-	pl_log(PL_LOG_DEBUG, "transport %s, %d rules, RDMA device %s",
+	pl_log(PL_LOG_DEBUG, "transport %s, %d rules, RDMA device %s%s",
 	       transport == PL_T_OS ? "os" :
 	       transport == PL_T_RSOCKET ? "rsocket" : "auto",
-	       rules.n, have_rdma ? "present" : "absent");
+	       rules.n, have_rdma ? "present" : "absent",
+	       fork_safe ? ", fork-safe mode" : "");
 }
 
 static void addr_text(const struct sockaddr *sa, char *buf, size_t len)

@@ -18,7 +18,7 @@ enum pl_log_level {
 	PL_LOG_DEBUG, /* every decision */
 };
 
-/* Read GSOCK_LOG, GSOCK_TRANSPORT and the rules; called once by pl_init. */
+/* Read GSOCK_LOG, GSOCK_TRANSPORT, RDMAV_FORK_SAFE and the rules; once, by pl_init. */
 void pl_route_init(void);
 
 /* The route for fd, a socket taking role towards sa; logged at debug. */
@@ -27,6 +27,13 @@ enum gs_route pl_route_decide(int fd, enum gs_role role,
 
 /* Whether this process can take the rsocket route at all (an RDMA device). */
 int pl_route_rdma_possible(void);
+
+/*
+ * Fork-safe mode: RDMAV_FORK_SAFE is set (and not 0), as rsocket(7) asks
+ * of programs that fork. rsocket-routed connections then start on the
+ * kernel and move to rsocket at their first data call (rs_fork.c).
+ */
+int pl_route_fork_safe(void);
 
 void pl_log(enum pl_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

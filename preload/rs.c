@@ -24,51 +24,12 @@
 
 #include "route.h"
 #include "rs.h"
+#include "rs_int.h"
 
-/* librdmacm's calls, as loaded. */
-static struct {
-	int (*rsocket)(int, int, int);
-	int (*rbind)(int, const struct sockaddr *, socklen_t);
-	int (*rlisten)(int, int);
-	int (*raccept)(int, struct sockaddr *, socklen_t *);
-	int (*rconnect)(int, const struct sockaddr *, socklen_t);
-	int (*rshutdown)(int, int);
-	int (*rclose)(int);
-	ssize_t (*rrecv)(int, void *, size_t, int);
-	ssize_t (*rrecvfrom)(int, void *, size_t, int, struct sockaddr *,
-			     socklen_t *);
-	ssize_t (*rrecvmsg)(int, struct msghdr *, int);
-	ssize_t (*rsend)(int, const void *, size_t, int);
-	ssize_t (*rsendto)(int, const void *, size_t, int,
-			   const struct sockaddr *, socklen_t);
-	ssize_t (*rsendmsg)(int, const struct msghdr *, int);
-	ssize_t (*rread)(int, void *, size_t);
-	ssize_t (*rreadv)(int, const struct iovec *, int);
-	ssize_t (*rwrite)(int, const void *, size_t);
-	ssize_t (*rwritev)(int, const struct iovec *, int);
-	int (*rpoll)(struct pollfd *, nfds_t, int);
-	int (*rgetpeername)(int, struct sockaddr *, socklen_t *);
-	int (*rgetsockname)(int, struct sockaddr *, socklen_t *);
-	int (*rsetsockopt)(int, int, int, const void *, socklen_t);
-	int (*rgetsockopt)(int, int, int, void *, socklen_t *);
-	int (*rfcntl)(int, int, ...);
-} rs;
+struct pl_rdmacm pl_rdmacm;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const char *load_error;
-
-/* Run a librdmacm call with the preload out of its way. */
-#define RS(call)                                                             \
-	({                                                                   \
-		__typeof__(call) r_;                                         \
-		int e_;                                                      \
-		pl_busy++;                                                   \
-		r_ = (call);                                                 \
-		e_ = errno;                                                  \
-		pl_busy--;                                                   \
-		errno = e_;                                                  \
-		r_;                                                          \
-	})
 
 static void lq_stop(struct pl_lq *q);
 
@@ -80,7 +41,7 @@ int pl_rs_stale(const struct pl_sock *s)
 		return 0;
 	if (__atomic_exchange_n(&warned, pl_fork_gen, __ATOMIC_RELAXED) != pl_fork_gen)
 		pl_log(PL_LOG_WARN,
-		       "an rsocket made before fork() is used in the child: rsockets do not survive fork (route forking programs to the kernel: route = \"os\")");
+		       "an rsocket made before fork() is used in the child: rsockets do not survive fork (run forking programs with RDMAV_FORK_SAFE=1 on both ends, or on the kernel route: route = \"os\")");
 	return 1;
 }
 
@@ -109,7 +70,7 @@ static int start_thread(pthread_t *t, int detached, void *(*fn)(void *), void *a
 static void *rclose_run(void *arg)
 {
 	pl_busy++;
-	rs.rclose((int)(intptr_t)arg);
+	pl_rdmacm.rclose((int)(intptr_t)arg);
 	return NULL;
 }
 
@@ -125,7 +86,7 @@ static void close_rsocket(struct pl_sock *s, int gone)
 	pthread_t t;
 
 	if (!gone || start_thread(&t, 1, rclose_run, (void *)(intptr_t)s->rs))
-		RS(rs.rclose(s->rs));
+		RS(pl_rdmacm.rclose(s->rs));
 }
 
 static void release(struct pl_sock *s)
@@ -161,8 +122,8 @@ static void load(void)
 	}
 #define LOAD(name)                                                           \
 	do {                                                                 \
-		*(void **)&rs.name = dlsym(h, #name);                        \
-		if (!rs.name) {                                              \
+		*(void **)&pl_rdmacm.name = dlsym(h, #name);                        \
+		if (!pl_rdmacm.name) {                                              \
 			load_error = "librdmacm lacks " #name;               \
 			return;                                              \
 		}                                                            \
@@ -202,7 +163,7 @@ int pl_rs_load(const char **why)
 }
 
 /* Options the application set on the kernel socket before the route was chosen. */
-static void replay_options(int fd, int r)
+void pl_rs_replay_options(int fd, int r)
 {
 	static const int opts[][2] = { { IPPROTO_TCP, TCP_NODELAY },
 				       { SOL_SOCKET, SO_REUSEADDR },
@@ -213,7 +174,7 @@ static void replay_options(int fd, int r)
 		socklen_t len = sizeof(v);
 
 		if (pl_real.getsockopt(fd, opts[i][0], opts[i][1], &v, &len) == 0 && v)
-			RS(rs.rsetsockopt(r, opts[i][0], opts[i][1], &v, sizeof(v)));
+			RS(pl_rdmacm.rsetsockopt(r, opts[i][0], opts[i][1], &v, sizeof(v)));
 	}
 }
 
@@ -224,8 +185,6 @@ static int app_nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
-static void ep_unwatch_kernel(int fd, struct pl_sock *s);
-
 /*
  * A connected rsocket's descriptor number is its CM event channel, where
  * the peer's disconnect arrives; rsocket reads it only when it closes.
@@ -233,7 +192,7 @@ static void ep_unwatch_kernel(int fd, struct pl_sock *s);
  * readable when the peer goes away without a word (killed, say), which
  * rsocket's own calls would wait through forever.
  */
-static int watch_peer(int r)
+int pl_rs_watch_peer(int r)
 {
 	return pl_real.fcntl(r, F_DUPFD_CLOEXEC, 0);
 }
@@ -250,7 +209,7 @@ static int peer_gone(const struct pl_sock *s)
 
 	if (s->watch_fd < 0 || pl_real.poll(&p, 1, 0) != 1)
 		return 0;
-	RS(rs.rpoll(&r, 1, 0));
+	RS(pl_rdmacm.rpoll(&r, 1, 0));
 	return pl_real.poll(&p, 1, 0) == 1;
 }
 
@@ -264,7 +223,7 @@ static int peer_gone(const struct pl_sock *s)
  * one on the path of every message the application's rpoll gets. It
  * checks without waiting and sleeps in between: 1 ms while peers arrive,
  * backing off to LQ_IDLE_US when none has for a while. It hands over
- * only connections that are established (settle).
+ * only connections that are established (pl_rs_settle).
  */
 #define LQ_MAX 128
 #define LQ_BUSY_US 1000
@@ -285,13 +244,13 @@ struct pl_lq {
  * rpoll completes the accept; wait for that, up to a second (the peer is
  * connecting right now). Returns 0 once the rsocket is established.
  */
-static int settle(int r)
+int pl_rs_settle(int r)
 {
 	struct pollfd p = { r, POLLOUT, 0 };
 	int i, got = 0;
 
 	for (i = 0; i < 50 && !got; i++)
-		got = rs.rpoll(&p, 1, 20);
+		got = pl_rdmacm.rpoll(&p, 1, 20);
 	pl_log(PL_LOG_DEBUG, "rsocket %d accepted: rpoll %d, revents %#x after %d tries",
 	       r, got, p.revents, i);
 	return got == 1 && (p.revents & POLLOUT) && !(p.revents & (POLLERR | POLLHUP)) ? 0 : -1;
@@ -305,7 +264,7 @@ static void *lq_run(void *arg)
 
 	pl_busy++; /* librdmacm's own descriptors are not ours */
 	while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
-		int c = rs.raccept(q->r, NULL, NULL); /* non-blocking */
+		int c = pl_rdmacm.raccept(q->r, NULL, NULL); /* non-blocking */
 
 		if (c < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -314,14 +273,14 @@ static void *lq_run(void *arg)
 			continue;
 		}
 		idle = 0;
-		if (settle(c) < 0) {
-			rs.rclose(c); /* never completed its connection */
+		if (pl_rs_settle(c) < 0) {
+			pl_rdmacm.rclose(c); /* never completed its connection */
 			continue;
 		}
 		pthread_mutex_lock(&q->lock);
 		if (q->n == LQ_MAX) {
 			pthread_mutex_unlock(&q->lock);
-			rs.rclose(c); /* the backlog is full: refuse, as the kernel would */
+			pl_rdmacm.rclose(c); /* the backlog is full: refuse, as the kernel would */
 			continue;
 		}
 		q->q[(q->head + q->n++) % LQ_MAX] = c;
@@ -378,7 +337,7 @@ static void lq_stop(struct pl_lq *q)
 	__atomic_store_n(&q->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(q->thread, NULL);
 	while (q->n) {
-		RS(rs.rclose(q->q[q->head]));
+		RS(pl_rdmacm.rclose(q->q[q->head]));
 		q->head = (q->head + 1) % LQ_MAX;
 		q->n--;
 	}
@@ -390,27 +349,27 @@ static void lq_stop(struct pl_lq *q)
 int pl_rs_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		  socklen_t len)
 {
-	int r = RS(rs.rsocket(s->domain, SOCK_STREAM, 0));
+	int r = RS(pl_rdmacm.rsocket(s->domain, SOCK_STREAM, 0));
 
 	if (r < 0) {
 		pl_log(PL_LOG_WARN, "fd %d: rsocket() failed (%s); using the kernel",
 		       fd, strerror(errno));
 		return PL_RS_FALLBACK;
 	}
-	replay_options(fd, r);
+	pl_rs_replay_options(fd, r);
 	/* Blocking, so a refusal can still fall back to the kernel. */
-	if (RS(rs.rconnect(r, sa, len)) < 0) {
+	if (RS(pl_rdmacm.rconnect(r, sa, len)) < 0) {
 		pl_log(PL_LOG_INFO, "fd %d: rsocket connect failed (%s); using the kernel",
 		       fd, strerror(errno));
-		RS(rs.rclose(r));
+		RS(pl_rdmacm.rclose(r));
 		return PL_RS_FALLBACK;
 	}
 	s->nonblock = app_nonblocking(fd);
-	RS(rs.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done here */
-	s->watch_fd = watch_peer(r);
+	RS(pl_rdmacm.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done here */
+	s->watch_fd = pl_rs_watch_peer(r);
 	s->gen = pl_fork_gen;
 	s->rs = r;
-	ep_unwatch_kernel(fd, s);
+	pl_rs_ep_unwatch_kernel(fd, s);
 	pl_log(PL_LOG_INFO, "fd %d: connected over rsocket", fd);
 	return 0;
 }
@@ -423,22 +382,22 @@ int pl_rs_listen(int fd, struct pl_sock *s, int backlog)
 
 	if (pl_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
 		return PL_RS_FALLBACK;
-	r = RS(rs.rsocket(s->domain, SOCK_STREAM, 0));
+	r = RS(pl_rdmacm.rsocket(s->domain, SOCK_STREAM, 0));
 	if (r < 0)
 		goto err_log;
-	RS(rs.rsetsockopt(r, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)));
-	if (RS(rs.rbind(r, (struct sockaddr *)&ss, len)) < 0 ||
-	    RS(rs.rlisten(r, backlog)) < 0 ||
-	    RS(rs.rfcntl(r, F_SETFL, O_NONBLOCK)) < 0) {
+	RS(pl_rdmacm.rsetsockopt(r, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)));
+	if (RS(pl_rdmacm.rbind(r, (struct sockaddr *)&ss, len)) < 0 ||
+	    RS(pl_rdmacm.rlisten(r, backlog)) < 0 ||
+	    RS(pl_rdmacm.rfcntl(r, F_SETFL, O_NONBLOCK)) < 0) {
 		int e = errno;
 
-		RS(rs.rclose(r));
+		RS(pl_rdmacm.rclose(r));
 		errno = e;
 		goto err_log;
 	}
 	s->lq = lq_start(r);
 	if (!s->lq) {
-		RS(rs.rclose(r));
+		RS(pl_rdmacm.rclose(r));
 		goto err_log;
 	}
 	s->watch_fd = s->lq->efd;
@@ -467,7 +426,7 @@ static int adopt(struct pl_sock *ls, int r, int flags)
 		s->state = PL_DECIDED;
 		s->rs = r;
 		s->gen = pl_fork_gen;
-		s->watch_fd = watch_peer(r);
+		s->watch_fd = pl_rs_watch_peer(r);
 		s->nonblock = (flags & SOCK_NONBLOCK) != 0;
 	}
 	if (fd < 0 || !s || pl_fd_set(fd, s)) {
@@ -476,11 +435,11 @@ static int adopt(struct pl_sock *ls, int r, int flags)
 		if (s)
 			s->rs = -1; /* closed just below, once */
 		pl_sock_put(s);
-		RS(rs.rclose(r));
+		RS(pl_rdmacm.rclose(r));
 		errno = e;
 		return -1;
 	}
-	RS(rs.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done here */
+	RS(pl_rdmacm.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done here */
 	pl_sock_put(s);
 	return fd;
 }
@@ -494,7 +453,7 @@ int pl_rs_accept(int fd, struct pl_sock *s, struct sockaddr *sa,
 
 		if (r >= 0) {
 			if (sa && len)
-				RS(rs.rgetpeername(r, sa, len));
+				RS(pl_rdmacm.rgetpeername(r, sa, len));
 			return adopt(s, r, flags);
 		}
 		/* The kernel side: accept only what is there, never wait in it. */
@@ -520,7 +479,7 @@ static void rs_wait(struct pl_sock *s, short ev)
 {
 	struct pollfd p[2] = { { s->rs, ev, 0 }, { s->watch_fd, POLLIN, 0 } };
 
-	RS(rs.rpoll(p, s->watch_fd >= 0 ? 2 : 1, 1000));
+	RS(pl_rdmacm.rpoll(p, s->watch_fd >= 0 ? 2 : 1, 1000));
 }
 
 /*
@@ -576,7 +535,7 @@ static ssize_t rs_send_all(int r, const void *b, size_t n, int f)
 
 	do {
 		ssize_t put = RS_IO(POLLOUT, f & MSG_DONTWAIT,
-				    rs.rsend(r, (const char *)b + done, n - done, f));
+				    pl_rdmacm.rsend(r, (const char *)b + done, n - done, f));
 
 		if (put < 0)
 			return done ? (ssize_t)done : put;
@@ -594,7 +553,7 @@ static int rs_recvmmsg(int r, struct mmsghdr *v, unsigned int n, int flags,
 	(void)t;
 	for (i = 0; i < n; i++) {
 		int f = i ? flags | MSG_DONTWAIT : flags;
-		ssize_t got = RS_IO(POLLIN, f & MSG_DONTWAIT, rs.rrecvmsg(r, &v[i].msg_hdr, f));
+		ssize_t got = RS_IO(POLLIN, f & MSG_DONTWAIT, pl_rdmacm.rrecvmsg(r, &v[i].msg_hdr, f));
 
 		if (got < 0)
 			break;
@@ -611,7 +570,7 @@ static int rs_sendmmsg(int r, struct mmsghdr *v, unsigned int n, int flags)
 
 	for (i = 0; i < n; i++) {
 		ssize_t put = RS_IO(POLLOUT, flags & MSG_DONTWAIT,
-				    rs.rsendmsg(r, &v[i].msg_hdr, flags));
+				    pl_rdmacm.rsendmsg(r, &v[i].msg_hdr, flags));
 
 		if (put < 0)
 			break;
@@ -667,7 +626,7 @@ static int rs_ioctl(int r, unsigned long req, ...)
 /* Options rsocket refuses (SO_REUSEPORT, say) stay on the kernel socket only. */
 static int rs_setsockopt(int r, int level, int name, const void *v, socklen_t len)
 {
-	int ret = RS(rs.rsetsockopt(r, level, name, v, len));
+	int ret = RS(pl_rdmacm.rsetsockopt(r, level, name, v, len));
 
 	if (ret < 0 && (errno == ENOPROTOOPT || errno == ENOTSUP || errno == EINVAL))
 		return 0;
@@ -685,35 +644,35 @@ static int rs_setsockopt(int r, int level, int name, const void *v, socklen_t le
 	{                                                                    \
 		return call;                                                 \
 	}
-WRAP(int, rs_bind, (int r, const struct sockaddr *sa, socklen_t l), rs.rbind(r, sa, l))
-WRAP(int, rs_listen, (int r, int b), rs.rlisten(r, b))
-WRAP(int, rs_connect, (int r, const struct sockaddr *sa, socklen_t l), rs.rconnect(r, sa, l))
+WRAP(int, rs_bind, (int r, const struct sockaddr *sa, socklen_t l), pl_rdmacm.rbind(r, sa, l))
+WRAP(int, rs_listen, (int r, int b), pl_rdmacm.rlisten(r, b))
+WRAP(int, rs_connect, (int r, const struct sockaddr *sa, socklen_t l), pl_rdmacm.rconnect(r, sa, l))
 #define RD(call) RS_IO(POLLIN, 0, call)
 #define RDF(f, call) RS_IO(POLLIN, (f) & MSG_DONTWAIT, call)
 #define WR(call) RS_IO(POLLOUT, 0, call)
 #define WRF(f, call) RS_IO(POLLOUT, (f) & MSG_DONTWAIT, call)
-WRAP_IO(ssize_t, rs_read, (int r, void *b, size_t n), RD(rs.rread(r, b, n)))
-WRAP_IO(ssize_t, rs_readv, (int r, const struct iovec *v, int n), RD(rs.rreadv(r, v, n)))
-WRAP_IO(ssize_t, rs_recv, (int r, void *b, size_t n, int f), RDF(f, rs.rrecv(r, b, n, f)))
+WRAP_IO(ssize_t, rs_read, (int r, void *b, size_t n), RD(pl_rdmacm.rread(r, b, n)))
+WRAP_IO(ssize_t, rs_readv, (int r, const struct iovec *v, int n), RD(pl_rdmacm.rreadv(r, v, n)))
+WRAP_IO(ssize_t, rs_recv, (int r, void *b, size_t n, int f), RDF(f, pl_rdmacm.rrecv(r, b, n, f)))
 WRAP_IO(ssize_t, rs_recvfrom, (int r, void *b, size_t n, int f, struct sockaddr *sa, socklen_t *l),
-     RDF(f, rs.rrecvfrom(r, b, n, f, sa, l)))
-WRAP_IO(ssize_t, rs_recvmsg, (int r, struct msghdr *m, int f), RDF(f, rs.rrecvmsg(r, m, f)))
+     RDF(f, pl_rdmacm.rrecvfrom(r, b, n, f, sa, l)))
+WRAP_IO(ssize_t, rs_recvmsg, (int r, struct msghdr *m, int f), RDF(f, pl_rdmacm.rrecvmsg(r, m, f)))
 WRAP_IO(ssize_t, rs_write, (int r, const void *b, size_t n), rs_send_all(r, b, n, 0))
-WRAP_IO(ssize_t, rs_writev, (int r, const struct iovec *v, int n), WR(rs.rwritev(r, v, n)))
+WRAP_IO(ssize_t, rs_writev, (int r, const struct iovec *v, int n), WR(pl_rdmacm.rwritev(r, v, n)))
 WRAP_IO(ssize_t, rs_send, (int r, const void *b, size_t n, int f), rs_send_all(r, b, n, f))
 /* A connected stream socket ignores sendto's address, as the kernel's does. */
 WRAP_IO(ssize_t, rs_sendto, (int r, const void *b, size_t n, int f, const struct sockaddr *sa, socklen_t l),
      ((void)sa, (void)l, rs_send_all(r, b, n, f)))
-WRAP_IO(ssize_t, rs_sendmsg, (int r, const struct msghdr *m, int f), WRF(f, rs.rsendmsg(r, m, f)))
-WRAP(int, rs_shutdown, (int r, int how), rs.rshutdown(r, how))
-WRAP(int, rs_getsockopt, (int r, int lv, int nm, void *v, socklen_t *l), rs.rgetsockopt(r, lv, nm, v, l))
-WRAP(int, rs_getsockname, (int r, struct sockaddr *sa, socklen_t *l), rs.rgetsockname(r, sa, l))
-WRAP(int, rs_getpeername, (int r, struct sockaddr *sa, socklen_t *l), rs.rgetpeername(r, sa, l))
-WRAP_IO(ssize_t, rs_read_chk, (int r, void *b, size_t n, size_t sz), RD(rs.rread(r, b, n < sz ? n : sz)))
+WRAP_IO(ssize_t, rs_sendmsg, (int r, const struct msghdr *m, int f), WRF(f, pl_rdmacm.rsendmsg(r, m, f)))
+WRAP(int, rs_shutdown, (int r, int how), pl_rdmacm.rshutdown(r, how))
+WRAP(int, rs_getsockopt, (int r, int lv, int nm, void *v, socklen_t *l), pl_rdmacm.rgetsockopt(r, lv, nm, v, l))
+WRAP(int, rs_getsockname, (int r, struct sockaddr *sa, socklen_t *l), pl_rdmacm.rgetsockname(r, sa, l))
+WRAP(int, rs_getpeername, (int r, struct sockaddr *sa, socklen_t *l), pl_rdmacm.rgetpeername(r, sa, l))
+WRAP_IO(ssize_t, rs_read_chk, (int r, void *b, size_t n, size_t sz), RD(pl_rdmacm.rread(r, b, n < sz ? n : sz)))
 WRAP_IO(ssize_t, rs_recv_chk, (int r, void *b, size_t n, size_t sz, int f),
-     RDF(f, rs.rrecv(r, b, n < sz ? n : sz, f)))
+     RDF(f, pl_rdmacm.rrecv(r, b, n < sz ? n : sz, f)))
 WRAP_IO(ssize_t, rs_recvfrom_chk, (int r, void *b, size_t n, size_t sz, int f, struct sockaddr *sa, socklen_t *l),
-     RDF(f, rs.rrecvfrom(r, b, n < sz ? n : sz, f, sa, l)))
+     RDF(f, pl_rdmacm.rrecvfrom(r, b, n < sz ? n : sz, f, sa, l)))
 #undef RD
 #undef RDF
 #undef WR
@@ -789,7 +748,7 @@ static int rs_arm(struct pl_sock *s, struct pollfd *slot, struct pollfd *tr,
 /* The wait itself: rpoll if an rsocket is in it, else the kernel's poll. */
 static int rs_wait_all(struct pollfd *p, nfds_t n, int timeout, int any_rs)
 {
-	return any_rs ? RS(rs.rpoll(p, n, timeout)) : pl_real.poll(p, n, timeout);
+	return any_rs ? RS(pl_rdmacm.rpoll(p, n, timeout)) : pl_real.poll(p, n, timeout);
 }
 
 int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
@@ -808,6 +767,8 @@ int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
 
 		tr[i] = fds[i];
 		ss[i] = NULL;
+		if (s && (s->fork == PL_FORK_CLIENT || s->fork == PL_FORK_SERVER))
+			pl_rs_fork_move(fds[i].fd, s);
 		if (s && s->route == GS_ROUTE_RSOCKET && s->rs >= 0 && !pl_rs_stale(s)) {
 			any = 1;
 			any_rs |= rs_arm(s, &tr[i], tr, own, &k, (int)i);
@@ -987,7 +948,7 @@ out_unlock:
  * kernel socket would only ever report a spurious hang-up, so the
  * kernel's sets let it go; ours keep it.
  */
-static void ep_unwatch_kernel(int fd, struct pl_sock *s)
+void pl_rs_ep_unwatch_kernel(int fd, struct pl_sock *s)
 {
 	pthread_mutex_lock(&ep_lock);
 	for (struct ep_set *e = ep_sets; e; e = e->next)

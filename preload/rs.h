@@ -39,11 +39,18 @@ int pl_rs_accept(int fd, struct pl_sock *s, struct sockaddr *sa,
  * s is an rsocket made before this process forked: its verbs resources
  * are the parent's, so here it may only be closed (which leaves the
  * parent's connection alone); every other call fails with EOPNOTSUPP and
- * the first says so on stderr. As rsocket documents, rsockets do not
- * survive fork or exec; a program that hands connections to children
- * wants the kernel route (a rule with route = "os").
+ * the first says so on stderr. rsockets do not survive fork or exec; a
+ * program that hands connections to children runs in fork-safe mode
+ * (RDMAV_FORK_SAFE=1, as rsocket documents), or on the kernel route.
  */
 int pl_rs_stale(const struct pl_sock *s);
+/*
+ * Fork-safe mode (RDMAV_FORK_SAFE=1): move s, a kernel connection with
+ * fork set, to an rsocket now if its peer takes part (rs_fork.c); else
+ * it becomes a plain kernel descriptor. A client still connecting waits.
+ * Called before the first data call, poll or epoll registration.
+ */
+void pl_rs_fork_move(int fd, struct pl_sock *s);
 /* The application changed its O_NONBLOCK. */
 void pl_rs_setfl(struct pl_sock *s, int flags);
 /* poll over descriptors of both routes; *done is 0 if none was rsocket. */

@@ -227,6 +227,46 @@ sed 's/^/# socat: /' /tmp/socat.err | tail -3
 ok $? "and the parent goes on serving"
 kill $so 2>/dev/null; wait $so 2>/dev/null
 
+# Fork-safe mode (RDMAV_FORK_SAFE=1 on both ends, as rsocket documents):
+# connections start on TCP and move to rsocket at their first data call,
+# made by the forking server's child. A plain peer on either side stays
+# on TCP with its bytes intact.
+FS="RDMAV_FORK_SAFE=1 GSOCK_TRANSPORT=rsocket GSOCK_LOG=info"
+env LD_PRELOAD=$PRELOAD $FS timeout 120 socat TCP-LISTEN:7401,bind=$IP,fork,reuseaddr SYSTEM:cat >/dev/null 2>/tmp/socatfs.err &
+so=$!
+sleep 1
+head -c 1000000 /dev/urandom >/tmp/in
+r0=$(rxe_pkts) t0=$(tcp_segs)
+env LD_PRELOAD=$PRELOAD $FS timeout 30 nc -N $IP 7401 </tmp/in >/tmp/out 2>/tmp/ncfs.err
+rc=$?
+RXE=$(($(rxe_pkts) - r0)) TCP=$(($(tcp_segs) - t0))
+echo "# rxe packets sent +$RXE, TCP segments sent +$TCP"
+sed 's/^/# nc: /' /tmp/ncfs.err | tail -3
+[ $rc -eq 0 ] && cmp -s /tmp/in /tmp/out
+ok $? "fork-safe mode: preloaded nc through a forking socat (child echoes): 1 MB intact"
+grep -q "moved to rsocket" /tmp/ncfs.err && grep -q "moved to rsocket" /tmp/socatfs.err &&
+	[ "$RXE" -gt 500 ] && [ "$TCP" -lt 100 ]
+ok $? "and both ends moved to rsocket: rxe carried the megabyte, TCP only the start"
+for i in 1 2 3; do
+	[ "$(echo "again $i" | env LD_PRELOAD=$PRELOAD $FS timeout 10 nc -N $IP 7401)" = "again $i" ] || break
+done
+[ $i -eq 3 ] && [ "$(grep -c "moved to rsocket" /tmp/socatfs.err)" -ge 4 ]
+ok $? "three more connections, each moved by its own child"
+t0=$(tcp_segs)
+[ "$(echo plain-client | timeout 10 nc -N $IP 7401)" = plain-client ]
+ok $? "a plain nc against the fork-safe server: served over TCP, bytes untouched"
+[ "$(echo rsocket-client | env LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 10 nc -N $IP 7401)" = rsocket-client ]
+ok $? "a preloaded nc not in fork-safe mode: its rsocket connect is refused, TCP serves it"
+kill $so 2>/dev/null; wait $so 2>/dev/null
+sed 's/^/# socat: /' /tmp/socatfs.err | grep -v "moved to rsocket" | tail -4
+timeout 30 socat TCP-LISTEN:7402,bind=$IP,reuseaddr SYSTEM:cat >/dev/null 2>&1 &
+so=$!
+sleep 1
+[ "$(echo to-plain-server | env LD_PRELOAD=$PRELOAD $FS timeout 20 nc -N $IP 7402 2>/tmp/ncfs.err)" = to-plain-server ]
+ok $? "a fork-safe client against a plain server: it stays on TCP, bytes untouched"
+sed 's/^/# nc: /' /tmp/ncfs.err | tail -2
+kill $so 2>/dev/null; wait $so 2>/dev/null
+
 # gsockd with the rsocket transport: the GPU echo server (host backend)
 # is reached over rsocket by preloaded clients and over TCP by plain ones,
 # at the same port.

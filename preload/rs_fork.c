@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The rsocket route's fork-safe mode (RDMAV_FORK_SAFE=1, the switch
+ * rsocket(7) documents for the same purpose). An rsocket does not survive
+ * fork: its verbs resources stay the parent's. So in this mode a
+ * connection starts on the kernel and moves to an rsocket at its first
+ * data call, made by whichever process owns it by then (the child of a
+ * forking server, typically). Both ends must run in this mode to move; a
+ * connection with a plain peer stays on TCP, its bytes untouched.
+ *
+ * The move, over the kernel connection ("server" is the accepting side):
+ *
+ *   server                                  client
+ *   ------                                  ------
+ *   1 urgent byte 'G' (the offer) ------->  waits for it, up to
+ *                                           PL_FORK_WAIT_MS; a plain
+ *                                           client never reads it (urgent
+ *                                           data is out of band)
+ *   waits up to PL_FORK_WAIT_MS <-------   REQ: "gsockFK1" nonce[8]
+ *   for REQ (other bytes first:
+ *   a plain client, stay on TCP)
+ *   listens on a new rsocket, port P
+ *   REP: "gsockFK2" P[2, big-endian] 0[6] ->
+ *                                <=======  rconnect to the server's
+ *                                          address, port P; nonce[8] over it
+ *                                <-------  verdict: 'R' connected, 'T' not
+ *   verdict: 'R' if the rsocket that
+ *   sent the nonce is accepted, else 'T' -->
+ *
+ * Both ends read the other's verdict before they leave, so nothing of the
+ * exchange is left in the stream for the application; 'R' from both
+ * moves the connection to the rsocket and the kernel connection is
+ * dropped. A peer that fails in the middle of it (ends, or sends
+ * something else) leaves the connection reset, never a stream with bytes
+ * that were not the application's.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "route.h"
+#include "rs.h"
+#include "rs_int.h"
+
+/* How long either end waits for the other to take part. */
+#define PL_FORK_WAIT_MS 2000
+/* How long either end waits for the other's verdict (it is connecting). */
+#define PL_FORK_VERDICT_MS 30000
+
+#define FK_OFFER 'G'
+#define FK_MOVED 'R'
+#define FK_STAY 'T'
+
+static const char req_magic[8] = "gsockFK1";
+static const char rep_magic[8] = "gsockFK2";
+
+/* What a step of the move ended in. */
+enum fk_result {
+	FK_OK, /* done */
+	FK_PLAIN, /* the peer does not take part: stay on TCP, stream untouched */
+	FK_BROKEN, /* the exchange failed midway: the connection is unusable */
+};
+
+static long long now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000LL + t.tv_nsec / 1000000;
+}
+
+/* Wait for ev on kernel descriptor fd until deadline: its revents, 0 on timeout. */
+static short k_wait(int fd, short ev, long long deadline)
+{
+	for (;;) {
+		struct pollfd p = { fd, ev, 0 };
+		long long left = deadline - now_ms();
+		int r;
+
+		if (left < 0)
+			left = 0;
+		r = pl_real.poll(&p, 1, (int)left);
+		if (r > 0)
+			return p.revents;
+		if (r == 0 || errno != EINTR)
+			return 0;
+	}
+}
+
+static int k_send_all(int fd, const void *buf, size_t n, long long deadline)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t put = pl_real.send(fd, (const char *)buf + done, n - done,
+					   MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (put > 0)
+			done += (size_t)put;
+		else if ((errno != EAGAIN && errno != EINTR) ||
+			 !k_wait(fd, POLLOUT, deadline))
+			return -1;
+	}
+	return 0;
+}
+
+static int k_recv_all(int fd, void *buf, size_t n, long long deadline)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t got = pl_real.recv(fd, (char *)buf + done, n - done, MSG_DONTWAIT);
+
+		if (got > 0)
+			done += (size_t)got;
+		else if (got == 0 || (errno != EAGAIN && errno != EINTR) ||
+			 !k_wait(fd, POLLIN, deadline))
+			return -1;
+	}
+	return 0;
+}
+
+/* Read n bytes from rsocket r (non-blocking) until deadline. */
+static int rs_recv_all(int r, void *buf, size_t n, long long deadline)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		struct pollfd p = { r, POLLIN, 0 };
+		ssize_t got = RS(pl_rdmacm.rrecv(r, (char *)buf + done, n - done,
+						 MSG_DONTWAIT));
+		long long left = deadline - now_ms();
+
+		if (got > 0) {
+			done += (size_t)got;
+			continue;
+		}
+		if (got == 0 || (errno != EAGAIN && errno != EINTR) || left <= 0)
+			return -1;
+		RS(pl_rdmacm.rpoll(&p, 1, (int)left));
+	}
+	return 0;
+}
+
+static void set_port(struct sockaddr_storage *ss, uint16_t port_be)
+{
+	if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_port = port_be;
+	else
+		((struct sockaddr_in *)ss)->sin_port = port_be;
+}
+
+static uint16_t get_port(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET6 ?
+		       ((const struct sockaddr_in6 *)ss)->sin6_port :
+		       ((const struct sockaddr_in *)ss)->sin_port;
+}
+
+/*
+ * The client's side, on a connected kernel socket: wait for the offer;
+ * then ask, connect the rsocket, and agree. *out is the rsocket on FK_OK.
+ */
+static enum fk_result fork_active(int fd, int domain, int *out)
+{
+	long long deadline = now_ms() + PL_FORK_WAIT_MS;
+	char req[16], rep[16], mine = FK_STAY, theirs = 0, offer = 0;
+	struct sockaddr_storage ss;
+	uint16_t port_be;
+	socklen_t len = sizeof(ss);
+	int r = -1;
+
+	/* The server's data, or its end, before an offer: a plain server. */
+	if (!(k_wait(fd, POLLPRI | POLLIN, deadline) & POLLPRI) ||
+	    pl_real.recv(fd, &offer, 1, MSG_OOB | MSG_DONTWAIT) != 1 ||
+	    offer != FK_OFFER)
+		return FK_PLAIN;
+	memcpy(req, req_magic, 8);
+	if (getrandom(req + 8, 8, 0) != 8 ||
+	    k_send_all(fd, req, sizeof(req), deadline) < 0 ||
+	    k_recv_all(fd, rep, sizeof(rep), now_ms() + PL_FORK_VERDICT_MS) < 0 ||
+	    memcmp(rep, rep_magic, 8) != 0 ||
+	    pl_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		return FK_BROKEN;
+	memcpy(&port_be, rep + 8, 2);
+	set_port(&ss, port_be);
+	r = RS(pl_rdmacm.rsocket(domain, SOCK_STREAM, 0));
+	if (r >= 0 && RS(pl_rdmacm.rconnect(r, (struct sockaddr *)&ss, len)) == 0 &&
+	    RS(pl_rdmacm.rsend(r, req + 8, 8, 0)) == 8)
+		mine = FK_MOVED;
+	if (k_send_all(fd, &mine, 1, now_ms() + PL_FORK_VERDICT_MS) < 0 ||
+	    k_recv_all(fd, &theirs, 1, now_ms() + PL_FORK_VERDICT_MS) < 0) {
+		mine = FK_STAY;
+		theirs = 0;
+	}
+	if (mine == FK_MOVED && theirs == FK_MOVED) {
+		*out = r;
+		return FK_OK;
+	}
+	if (r >= 0)
+		RS(pl_rdmacm.rclose(r));
+	return theirs == FK_STAY || theirs == FK_MOVED ? FK_PLAIN : FK_BROKEN;
+}
+
+/*
+ * The server's private listener for one move: on the connection's own
+ * address, a port of librdmacm's choosing (in *port_be). -1 if none.
+ */
+static int fork_listener(int fd, int domain, uint16_t *port_be)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int l = RS(pl_rdmacm.rsocket(domain, SOCK_STREAM, 0));
+
+	if (l < 0)
+		return -1;
+	if (pl_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		goto err_close;
+	set_port(&ss, 0);
+	if (RS(pl_rdmacm.rbind(l, (struct sockaddr *)&ss, len)) < 0 ||
+	    RS(pl_rdmacm.rlisten(l, 1)) < 0 ||
+	    RS(pl_rdmacm.rfcntl(l, F_SETFL, O_NONBLOCK)) < 0)
+		goto err_close;
+	len = sizeof(ss);
+	if (RS(pl_rdmacm.rgetsockname(l, (struct sockaddr *)&ss, &len)) < 0)
+		goto err_close;
+	*port_be = get_port(&ss);
+	return l;
+err_close:
+	RS(pl_rdmacm.rclose(l));
+	return -1;
+}
+
+/*
+ * Accept, on l, the rsocket that sends nonce, until deadline or until
+ * the client's verdict (read into *verdict) says it will not come.
+ */
+static int fork_accept(int fd, int l, const char *nonce, char *verdict,
+		       long long deadline)
+{
+	while (now_ms() < deadline && !*verdict) {
+		int c = RS(pl_rdmacm.raccept(l, NULL, NULL));
+		char got[8];
+
+		if (c < 0) {
+			if (pl_real.recv(fd, verdict, 1, MSG_DONTWAIT) == 1 &&
+			    *verdict != FK_MOVED)
+				break;
+			usleep(1000);
+			continue;
+		}
+		if (RS(pl_rs_settle(c)) == 0 &&
+		    rs_recv_all(c, got, sizeof(got), now_ms() + PL_FORK_WAIT_MS) == 0 &&
+		    memcmp(got, nonce, sizeof(got)) == 0)
+			return c;
+		RS(pl_rdmacm.rclose(c)); /* not the one */
+	}
+	return -1;
+}
+
+/* The server's side, on an accepted kernel socket. */
+static enum fk_result fork_passive(int fd, int domain, int *out)
+{
+	long long deadline = now_ms() + PL_FORK_WAIT_MS;
+	char offer = FK_OFFER, req[16], rep[16] = { 0 }, theirs = 0, mine;
+	uint16_t port_be = 0;
+	int l = -1, c = -1;
+	ssize_t got;
+
+	if (pl_real.send(fd, &offer, 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+		return FK_PLAIN;
+	/* Look, without taking: a plain client's first bytes are its data. */
+	for (;;) {
+		got = pl_real.recv(fd, req, sizeof(req), MSG_PEEK | MSG_DONTWAIT);
+		if (got <= 0 && !(got < 0 && errno == EAGAIN))
+			return FK_PLAIN; /* its end or an error: the application's to see */
+		if (got > 0 && memcmp(req, req_magic, got < 8 ? (size_t)got : 8) != 0)
+			return FK_PLAIN;
+		if (got == (ssize_t)sizeof(req))
+			break;
+		if (!k_wait(fd, POLLIN, deadline))
+			return FK_PLAIN; /* it says nothing: it waits for us */
+	}
+	if (pl_real.recv(fd, req, sizeof(req), MSG_DONTWAIT) != (ssize_t)sizeof(req))
+		return FK_BROKEN;
+	l = fork_listener(fd, domain, &port_be);
+	memcpy(rep, rep_magic, 8);
+	memcpy(rep + 8, &port_be, 2); /* network order already */
+	if (k_send_all(fd, rep, sizeof(rep), now_ms() + PL_FORK_WAIT_MS) < 0)
+		goto err_close;
+	if (l >= 0)
+		c = fork_accept(fd, l, req + 8, &theirs, now_ms() + PL_FORK_WAIT_MS);
+	if (!theirs && k_recv_all(fd, &theirs, 1, now_ms() + PL_FORK_VERDICT_MS) < 0)
+		goto err_close;
+	mine = c >= 0 && theirs == FK_MOVED ? FK_MOVED : FK_STAY;
+	if (k_send_all(fd, &mine, 1, now_ms() + PL_FORK_WAIT_MS) < 0)
+		goto err_close;
+	if (l >= 0)
+		RS(pl_rdmacm.rclose(l));
+	if (mine == FK_MOVED) {
+		*out = c;
+		return FK_OK;
+	}
+	if (c >= 0)
+		RS(pl_rdmacm.rclose(c));
+	return FK_PLAIN;
+err_close:
+	if (c >= 0)
+		RS(pl_rdmacm.rclose(c));
+	if (l >= 0)
+		RS(pl_rdmacm.rclose(l));
+	return FK_BROKEN;
+}
+
+/*
+ * fd (the application's descriptor) now stands for rsocket r: the
+ * kernel connection under it is swapped for an unconnected socket with
+ * the same flags, so the number and F_GETFL stay the application's.
+ */
+static void adopt_moved(int fd, struct pl_sock *s, int r)
+{
+	int fl = pl_real.fcntl(fd, F_GETFL), fdfl = pl_real.fcntl(fd, F_GETFD);
+	int k;
+
+	pl_rs_replay_options(fd, r);
+	pl_rs_ep_unwatch_kernel(fd, s);
+	k = pl_real.socket(s->domain, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (k >= 0) {
+		/* If it fails, the kernel connection just stays open, unused. */
+		if (pl_real.dup3(k, fd, fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) == fd)
+			pl_real.fcntl(fd, F_SETFL, fl);
+		pl_real.close(k);
+	}
+	RS(pl_rdmacm.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done by RS_IO */
+	s->nonblock = fl >= 0 && (fl & O_NONBLOCK);
+	s->watch_fd = pl_rs_watch_peer(r);
+	s->gen = pl_fork_gen;
+	s->rs = r;
+}
+
+void pl_rs_fork_move(int fd, struct pl_sock *s)
+{
+	enum fk_result res = FK_PLAIN;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int r = -1, plain = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->fork != PL_FORK_CLIENT && s->fork != PL_FORK_SERVER)
+		goto out_unlock; /* another thread moved it */
+	/* A client whose connect is still in progress moves later. */
+	if (s->fork == PL_FORK_CLIENT &&
+	    pl_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		goto out_unlock;
+	res = s->fork == PL_FORK_CLIENT ? fork_active(fd, s->domain, &r) :
+					  fork_passive(fd, s->domain, &r);
+	s->fork = PL_FORK_NONE;
+	if (res == FK_OK) {
+		adopt_moved(fd, s, r);
+		pl_log(PL_LOG_INFO, "fd %d: moved to rsocket (fork-safe mode)", fd);
+	} else {
+		pl_log(res == FK_BROKEN ? PL_LOG_WARN : PL_LOG_INFO,
+		       res == FK_BROKEN ?
+			       "fd %d: the move to rsocket broke off midway; the connection is shut down" :
+			       "fd %d: the peer does not move to rsocket (is RDMAV_FORK_SAFE=1 set on both ends?); staying on TCP",
+		       fd);
+		if (res == FK_BROKEN)
+			pl_real.shutdown(fd, SHUT_RDWR);
+		s->route = GS_ROUTE_OS;
+		plain = 1;
+	}
+out_unlock:
+	pthread_mutex_unlock(&s->lock);
+	if (plain)
+		pl_fd_clear(fd); /* a plain kernel descriptor from now on */
+}

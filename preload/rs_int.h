@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the rsocket route's files share: librdmacm's calls as loaded, the
+ * guard to make them with, and helpers of rs.c that rs_fork.c uses.
+ */
+#ifndef PL_RS_INT_H
+#define PL_RS_INT_H
+
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <poll.h>
+
+#include "fdtab.h"
+
+/* librdmacm's calls, as loaded (rs.c). */
+struct pl_rdmacm {
+	int (*rsocket)(int, int, int);
+	int (*rbind)(int, const struct sockaddr *, socklen_t);
+	int (*rlisten)(int, int);
+	int (*raccept)(int, struct sockaddr *, socklen_t *);
+	int (*rconnect)(int, const struct sockaddr *, socklen_t);
+	int (*rshutdown)(int, int);
+	int (*rclose)(int);
+	ssize_t (*rrecv)(int, void *, size_t, int);
+	ssize_t (*rrecvfrom)(int, void *, size_t, int, struct sockaddr *,
+			     socklen_t *);
+	ssize_t (*rrecvmsg)(int, struct msghdr *, int);
+	ssize_t (*rsend)(int, const void *, size_t, int);
+	ssize_t (*rsendto)(int, const void *, size_t, int,
+			   const struct sockaddr *, socklen_t);
+	ssize_t (*rsendmsg)(int, const struct msghdr *, int);
+	ssize_t (*rread)(int, void *, size_t);
+	ssize_t (*rreadv)(int, const struct iovec *, int);
+	ssize_t (*rwrite)(int, const void *, size_t);
+	ssize_t (*rwritev)(int, const struct iovec *, int);
+	int (*rpoll)(struct pollfd *, nfds_t, int);
+	int (*rgetpeername)(int, struct sockaddr *, socklen_t *);
+	int (*rgetsockname)(int, struct sockaddr *, socklen_t *);
+	int (*rsetsockopt)(int, int, int, const void *, socklen_t);
+	int (*rgetsockopt)(int, int, int, void *, socklen_t *);
+	int (*rfcntl)(int, int, ...);
+};
+extern struct pl_rdmacm pl_rdmacm;
+
+/* Run a librdmacm call with the preload out of its way. */
+#define RS(call)                     \
+	({                           \
+		__typeof__(call) r_; \
+		int e_;              \
+		pl_busy++;           \
+		r_ = (call);         \
+		e_ = errno;          \
+		pl_busy--;           \
+		errno = e_;          \
+		r_;                  \
+	})
+
+/* Options the application set on kernel socket fd, set on rsocket r too. */
+void pl_rs_replay_options(int fd, int r);
+/* A descriptor that becomes readable when connected rsocket r's peer is gone. */
+int pl_rs_watch_peer(int r);
+/* Wait (up to a second) until accepted rsocket r is established: 0, else -1. */
+int pl_rs_settle(int r);
+/* s, a connection, is now an rsocket: kernel epoll sets let fd go. */
+void pl_rs_ep_unwatch_kernel(int fd, struct pl_sock *s);
+
+#endif
