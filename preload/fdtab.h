@@ -19,6 +19,7 @@
 #define PL_FDTAB_H
 
 #include <pthread.h>
+#include <sys/socket.h>
 
 #include "../conf/gsconf.h"
 
@@ -58,6 +59,14 @@ struct pl_sock {
 	unsigned gen; /* pl_fork_gen when its rsocket was made */
 	int broken; /* a call saw the connection fail: close without rsocket's drain */
 	enum pl_fork fork; /* under lock */
+	/*
+	 * GS_ROUTE_RSOCKET: rs is connecting without blocking (the
+	 * application's socket is non-blocking); peer is where to, for the
+	 * kernel to connect to instead if rsocket's connect fails. Under lock.
+	 */
+	int connecting;
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
 };
 
 /* Called when an entry's last reference goes (set by the rsocket route). */

@@ -118,6 +118,11 @@ static const struct pl_real *calls_for(int fd, struct pl_sock **s)
 	if (pl_busy)
 		return &pl_real;
 	*s = pl_fd_get(fd);
+#ifdef HAVE_RDMACM
+	/* A non-blocking rsocket connect that failed: the kernel's from here. */
+	if (*s && (*s)->connecting)
+		pl_rs_connect_progress(fd, *s);
+#endif
 	/* A socket without its rsocket (yet) is the kernel's. */
 	return *s && (*s)->rs >= 0 ? pl_route_calls[(*s)->route] : &pl_real;
 }

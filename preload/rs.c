@@ -20,6 +20,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "route.h"
@@ -27,6 +29,52 @@
 #include "rs_int.h"
 
 struct pl_rdmacm pl_rdmacm;
+
+/*
+ * rpoll, kept clear of its timeout. librdmacm's rpoll counts the threads
+ * inside it (so that one can wake the others) and does not uncount one
+ * that leaves because its time ran out; from then on the count never
+ * drops to zero, the first wake-up it signals is never cleared, and every
+ * later rpoll that has to wait spins forever in sched_yield (seen in
+ * gsockd with a connect in flight: its loop stopped). So a finite wait
+ * is an rpoll with no timeout over the caller's descriptors and a timerfd
+ * that ends it.
+ */
+int pl_rs_rpoll(struct pollfd *p, nfds_t n, int timeout)
+{
+	struct pollfd small[65], *q = n + 1 <= 65 ? small : malloc((n + 1) * sizeof(*q));
+	struct itimerspec its = { { 0, 0 }, { timeout / 1000, (timeout % 1000) * 1000000L } };
+	int t = -1, r;
+
+	if (timeout > 0 && q)
+		t = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (t < 0 || timerfd_settime(t, 0, &its, NULL) < 0) {
+		r = RS(pl_rdmacm.rpoll(p, n, timeout)); /* no time to wait, or no timer */
+		goto out_free;
+	}
+	memcpy(q, p, n * sizeof(*q));
+	q[n] = (struct pollfd){ t, POLLIN, 0 };
+	r = RS(pl_rdmacm.rpoll(q, n + 1, -1));
+	if (r > 0) {
+		r -= q[n].revents != 0;
+		for (nfds_t i = 0; i < n; i++)
+			p[i].revents = q[i].revents;
+	}
+out_free:
+	if (t >= 0)
+		pl_real.close(t);
+	if (q != small)
+		free(q);
+	return r;
+}
+
+long long pl_now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000LL + t.tv_nsec / 1000000;
+}
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const char *load_error;
@@ -250,7 +298,7 @@ int pl_rs_settle(int r)
 	int i, got = 0;
 
 	for (i = 0; i < 50 && !got; i++)
-		got = pl_rdmacm.rpoll(&p, 1, 20);
+		got = pl_rs_rpoll(&p, 1, 20);
 	pl_log(PL_LOG_DEBUG, "rsocket %d accepted: rpoll %d, revents %#x after %d tries",
 	       r, got, p.revents, i);
 	return got == 1 && (p.revents & POLLOUT) && !(p.revents & (POLLERR | POLLHUP)) ? 0 : -1;
@@ -346,32 +394,94 @@ static void lq_stop(struct pl_lq *q)
 	free(q);
 }
 
+/*
+ * A connect the application made non-blocking is non-blocking over
+ * rsocket too (its answer comes later: pl_rs_connect_progress); a
+ * blocking one waits here. Either way, a peer that refuses rsocket (a
+ * plain TCP server) gets the kernel's connect instead.
+ */
 int pl_rs_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		  socklen_t len)
 {
 	int r = RS(pl_rdmacm.rsocket(s->domain, SOCK_STREAM, 0));
+	int nonblock = app_nonblocking(fd), ret;
 
-	if (r < 0) {
+	if (r < 0 || len > sizeof(s->peer)) {
 		pl_log(PL_LOG_WARN, "fd %d: rsocket() failed (%s); using the kernel",
-		       fd, strerror(errno));
+		       fd, r < 0 ? strerror(errno) : "address too long");
+		if (r >= 0)
+			RS(pl_rdmacm.rclose(r));
 		return PL_RS_FALLBACK;
 	}
 	pl_rs_replay_options(fd, r);
-	/* Blocking, so a refusal can still fall back to the kernel. */
-	if (RS(pl_rdmacm.rconnect(r, sa, len)) < 0) {
+	if (nonblock)
+		RS(pl_rdmacm.rfcntl(r, F_SETFL, O_NONBLOCK));
+	ret = RS(pl_rdmacm.rconnect(r, sa, len));
+	if (ret < 0 && !(nonblock && errno == EINPROGRESS)) {
 		pl_log(PL_LOG_INFO, "fd %d: rsocket connect failed (%s); using the kernel",
 		       fd, strerror(errno));
 		RS(pl_rdmacm.rclose(r));
 		return PL_RS_FALLBACK;
 	}
-	s->nonblock = app_nonblocking(fd);
-	RS(pl_rdmacm.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done here */
-	s->watch_fd = pl_rs_watch_peer(r);
+	s->nonblock = nonblock;
+	RS(pl_rdmacm.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done by RS_IO */
 	s->gen = pl_fork_gen;
 	s->rs = r;
 	pl_rs_ep_unwatch_kernel(fd, s);
+	if (ret < 0) {
+		pthread_mutex_lock(&s->lock);
+		memcpy(&s->peer, sa, len);
+		s->peer_len = len;
+		s->connecting = 1;
+		pthread_mutex_unlock(&s->lock);
+		pl_log(PL_LOG_DEBUG, "fd %d: connecting over rsocket", fd);
+		errno = EINPROGRESS;
+		return -1;
+	}
+	s->watch_fd = pl_rs_watch_peer(r);
 	pl_log(PL_LOG_INFO, "fd %d: connected over rsocket", fd);
 	return 0;
+}
+
+static void ep_rewatch_kernel(int fd, struct pl_sock *s);
+
+int pl_rs_connect_progress(int fd, struct pl_sock *s)
+{
+	struct pollfd p = { -1, POLLOUT, 0 };
+	int err = 0, fell_back = 0;
+	socklen_t len = sizeof(err);
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->connecting)
+		goto out_unlock;
+	p.fd = s->rs;
+	if (RS(pl_rdmacm.rpoll(&p, 1, 0)) <= 0)
+		goto out_unlock; /* still connecting */
+	if (RS(pl_rdmacm.rgetsockopt(s->rs, SOL_SOCKET, SO_ERROR, &err, &len)) < 0)
+		err = errno;
+	s->connecting = 0;
+	if (!err && !(p.revents & (POLLERR | POLLHUP))) {
+		s->watch_fd = pl_rs_watch_peer(s->rs);
+		pl_log(PL_LOG_INFO, "fd %d: connected over rsocket", fd);
+		goto out_unlock;
+	}
+	pl_log(PL_LOG_INFO, "fd %d: rsocket connect failed (%s); using the kernel",
+	       fd, strerror(err ? err : ECONNREFUSED));
+	RS(pl_rdmacm.rclose(s->rs));
+	s->rs = -1;
+	s->route = GS_ROUTE_OS;
+	/* Non-blocking as the application asked: its wait goes on in the kernel. */
+	if (pl_real.connect(fd, (struct sockaddr *)&s->peer, s->peer_len) < 0 &&
+	    errno != EINPROGRESS)
+		pl_log(PL_LOG_WARN, "fd %d: the kernel's connect failed too: %s", fd,
+		       strerror(errno));
+	ep_rewatch_kernel(fd, s);
+	fell_back = 1;
+out_unlock:
+	pthread_mutex_unlock(&s->lock);
+	if (fell_back)
+		pl_fd_clear(fd); /* a plain kernel descriptor from now on */
+	return fell_back;
 }
 
 int pl_rs_listen(int fd, struct pl_sock *s, int backlog)
@@ -479,7 +589,7 @@ static void rs_wait(struct pl_sock *s, short ev)
 {
 	struct pollfd p[2] = { { s->rs, ev, 0 }, { s->watch_fd, POLLIN, 0 } };
 
-	RS(pl_rdmacm.rpoll(p, s->watch_fd >= 0 ? 2 : 1, 1000));
+	pl_rs_rpoll(p, s->watch_fd >= 0 ? 2 : 1, 1000);
 }
 
 /*
@@ -745,13 +855,58 @@ static int rs_arm(struct pl_sock *s, struct pollfd *slot, struct pollfd *tr,
 	return 1;
 }
 
-/* The wait itself: rpoll if an rsocket is in it, else the kernel's poll. */
-static int rs_wait_all(struct pollfd *p, nfds_t n, int timeout, int any_rs)
+/* What own[j] says of a wait's slot j that no rsocket entry added. */
+#define OWN_RSOCKET (-1) /* an rsocket */
+#define OWN_PLAIN (-2) /* a kernel descriptor of the caller's */
+
+/*
+ * The wait itself: rpoll if an rsocket is in it, else the kernel's poll.
+ * rpoll looks at plain descriptors only when it goes to sleep, never
+ * when an rsocket is ready at once or there is no time to wait (a busy
+ * loop such as gsockd's would never see them): so they are polled again
+ * here, without waiting, with the rsockets masked (a negative fd).
+ */
+static int rs_wait_all(struct pollfd *p, nfds_t n, int timeout, int any_rs,
+		       const int *own)
 {
-	return any_rs ? RS(pl_rdmacm.rpoll(p, n, timeout)) : pl_real.poll(p, n, timeout);
+	short small[128], *rev;
+	int r;
+
+	if (!any_rs)
+		return pl_real.poll(p, n, timeout);
+	r = pl_rs_rpoll(p, n, timeout);
+	rev = n <= 128 ? small : malloc(n * sizeof(*rev));
+	if (r < 0 || !rev)
+		goto out_free;
+	for (nfds_t j = 0; j < n; j++) {
+		rev[j] = p[j].revents;
+		if (own[j] == OWN_RSOCKET)
+			p[j].fd = ~p[j].fd;
+	}
+	pl_real.poll(p, n, 0);
+	r = 0;
+	for (nfds_t j = 0; j < n; j++) {
+		if (own[j] == OWN_RSOCKET) {
+			p[j].fd = ~p[j].fd;
+			p[j].revents = rev[j];
+		} else {
+			p[j].revents |= rev[j];
+		}
+		r += p[j].revents != 0;
+	}
+out_free:
+	if (rev != small)
+		free(rev);
+	return r;
 }
 
-int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
+/*
+ * One wait of pl_rs_poll. A non-blocking rsocket connect that fails in it
+ * falls back to the kernel (*fell set) and is not reported: the kernel's
+ * connect has just begun.
+ */
+static int poll_once(struct pollfd *fds, nfds_t n, int timeout, int *done,
+		     int *fell)
 {
 	struct pollfd small[128], *tr = 2 * n <= 128 ? small : calloc(2 * n, sizeof(*tr));
 	struct pl_sock *ss_small[64], **ss = n <= 64 ? ss_small : calloc(n, sizeof(*ss));
@@ -767,11 +922,17 @@ int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
 
 		tr[i] = fds[i];
 		ss[i] = NULL;
+		own[i] = OWN_PLAIN;
 		if (s && (s->fork == PL_FORK_CLIENT || s->fork == PL_FORK_SERVER))
 			pl_rs_fork_move(fds[i].fd, s);
+		if (s && s->connecting)
+			pl_rs_connect_progress(fds[i].fd, s);
 		if (s && s->route == GS_ROUTE_RSOCKET && s->rs >= 0 && !pl_rs_stale(s)) {
 			any = 1;
-			any_rs |= rs_arm(s, &tr[i], tr, own, &k, (int)i);
+			if (rs_arm(s, &tr[i], tr, own, &k, (int)i)) {
+				own[i] = OWN_RSOCKET;
+				any_rs = 1;
+			}
 			ss[i] = s;
 		} else {
 			pl_sock_put(s);
@@ -780,7 +941,7 @@ int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
 	if (!any)
 		goto out_put;
 	*done = 1;
-	r = rs_wait_all(tr, k, timeout, any_rs);
+	r = rs_wait_all(tr, k, timeout, any_rs, own);
 	if (r < 0)
 		goto out_put;
 	for (nfds_t i = 0; i < n; i++)
@@ -788,6 +949,12 @@ int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
 	for (nfds_t j = n; j < k; j++)
 		if (tr[j].revents)
 			fds[own[j]].revents |= watch_revents(ss[own[j]], fds[own[j]].events);
+	for (nfds_t i = 0; i < n; i++)
+		if (ss[i] && ss[i]->connecting && fds[i].revents &&
+		    pl_rs_connect_progress(fds[i].fd, ss[i])) {
+			fds[i].revents = 0;
+			*fell = 1;
+		}
 	r = 0;
 	for (nfds_t i = 0; i < n; i++)
 		r += fds[i].revents != 0;
@@ -802,6 +969,27 @@ out_free:
 	if (own != own_small)
 		free(own);
 	return r;
+}
+
+int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
+{
+	long long deadline = pl_now_ms() + timeout;
+
+	for (;;) {
+		int fell = 0, r = poll_once(fds, n, timeout, done, &fell);
+
+		if (r != 0 || !fell)
+			return r;
+		/* A connect moved to the kernel: wait on, for the time left. */
+		if (timeout > 0 && (timeout = (int)(deadline - pl_now_ms())) < 0)
+			timeout = 0;
+		if (timeout == 0)
+			return 0;
+		if (!*done) {
+			*done = 1;
+			return pl_real.poll(fds, n, timeout);
+		}
+	}
 }
 
 int pl_rs_select(int n, fd_set *rd, fd_set *wr, fd_set *ex, int timeout_ms,
@@ -958,6 +1146,22 @@ void pl_rs_ep_unwatch_kernel(int fd, struct pl_sock *s)
 	pthread_mutex_unlock(&ep_lock);
 }
 
+/* The reverse: a connection the kernel carries after all joins the kernel's sets. */
+static void ep_rewatch_kernel(int fd, struct pl_sock *s)
+{
+	pthread_mutex_lock(&ep_lock);
+	for (struct ep_set *e = ep_sets; e; e = e->next)
+		for (int i = 0; i < e->n; i++) {
+			struct epoll_event ev = { e->m[i].events, e->m[i].data };
+
+			if (e->m[i].s == s &&
+			    pl_real.epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 &&
+			    errno == EEXIST)
+				pl_real.epoll_ctl(e->epfd, EPOLL_CTL_MOD, fd, &ev);
+		}
+	pthread_mutex_unlock(&ep_lock);
+}
+
 void pl_rs_epoll_forget(int epfd)
 {
 	struct ep_set **pp, *e;
@@ -989,8 +1193,9 @@ static uint32_t poll_to_ep(short rev)
 	       ((rev & POLLHUP) ? EPOLLHUP : 0);
 }
 
-int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
-		     int *done)
+/* One wait of pl_rs_epoll_wait; *fell as in poll_once. */
+static int epoll_once(int epfd, struct epoll_event *out, int max, int timeout,
+		      int *done, int *fell)
 {
 	struct pollfd small[65], *p = small;
 	int own_small[65], *own = own_small, *slot = NULL;
@@ -1033,20 +1238,23 @@ int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 		goto out_free;
 	*done = 1;
 	p[0] = (struct pollfd){ epfd, POLLIN, 0 };
+	own[0] = OWN_PLAIN;
 	for (int i = 0; i < n; i++) {
 		struct pollfd mine = { -1, ep_to_poll(m[i].events), 0 };
 
 		slot[i] = -1;
 		if (!m[i].events)
 			continue; /* a oneshot that fired */
+		if (m[i].s->connecting && pl_rs_connect_progress(m[i].fd, m[i].s))
+			continue; /* the kernel's set has it now */
 		if (rs_arm(m[i].s, &mine, p, own, &k, i)) {
 			any_rs = 1;
 			slot[i] = (int)k;
 			p[k] = mine;
-			own[k++] = -1;
+			own[k++] = OWN_RSOCKET;
 		}
 	}
-	got = rs_wait_all(p, k, timeout, any_rs);
+	got = rs_wait_all(p, k, timeout, any_rs, own);
 	if (got <= 0)
 		goto out_put;
 	got = 0;
@@ -1063,6 +1271,10 @@ int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 		for (nfds_t j = 1; j < k; j++)
 			if (own[j] == i && p[j].revents)
 				rev |= watch_revents(m[i].s, ep_to_poll(m[i].events));
+		if (rev && m[i].s->connecting && pl_rs_connect_progress(m[i].fd, m[i].s)) {
+			*fell = 1;
+			continue;
+		}
 		ev = poll_to_ep(rev);
 		if (!ev || !m[i].events)
 			continue;
@@ -1090,4 +1302,26 @@ out_free:
 	if (own != own_small)
 		free(own);
 	return got;
+}
+
+int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
+		     int *done)
+{
+	long long deadline = pl_now_ms() + timeout;
+
+	for (;;) {
+		int fell = 0, r = epoll_once(epfd, out, max, timeout, done, &fell);
+
+		if (r != 0 || !fell)
+			return r;
+		/* A connect moved to the kernel: wait on, for the time left. */
+		if (timeout > 0 && (timeout = (int)(deadline - pl_now_ms())) < 0)
+			timeout = 0;
+		if (timeout == 0)
+			return 0;
+		if (!*done) {
+			*done = 1;
+			return pl_real.epoll_wait(epfd, out, max, timeout);
+		}
+	}
 }

@@ -27,9 +27,19 @@ int pl_rs_load(const char **why);
 /* The calls of an rsocket-routed descriptor, called with its rsocket. */
 extern struct pl_real pl_rs_calls;
 
-/* Connect s over rsocket; PL_RS_FALLBACK when the peer is not reachable so. */
+/*
+ * Connect s over rsocket; PL_RS_FALLBACK when the peer is not reachable
+ * so. A non-blocking socket's connect returns -1 with EINPROGRESS, as the
+ * kernel's does, and goes on (pl_rs_connect_progress).
+ */
 int pl_rs_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		  socklen_t len);
+/*
+ * Where s's non-blocking rsocket connect stands: connected, still going,
+ * or failed, and then the kernel connects fd instead (non-blocking) and
+ * fd is a plain kernel descriptor from here on: returns 1 in that case.
+ */
+int pl_rs_connect_progress(int fd, struct pl_sock *s);
 /* Listen on rsocket as well as on the kernel (fd, already listening). */
 int pl_rs_listen(int fd, struct pl_sock *s, int backlog);
 /* Accept on whichever of the rsocket and the kernel listener has a peer. */

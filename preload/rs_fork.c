@@ -42,7 +42,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "route.h"
@@ -68,20 +67,12 @@ enum fk_result {
 	FK_BROKEN, /* the exchange failed midway: the connection is unusable */
 };
 
-static long long now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000LL + t.tv_nsec / 1000000;
-}
-
 /* Wait for ev on kernel descriptor fd until deadline: its revents, 0 on timeout. */
 static short k_wait(int fd, short ev, long long deadline)
 {
 	for (;;) {
 		struct pollfd p = { fd, ev, 0 };
-		long long left = deadline - now_ms();
+		long long left = deadline - pl_now_ms();
 		int r;
 
 		if (left < 0)
@@ -136,7 +127,7 @@ static int rs_recv_all(int r, void *buf, size_t n, long long deadline)
 		struct pollfd p = { r, POLLIN, 0 };
 		ssize_t got = RS(pl_rdmacm.rrecv(r, (char *)buf + done, n - done,
 						 MSG_DONTWAIT));
-		long long left = deadline - now_ms();
+		long long left = deadline - pl_now_ms();
 
 		if (got > 0) {
 			done += (size_t)got;
@@ -144,7 +135,7 @@ static int rs_recv_all(int r, void *buf, size_t n, long long deadline)
 		}
 		if (got == 0 || (errno != EAGAIN && errno != EINTR) || left <= 0)
 			return -1;
-		RS(pl_rdmacm.rpoll(&p, 1, (int)left));
+		pl_rs_rpoll(&p, 1, (int)left);
 	}
 	return 0;
 }
@@ -170,7 +161,7 @@ static uint16_t get_port(const struct sockaddr_storage *ss)
  */
 static enum fk_result fork_active(int fd, int domain, int *out)
 {
-	long long deadline = now_ms() + PL_FORK_WAIT_MS;
+	long long deadline = pl_now_ms() + PL_FORK_WAIT_MS;
 	char req[16], rep[16], mine = FK_STAY, theirs = 0, offer = 0;
 	struct sockaddr_storage ss;
 	uint16_t port_be;
@@ -185,7 +176,7 @@ static enum fk_result fork_active(int fd, int domain, int *out)
 	memcpy(req, req_magic, 8);
 	if (getrandom(req + 8, 8, 0) != 8 ||
 	    k_send_all(fd, req, sizeof(req), deadline) < 0 ||
-	    k_recv_all(fd, rep, sizeof(rep), now_ms() + PL_FORK_VERDICT_MS) < 0 ||
+	    k_recv_all(fd, rep, sizeof(rep), pl_now_ms() + PL_FORK_VERDICT_MS) < 0 ||
 	    memcmp(rep, rep_magic, 8) != 0 ||
 	    pl_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
 		return FK_BROKEN;
@@ -195,8 +186,8 @@ static enum fk_result fork_active(int fd, int domain, int *out)
 	if (r >= 0 && RS(pl_rdmacm.rconnect(r, (struct sockaddr *)&ss, len)) == 0 &&
 	    RS(pl_rdmacm.rsend(r, req + 8, 8, 0)) == 8)
 		mine = FK_MOVED;
-	if (k_send_all(fd, &mine, 1, now_ms() + PL_FORK_VERDICT_MS) < 0 ||
-	    k_recv_all(fd, &theirs, 1, now_ms() + PL_FORK_VERDICT_MS) < 0) {
+	if (k_send_all(fd, &mine, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0 ||
+	    k_recv_all(fd, &theirs, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0) {
 		mine = FK_STAY;
 		theirs = 0;
 	}
@@ -245,7 +236,7 @@ err_close:
 static int fork_accept(int fd, int l, const char *nonce, char *verdict,
 		       long long deadline)
 {
-	while (now_ms() < deadline && !*verdict) {
+	while (pl_now_ms() < deadline && !*verdict) {
 		int c = RS(pl_rdmacm.raccept(l, NULL, NULL));
 		char got[8];
 
@@ -257,7 +248,7 @@ static int fork_accept(int fd, int l, const char *nonce, char *verdict,
 			continue;
 		}
 		if (RS(pl_rs_settle(c)) == 0 &&
-		    rs_recv_all(c, got, sizeof(got), now_ms() + PL_FORK_WAIT_MS) == 0 &&
+		    rs_recv_all(c, got, sizeof(got), pl_now_ms() + PL_FORK_WAIT_MS) == 0 &&
 		    memcmp(got, nonce, sizeof(got)) == 0)
 			return c;
 		RS(pl_rdmacm.rclose(c)); /* not the one */
@@ -268,7 +259,7 @@ static int fork_accept(int fd, int l, const char *nonce, char *verdict,
 /* The server's side, on an accepted kernel socket. */
 static enum fk_result fork_passive(int fd, int domain, int *out)
 {
-	long long deadline = now_ms() + PL_FORK_WAIT_MS;
+	long long deadline = pl_now_ms() + PL_FORK_WAIT_MS;
 	char offer = FK_OFFER, req[16], rep[16] = { 0 }, theirs = 0, mine;
 	uint16_t port_be = 0;
 	int l = -1, c = -1;
@@ -293,14 +284,14 @@ static enum fk_result fork_passive(int fd, int domain, int *out)
 	l = fork_listener(fd, domain, &port_be);
 	memcpy(rep, rep_magic, 8);
 	memcpy(rep + 8, &port_be, 2); /* network order already */
-	if (k_send_all(fd, rep, sizeof(rep), now_ms() + PL_FORK_WAIT_MS) < 0)
+	if (k_send_all(fd, rep, sizeof(rep), pl_now_ms() + PL_FORK_WAIT_MS) < 0)
 		goto err_close;
 	if (l >= 0)
-		c = fork_accept(fd, l, req + 8, &theirs, now_ms() + PL_FORK_WAIT_MS);
-	if (!theirs && k_recv_all(fd, &theirs, 1, now_ms() + PL_FORK_VERDICT_MS) < 0)
+		c = fork_accept(fd, l, req + 8, &theirs, pl_now_ms() + PL_FORK_WAIT_MS);
+	if (!theirs && k_recv_all(fd, &theirs, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0)
 		goto err_close;
 	mine = c >= 0 && theirs == FK_MOVED ? FK_MOVED : FK_STAY;
-	if (k_send_all(fd, &mine, 1, now_ms() + PL_FORK_WAIT_MS) < 0)
+	if (k_send_all(fd, &mine, 1, pl_now_ms() + PL_FORK_WAIT_MS) < 0)
 		goto err_close;
 	if (l >= 0)
 		RS(pl_rdmacm.rclose(l));

@@ -56,6 +56,10 @@ extern struct pl_rdmacm pl_rdmacm;
 		r_;                  \
 	})
 
+/* rpoll for the preload's waits: a finite timeout without librdmacm's leak. */
+int pl_rs_rpoll(struct pollfd *p, nfds_t n, int timeout);
+/* CLOCK_MONOTONIC, in milliseconds. */
+long long pl_now_ms(void);
 /* Options the application set on kernel socket fd, set on rsocket r too. */
 void pl_rs_replay_options(int fd, int r);
 /* A descriptor that becomes readable when connected rsocket r's peer is gone. */
