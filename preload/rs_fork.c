@@ -90,7 +90,8 @@ static int k_send_all(int fd, const void *buf, size_t n, long long deadline)
 	size_t done = 0;
 
 	while (done < n) {
-		ssize_t put = pl_real.send(fd, (const char *)buf + done, n - done,
+		ssize_t put = pl_real.send(fd, (const char *)buf + done,
+					   n - done,
 					   MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		if (put > 0)
@@ -107,7 +108,8 @@ static int k_recv_all(int fd, void *buf, size_t n, long long deadline)
 	size_t done = 0;
 
 	while (done < n) {
-		ssize_t got = pl_real.recv(fd, (char *)buf + done, n - done, MSG_DONTWAIT);
+		ssize_t got = pl_real.recv(fd, (char *)buf + done, n - done,
+					   MSG_DONTWAIT);
 
 		if (got > 0)
 			done += (size_t)got;
@@ -125,15 +127,16 @@ static int rs_recv_all(int r, void *buf, size_t n, long long deadline)
 
 	while (done < n) {
 		struct pollfd p = { r, POLLIN, 0 };
-		ssize_t got = RS(pl_rdmacm.rrecv(r, (char *)buf + done, n - done,
-						 MSG_DONTWAIT));
+		ssize_t got = RS(pl_rdmacm.rrecv(r, (char *)buf + done,
+						 n - done, MSG_DONTWAIT));
 		long long left = deadline - pl_now_ms();
 
 		if (got > 0) {
 			done += (size_t)got;
 			continue;
 		}
-		if (got == 0 || (errno != EAGAIN && errno != EINTR) || left <= 0)
+		if (got == 0 || (errno != EAGAIN && errno != EINTR) ||
+		    left <= 0)
 			return -1;
 		pl_rs_rpoll(&p, 1, (int)left);
 	}
@@ -176,14 +179,16 @@ static enum fk_result fork_active(int fd, int domain, int *out)
 	memcpy(req, req_magic, 8);
 	if (getrandom(req + 8, 8, 0) != 8 ||
 	    k_send_all(fd, req, sizeof(req), deadline) < 0 ||
-	    k_recv_all(fd, rep, sizeof(rep), pl_now_ms() + PL_FORK_VERDICT_MS) < 0 ||
+	    k_recv_all(fd, rep, sizeof(rep), deadline + PL_FORK_VERDICT_MS) <
+		    0 ||
 	    memcmp(rep, rep_magic, 8) != 0 ||
 	    pl_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
 		return FK_BROKEN;
 	memcpy(&port_be, rep + 8, 2);
 	set_port(&ss, port_be);
 	r = RS(pl_rdmacm.rsocket(domain, SOCK_STREAM, 0));
-	if (r >= 0 && RS(pl_rdmacm.rconnect(r, (struct sockaddr *)&ss, len)) == 0 &&
+	if (r >= 0 &&
+	    RS(pl_rdmacm.rconnect(r, (struct sockaddr *)&ss, len)) == 0 &&
 	    RS(pl_rdmacm.rsend(r, req + 8, 8, 0)) == 8)
 		mine = FK_MOVED;
 	if (k_send_all(fd, &mine, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0 ||
@@ -248,7 +253,8 @@ static int fork_accept(int fd, int l, const char *nonce, char *verdict,
 			continue;
 		}
 		if (RS(pl_rs_settle(c)) == 0 &&
-		    rs_recv_all(c, got, sizeof(got), pl_now_ms() + PL_FORK_WAIT_MS) == 0 &&
+		    rs_recv_all(c, got, sizeof(got),
+				pl_now_ms() + PL_FORK_WAIT_MS) == 0 &&
 		    memcmp(got, nonce, sizeof(got)) == 0)
 			return c;
 		RS(pl_rdmacm.rclose(c)); /* not the one */
@@ -265,21 +271,25 @@ static enum fk_result fork_passive(int fd, int domain, int *out)
 	int l = -1, c = -1;
 	ssize_t got;
 
-	if (pl_real.send(fd, &offer, 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+	if (pl_real.send(fd, &offer, 1,
+			 MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
 		return FK_PLAIN;
 	/* Look, without taking: a plain client's first bytes are its data. */
 	for (;;) {
-		got = pl_real.recv(fd, req, sizeof(req), MSG_PEEK | MSG_DONTWAIT);
+		got = pl_real.recv(fd, req, sizeof(req),
+				   MSG_PEEK | MSG_DONTWAIT);
 		if (got <= 0 && !(got < 0 && errno == EAGAIN))
 			return FK_PLAIN; /* its end or an error: the application's to see */
-		if (got > 0 && memcmp(req, req_magic, got < 8 ? (size_t)got : 8) != 0)
+		if (got > 0 &&
+		    memcmp(req, req_magic, got < 8 ? (size_t)got : 8) != 0)
 			return FK_PLAIN;
 		if (got == (ssize_t)sizeof(req))
 			break;
 		if (!k_wait(fd, POLLIN, deadline))
 			return FK_PLAIN; /* it says nothing: it waits for us */
 	}
-	if (pl_real.recv(fd, req, sizeof(req), MSG_DONTWAIT) != (ssize_t)sizeof(req))
+	if (pl_real.recv(fd, req, sizeof(req), MSG_DONTWAIT) !=
+	    (ssize_t)sizeof(req))
 		return FK_BROKEN;
 	l = fork_listener(fd, domain, &port_be);
 	memcpy(rep, rep_magic, 8);
@@ -287,8 +297,10 @@ static enum fk_result fork_passive(int fd, int domain, int *out)
 	if (k_send_all(fd, rep, sizeof(rep), pl_now_ms() + PL_FORK_WAIT_MS) < 0)
 		goto err_close;
 	if (l >= 0)
-		c = fork_accept(fd, l, req + 8, &theirs, pl_now_ms() + PL_FORK_WAIT_MS);
-	if (!theirs && k_recv_all(fd, &theirs, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0)
+		c = fork_accept(fd, l, req + 8, &theirs,
+				pl_now_ms() + PL_FORK_WAIT_MS);
+	if (!theirs &&
+	    k_recv_all(fd, &theirs, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0)
 		goto err_close;
 	mine = c >= 0 && theirs == FK_MOVED ? FK_MOVED : FK_STAY;
 	if (k_send_all(fd, &mine, 1, pl_now_ms() + PL_FORK_WAIT_MS) < 0)
@@ -325,11 +337,14 @@ static void adopt_moved(int fd, struct pl_sock *s, int r)
 	k = pl_real.socket(s->domain, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (k >= 0) {
 		/* If it fails, the kernel connection just stays open, unused. */
-		if (pl_real.dup3(k, fd, fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) == fd)
+		if (pl_real.dup3(k, fd,
+				 fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC :
+								   0) == fd)
 			pl_real.fcntl(fd, F_SETFL, fl);
 		pl_real.close(k);
 	}
-	RS(pl_rdmacm.rfcntl(r, F_SETFL, O_NONBLOCK)); /* blocking is done by RS_IO */
+	RS(pl_rdmacm.rfcntl(r, F_SETFL,
+			    O_NONBLOCK)); /* blocking is done by RS_IO */
 	s->nonblock = fl >= 0 && (fl & O_NONBLOCK);
 	s->watch_fd = pl_rs_watch_peer(r);
 	s->gen = pl_fork_gen;
@@ -355,7 +370,8 @@ void pl_rs_fork_move(int fd, struct pl_sock *s)
 	s->fork = PL_FORK_NONE;
 	if (res == FK_OK) {
 		adopt_moved(fd, s, r);
-		pl_log(PL_LOG_INFO, "fd %d: moved to rsocket (fork-safe mode)", fd);
+		pl_log(PL_LOG_INFO, "fd %d: moved to rsocket (fork-safe mode)",
+		       fd);
 	} else {
 		pl_log(res == FK_BROKEN ? PL_LOG_WARN : PL_LOG_INFO,
 		       res == FK_BROKEN ?
