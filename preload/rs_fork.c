@@ -165,6 +165,7 @@ static uint16_t get_port(const struct sockaddr_storage *ss)
 static enum fk_result fork_active(int fd, int domain, int *out)
 {
 	long long deadline = pl_now_ms() + PL_FORK_WAIT_MS;
+	long long verdict_by = deadline + PL_FORK_VERDICT_MS;
 	char req[16], rep[16], mine = FK_STAY, theirs = 0, offer = 0;
 	struct sockaddr_storage ss;
 	uint16_t port_be;
@@ -179,8 +180,7 @@ static enum fk_result fork_active(int fd, int domain, int *out)
 	memcpy(req, req_magic, 8);
 	if (getrandom(req + 8, 8, 0) != 8 ||
 	    k_send_all(fd, req, sizeof(req), deadline) < 0 ||
-	    k_recv_all(fd, rep, sizeof(rep), deadline + PL_FORK_VERDICT_MS) <
-		    0 ||
+	    k_recv_all(fd, rep, sizeof(rep), verdict_by) < 0 ||
 	    memcmp(rep, rep_magic, 8) != 0 ||
 	    pl_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
 		return FK_BROKEN;
