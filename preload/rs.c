@@ -37,19 +37,59 @@ struct pl_rdmacm pl_rdmacm;
  * drops to zero, the first wake-up it signals is never cleared, and every
  * later rpoll that has to wait spins forever in sched_yield (seen in
  * gsockd with a connect in flight: its loop stopped). So a finite wait
- * is an rpoll with no timeout over the caller's descriptors and a timerfd
- * that ends it.
+ * is a check without waiting, then an rpoll with no timeout over the
+ * caller's descriptors and this thread's timerfd, armed to end it.
  */
+static pthread_key_t timer_key;
+static pthread_once_t timer_once = PTHREAD_ONCE_INIT;
+static __thread int timer_fd = -1;
+static __thread unsigned timer_gen; /* pl_fork_gen when timer_fd was made */
+
+static void timer_drop(void *fd_plus_1)
+{
+	pl_real.close((int)(intptr_t)fd_plus_1 - 1);
+}
+
+static void timer_key_make(void)
+{
+	pthread_key_create(&timer_key, timer_drop); /* closed when the thread ends */
+}
+
+/* This thread's timerfd, armed to fire once in ms; -1 if there is none. */
+static int timer_arm(int ms)
+{
+	struct itimerspec its = { { 0, 0 }, { ms / 1000, (ms % 1000) * 1000000L } };
+
+	if (timer_fd >= 0 && timer_gen != pl_fork_gen) {
+		pl_real.close(timer_fd); /* the parent's, shared since fork */
+		timer_fd = -1;
+	}
+	if (timer_fd < 0) {
+		pthread_once(&timer_once, timer_key_make);
+		timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (timer_fd < 0)
+			return -1;
+		timer_gen = pl_fork_gen;
+		pthread_setspecific(timer_key, (void *)(intptr_t)(timer_fd + 1));
+	}
+	/* Arming also clears an expiry left from an earlier wait. */
+	if (timerfd_settime(timer_fd, 0, &its, NULL) < 0)
+		return -1;
+	return timer_fd;
+}
+
 int pl_rs_rpoll(struct pollfd *p, nfds_t n, int timeout)
 {
-	struct pollfd small[65], *q = n + 1 <= 65 ? small : malloc((n + 1) * sizeof(*q));
-	struct itimerspec its = { { 0, 0 }, { timeout / 1000, (timeout % 1000) * 1000000L } };
-	int t = -1, r;
+	struct pollfd small[65], *q = small;
+	int t, r = RS(pl_rdmacm.rpoll(p, n, timeout < 0 ? timeout : 0));
 
-	if (timeout > 0 && q)
-		t = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (t < 0 || timerfd_settime(t, 0, &its, NULL) < 0) {
-		r = RS(pl_rdmacm.rpoll(p, n, timeout)); /* no time to wait, or no timer */
+	if (r != 0 || timeout <= 0)
+		return r;
+	if (n + 1 > 65)
+		q = malloc((n + 1) * sizeof(*q));
+	t = q ? timer_arm(timeout) : -1;
+	if (t < 0) {
+		r = RS(pl_rdmacm.rpoll(p, n, timeout)); /* no timer to be had */
 		goto out_free;
 	}
 	memcpy(q, p, n * sizeof(*q));
@@ -61,8 +101,6 @@ int pl_rs_rpoll(struct pollfd *p, nfds_t n, int timeout)
 			p[i].revents = q[i].revents;
 	}
 out_free:
-	if (t >= 0)
-		pl_real.close(t);
 	if (q != small)
 		free(q);
 	return r;
@@ -584,12 +622,16 @@ void pl_rs_setfl(struct pl_sock *s, int flags)
 	s->nonblock = (flags & O_NONBLOCK) != 0;
 }
 
-/* Wait until r is ready for ev or its peer is gone (bounded: re-checked by the caller). */
+/*
+ * Wait until r is ready for ev or its peer is gone. No timeout of ours
+ * (it would cost a timer per wait: pl_rs_rpoll); rpoll itself re-checks
+ * the rsocket's state every few seconds.
+ */
 static void rs_wait(struct pl_sock *s, short ev)
 {
 	struct pollfd p[2] = { { s->rs, ev, 0 }, { s->watch_fd, POLLIN, 0 } };
 
-	pl_rs_rpoll(p, s->watch_fd >= 0 ? 2 : 1, 1000);
+	pl_rs_rpoll(p, s->watch_fd >= 0 ? 2 : 1, -1);
 }
 
 /*
@@ -855,49 +897,10 @@ static int rs_arm(struct pl_sock *s, struct pollfd *slot, struct pollfd *tr,
 	return 1;
 }
 
-/* What own[j] says of a wait's slot j that no rsocket entry added. */
-#define OWN_RSOCKET (-1) /* an rsocket */
-#define OWN_PLAIN (-2) /* a kernel descriptor of the caller's */
-
-/*
- * The wait itself: rpoll if an rsocket is in it, else the kernel's poll.
- * rpoll looks at plain descriptors only when it goes to sleep, never
- * when an rsocket is ready at once or there is no time to wait (a busy
- * loop such as gsockd's would never see them): so they are polled again
- * here, without waiting, with the rsockets masked (a negative fd).
- */
-static int rs_wait_all(struct pollfd *p, nfds_t n, int timeout, int any_rs,
-		       const int *own)
+/* The wait itself: rpoll if an rsocket is in it, else the kernel's poll. */
+static int rs_wait_all(struct pollfd *p, nfds_t n, int timeout, int any_rs)
 {
-	short small[128], *rev;
-	int r;
-
-	if (!any_rs)
-		return pl_real.poll(p, n, timeout);
-	r = pl_rs_rpoll(p, n, timeout);
-	rev = n <= 128 ? small : malloc(n * sizeof(*rev));
-	if (r < 0 || !rev)
-		goto out_free;
-	for (nfds_t j = 0; j < n; j++) {
-		rev[j] = p[j].revents;
-		if (own[j] == OWN_RSOCKET)
-			p[j].fd = ~p[j].fd;
-	}
-	pl_real.poll(p, n, 0);
-	r = 0;
-	for (nfds_t j = 0; j < n; j++) {
-		if (own[j] == OWN_RSOCKET) {
-			p[j].fd = ~p[j].fd;
-			p[j].revents = rev[j];
-		} else {
-			p[j].revents |= rev[j];
-		}
-		r += p[j].revents != 0;
-	}
-out_free:
-	if (rev != small)
-		free(rev);
-	return r;
+	return any_rs ? pl_rs_rpoll(p, n, timeout) : pl_real.poll(p, n, timeout);
 }
 
 /*
@@ -922,17 +925,13 @@ static int poll_once(struct pollfd *fds, nfds_t n, int timeout, int *done,
 
 		tr[i] = fds[i];
 		ss[i] = NULL;
-		own[i] = OWN_PLAIN;
 		if (s && (s->fork == PL_FORK_CLIENT || s->fork == PL_FORK_SERVER))
 			pl_rs_fork_move(fds[i].fd, s);
 		if (s && s->connecting)
 			pl_rs_connect_progress(fds[i].fd, s);
 		if (s && s->route == GS_ROUTE_RSOCKET && s->rs >= 0 && !pl_rs_stale(s)) {
 			any = 1;
-			if (rs_arm(s, &tr[i], tr, own, &k, (int)i)) {
-				own[i] = OWN_RSOCKET;
-				any_rs = 1;
-			}
+			any_rs |= rs_arm(s, &tr[i], tr, own, &k, (int)i);
 			ss[i] = s;
 		} else {
 			pl_sock_put(s);
@@ -941,7 +940,7 @@ static int poll_once(struct pollfd *fds, nfds_t n, int timeout, int *done,
 	if (!any)
 		goto out_put;
 	*done = 1;
-	r = rs_wait_all(tr, k, timeout, any_rs, own);
+	r = rs_wait_all(tr, k, timeout, any_rs);
 	if (r < 0)
 		goto out_put;
 	for (nfds_t i = 0; i < n; i++)
@@ -1238,7 +1237,6 @@ static int epoll_once(int epfd, struct epoll_event *out, int max, int timeout,
 		goto out_free;
 	*done = 1;
 	p[0] = (struct pollfd){ epfd, POLLIN, 0 };
-	own[0] = OWN_PLAIN;
 	for (int i = 0; i < n; i++) {
 		struct pollfd mine = { -1, ep_to_poll(m[i].events), 0 };
 
@@ -1251,10 +1249,10 @@ static int epoll_once(int epfd, struct epoll_event *out, int max, int timeout,
 			any_rs = 1;
 			slot[i] = (int)k;
 			p[k] = mine;
-			own[k++] = OWN_RSOCKET;
+			own[k++] = -1;
 		}
 	}
-	got = rs_wait_all(p, k, timeout, any_rs, own);
+	got = rs_wait_all(p, k, timeout, any_rs);
 	if (got <= 0)
 		goto out_put;
 	got = 0;
