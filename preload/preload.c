@@ -510,15 +510,20 @@ int listen(int fd, int backlog)
 
 /*
  * A connection accepted on the kernel is a plain descriptor, unless its
- * listener is in fork-safe mode: then it is to move to rsocket.
+ * listener is in fork-safe mode: then it is offered the move to rsocket
+ * now, and moves at its first data call (rs_fork.c).
  */
 static int accepted(int fd, const struct pl_sock *ls)
 {
 	struct pl_sock *s;
+	int offered = 0;
 
 	if (fd < 0 || pl_busy)
 		return fd;
-	if (!ls || ls->fork != PL_FORK_LISTENER) {
+#ifdef HAVE_RDMACM
+	offered = ls && ls->fork == PL_FORK_LISTENER && pl_rs_fork_offer(fd) == 0;
+#endif
+	if (!offered) {
 		pl_fd_clear(fd);
 		return fd;
 	}

@@ -61,6 +61,8 @@ int pl_rs_stale(const struct pl_sock *s);
  * Called before the first data call, poll or epoll registration.
  */
 void pl_rs_fork_move(int fd, struct pl_sock *s);
+/* Fork-safe mode: offer the move to a just-accepted kernel connection; 0 if sent. */
+int pl_rs_fork_offer(int fd);
 /* The application changed its O_NONBLOCK. */
 void pl_rs_setfl(struct pl_sock *s, int flags);
 /* poll over descriptors of both routes; *done is 0 if none was rsocket. */

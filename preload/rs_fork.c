@@ -8,24 +8,34 @@
  * forking server, typically). Both ends must run in this mode to move; a
  * connection with a plain peer stays on TCP, its bytes untouched.
  *
- * The move, over the kernel connection ("server" is the accepting side):
+ * The move, over the kernel connection ("server" is the accepting side).
+ * Until both ends have said they take part, they say so out of band
+ * (one urgent byte each way, which a plain peer never reads: urgent data
+ * is not in the stream), so a plain peer's stream is never touched:
  *
  *   server                                  client
  *   ------                                  ------
- *   1 urgent byte 'G' (the offer) ------->  waits for it, up to
- *                                           PL_FORK_WAIT_MS; a plain
- *                                           client never reads it (urgent
- *                                           data is out of band)
- *   waits up to PL_FORK_WAIT_MS <-------   REQ: "gsockFK1" nonce[8]
- *   for REQ (other bytes first:
- *   a plain client, stay on TCP)
+ *   at accept (before any fork):
+ *   urgent 'G' (the offer) -------------->  at its first data call, waits
+ *                                           up to PL_FORK_WAIT_MS for it
+ *                                           (the server's data or end
+ *                                           first: a plain server)
+ *   at its first data call, waits  <------  urgent 'Y' (taken)
+ *   up to PL_FORK_WAIT_MS for it (data
+ *   or end first: a plain client)
  *   listens on a new rsocket, port P
- *   REP: "gsockFK2" P[2, big-endian] 0[6] ->
+ *   REP: "gsockFK2" P[2] 0[6] nonce[8] -->  looks for it (without taking
+ *                                           other bytes) up to
+ *                                           PL_FORK_REP_MS, else stays on TCP
  *                                <=======  rconnect to the server's
- *                                          address, port P; nonce[8] over it
+ *                                          address, port P; nonce over it
  *                                <-------  verdict: 'R' connected, 'T' not
  *   verdict: 'R' if the rsocket that
  *   sent the nonce is accepted, else 'T' -->
+ *
+ * A server that gave up waiting for 'Y' sends nothing of the move again,
+ * and a 'Y' that comes later is out of band: dropped unseen. The client
+ * gives up on REP only after far longer than the server takes to send it.
  *
  * Both ends read the other's verdict before they leave, so nothing of the
  * exchange is left in the stream for the application; 'R' from both
@@ -50,14 +60,16 @@
 
 /* How long either end waits for the other to take part. */
 #define PL_FORK_WAIT_MS 2000
+/* How long a client that said 'Y' looks for REP. */
+#define PL_FORK_REP_MS 4000
 /* How long either end waits for the other's verdict (it is connecting). */
 #define PL_FORK_VERDICT_MS 30000
 
 #define FK_OFFER 'G'
+#define FK_YES 'Y'
 #define FK_MOVED 'R'
 #define FK_STAY 'T'
 
-static const char req_magic[8] = "gsockFK1";
 static const char rep_magic[8] = "gsockFK2";
 
 /* What a step of the move ended in. */
@@ -158,38 +170,65 @@ static uint16_t get_port(const struct sockaddr_storage *ss)
 		       ((const struct sockaddr_in *)ss)->sin_port;
 }
 
+/* Wait until deadline for the peer's urgent byte; 0 if its data or end comes first. */
+static char k_urgent(int fd, long long deadline)
+{
+	char b = 0;
+
+	if (!(k_wait(fd, POLLPRI | POLLIN, deadline) & POLLPRI) ||
+	    pl_real.recv(fd, &b, 1, MSG_OOB | MSG_DONTWAIT) != 1)
+		return 0;
+	return b;
+}
+
 /*
- * The client's side, on a connected kernel socket: wait for the offer;
- * then ask, connect the rsocket, and agree. *out is the rsocket on FK_OK.
+ * Whether REP comes first in fd's stream, by deadline: it is then taken
+ * into rep; anything else is left where it is, the application's.
+ */
+static int k_take_rep(int fd, char *rep, size_t n, long long deadline)
+{
+	for (;;) {
+		ssize_t got = pl_real.recv(fd, rep, n, MSG_PEEK | MSG_DONTWAIT);
+
+		if (got <= 0 && !(got < 0 && errno == EAGAIN))
+			return 0; /* its end, or an error: the application's to see */
+		if (got > 0 &&
+		    memcmp(rep, rep_magic, got < 8 ? (size_t)got : 8))
+			return 0;
+		if (got == (ssize_t)n)
+			return pl_real.recv(fd, rep, n, MSG_DONTWAIT) ==
+			       (ssize_t)n;
+		if (!k_wait(fd, POLLIN, deadline))
+			return 0;
+	}
+}
+
+/*
+ * The client's side, on a connected kernel socket: take the offer, say
+ * yes, connect the rsocket, and agree. *out is the rsocket on FK_OK.
  */
 static enum fk_result fork_active(int fd, int domain, int *out)
 {
 	long long deadline = pl_now_ms() + PL_FORK_WAIT_MS;
-	long long verdict_by = deadline + PL_FORK_VERDICT_MS;
-	char req[16], rep[16], mine = FK_STAY, theirs = 0, offer = 0;
+	char yes = FK_YES, rep[24], mine = FK_STAY, theirs = 0;
 	struct sockaddr_storage ss;
 	uint16_t port_be;
 	socklen_t len = sizeof(ss);
 	int r = -1;
 
-	/* The server's data, or its end, before an offer: a plain server. */
-	if (!(k_wait(fd, POLLPRI | POLLIN, deadline) & POLLPRI) ||
-	    pl_real.recv(fd, &offer, 1, MSG_OOB | MSG_DONTWAIT) != 1 ||
-	    offer != FK_OFFER)
+	if (k_urgent(fd, deadline) != FK_OFFER ||
+	    pl_real.send(fd, &yes, 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) !=
+		    1 ||
+	    !k_take_rep(fd, rep, sizeof(rep), pl_now_ms() + PL_FORK_REP_MS))
 		return FK_PLAIN;
-	memcpy(req, req_magic, 8);
-	if (getrandom(req + 8, 8, 0) != 8 ||
-	    k_send_all(fd, req, sizeof(req), deadline) < 0 ||
-	    k_recv_all(fd, rep, sizeof(rep), verdict_by) < 0 ||
-	    memcmp(rep, rep_magic, 8) != 0 ||
-	    pl_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+	if (pl_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
 		return FK_BROKEN;
 	memcpy(&port_be, rep + 8, 2);
 	set_port(&ss, port_be);
 	r = RS(pl_rdmacm.rsocket(domain, SOCK_STREAM, 0));
 	if (r >= 0 &&
 	    RS(pl_rdmacm.rconnect(r, (struct sockaddr *)&ss, len)) == 0 &&
-	    RS(pl_rdmacm.rsend(r, req + 8, 8, 0)) == 8)
+	    RS(pl_rdmacm.rsend(r, rep + 16, 8, 0)) == 8)
 		mine = FK_MOVED;
 	if (k_send_all(fd, &mine, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0 ||
 	    k_recv_all(fd, &theirs, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0) {
@@ -262,42 +301,34 @@ static int fork_accept(int fd, int l, const char *nonce, char *verdict,
 	return -1;
 }
 
-/* The server's side, on an accepted kernel socket. */
+int pl_rs_fork_offer(int fd)
+{
+	char offer = FK_OFFER;
+
+	return pl_real.send(fd, &offer, 1,
+			    MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) == 1 ?
+		       0 :
+		       -1;
+}
+
+/* The server's side, on an accepted kernel socket that was offered the move. */
 static enum fk_result fork_passive(int fd, int domain, int *out)
 {
-	long long deadline = pl_now_ms() + PL_FORK_WAIT_MS;
-	char offer = FK_OFFER, req[16], rep[16] = { 0 }, theirs = 0, mine;
+	char rep[24] = { 0 }, theirs = 0, mine;
 	uint16_t port_be = 0;
 	int l = -1, c = -1;
-	ssize_t got;
 
-	if (pl_real.send(fd, &offer, 1,
-			 MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+	if (k_urgent(fd, pl_now_ms() + PL_FORK_WAIT_MS) != FK_YES)
 		return FK_PLAIN;
-	/* Look, without taking: a plain client's first bytes are its data. */
-	for (;;) {
-		got = pl_real.recv(fd, req, sizeof(req),
-				   MSG_PEEK | MSG_DONTWAIT);
-		if (got <= 0 && !(got < 0 && errno == EAGAIN))
-			return FK_PLAIN; /* its end or an error: the application's to see */
-		if (got > 0 &&
-		    memcmp(req, req_magic, got < 8 ? (size_t)got : 8) != 0)
-			return FK_PLAIN;
-		if (got == (ssize_t)sizeof(req))
-			break;
-		if (!k_wait(fd, POLLIN, deadline))
-			return FK_PLAIN; /* it says nothing: it waits for us */
-	}
-	if (pl_real.recv(fd, req, sizeof(req), MSG_DONTWAIT) !=
-	    (ssize_t)sizeof(req))
-		return FK_BROKEN;
-	l = fork_listener(fd, domain, &port_be);
 	memcpy(rep, rep_magic, 8);
-	memcpy(rep + 8, &port_be, 2); /* network order already */
-	if (k_send_all(fd, rep, sizeof(rep), pl_now_ms() + PL_FORK_WAIT_MS) < 0)
+	l = fork_listener(fd, domain, &port_be);
+	memcpy(rep + 8, &port_be,
+	       2); /* network order already; 0: no listener */
+	if (getrandom(rep + 16, 8, 0) != 8 ||
+	    k_send_all(fd, rep, sizeof(rep), pl_now_ms() + PL_FORK_WAIT_MS) < 0)
 		goto err_close;
 	if (l >= 0)
-		c = fork_accept(fd, l, req + 8, &theirs,
+		c = fork_accept(fd, l, rep + 16, &theirs,
 				pl_now_ms() + PL_FORK_WAIT_MS);
 	if (!theirs &&
 	    k_recv_all(fd, &theirs, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0)

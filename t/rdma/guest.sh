@@ -225,6 +225,12 @@ for i in 1 2 3; do
 done
 [ $i -eq 3 ] && [ "$(grep -c "moved to rsocket" /tmp/socatfs.err)" -ge 4 ]
 ok $? "three more connections, each moved by its own child"
+# A fork-safe client that connects, then waits 3 s before its first data
+# call: the server's child gave up on it after 2 s; the client's late
+# answer is out of band and dropped, neither stream gets a stray byte.
+[ "$(env LD_PRELOAD=$PRELOAD $FS timeout 20 bash -c "exec 3<>/dev/tcp/$IP/7401; sleep 3; echo late-client >&3; read -r l <&3; echo \$l" 2>/tmp/late.err)" = late-client ]
+ok $? "a fork-safe client whose first data call comes after the server gave up: stays on TCP, bytes intact"
+sed 's/^/# bash: /' /tmp/late.err | tail -2
 t0=$(tcp_segs)
 [ "$(echo plain-client | timeout 10 nc -N $IP 7401)" = plain-client ]
 ok $? "a plain nc against the fork-safe server: served over TCP, bytes untouched"
