@@ -76,6 +76,7 @@ static const char rep_magic[8] = "gsockFK2";
 enum fk_result {
 	FK_OK, /* done */
 	FK_PLAIN, /* the peer does not take part: stay on TCP, stream untouched */
+	FK_NO_RSOCKET, /* both take part, no rsocket connection came of it: TCP */
 	FK_BROKEN, /* the exchange failed midway: the connection is unusable */
 };
 
@@ -173,11 +174,15 @@ static uint16_t get_port(const struct sockaddr_storage *ss)
 /* Wait until deadline for the peer's urgent byte; 0 if its data or end comes first. */
 static char k_urgent(int fd, long long deadline)
 {
+	long long t0 = pl_now_ms();
+	short ev = k_wait(fd, POLLPRI | POLLIN, deadline);
 	char b = 0;
 
-	if (!(k_wait(fd, POLLPRI | POLLIN, deadline) & POLLPRI) ||
-	    pl_real.recv(fd, &b, 1, MSG_OOB | MSG_DONTWAIT) != 1)
-		return 0;
+	if (ev & POLLPRI)
+		pl_real.recv(fd, &b, 1, MSG_OOB | MSG_DONTWAIT);
+	pl_log(PL_LOG_DEBUG,
+	       "fd %d: urgent byte %#x after %lld ms (revents %#x)", fd,
+	       (unsigned char)b, pl_now_ms() - t0, ev);
 	return b;
 }
 
@@ -230,6 +235,9 @@ static enum fk_result fork_active(int fd, int domain, int *out)
 	    RS(pl_rdmacm.rconnect(r, (struct sockaddr *)&ss, len)) == 0 &&
 	    RS(pl_rdmacm.rsend(r, rep + 16, 8, 0)) == 8)
 		mine = FK_MOVED;
+	else
+		pl_log(PL_LOG_DEBUG, "fd %d: rsocket to port %u: %s", fd,
+		       ntohs(port_be), strerror(errno));
 	if (k_send_all(fd, &mine, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0 ||
 	    k_recv_all(fd, &theirs, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0) {
 		mine = FK_STAY;
@@ -241,7 +249,8 @@ static enum fk_result fork_active(int fd, int domain, int *out)
 	}
 	if (r >= 0)
 		RS(pl_rdmacm.rclose(r));
-	return theirs == FK_STAY || theirs == FK_MOVED ? FK_PLAIN : FK_BROKEN;
+	return theirs == FK_STAY || theirs == FK_MOVED ? FK_NO_RSOCKET :
+							 FK_BROKEN;
 }
 
 /*
@@ -274,26 +283,28 @@ err_close:
 }
 
 /*
- * Accept, on l, the rsocket that sends nonce, until deadline or until
- * the client's verdict (read into *verdict) says it will not come.
+ * Accept, on l, the rsocket that sends nonce, until the client's verdict
+ * (read into *verdict) says it will not come, or deadline (long: an
+ * rsocket connect takes seconds on a loaded host, and the client says
+ * when it gave up).
  */
 static int fork_accept(int fd, int l, const char *nonce, char *verdict,
 		       long long deadline)
 {
-	while (pl_now_ms() < deadline && !*verdict) {
+	/* A client that says it connected ('R') is still waited for. */
+	while (pl_now_ms() < deadline && (!*verdict || *verdict == FK_MOVED)) {
 		int c = RS(pl_rdmacm.raccept(l, NULL, NULL));
 		char got[8];
 
 		if (c < 0) {
-			if (pl_real.recv(fd, verdict, 1, MSG_DONTWAIT) == 1 &&
-			    *verdict != FK_MOVED)
-				break;
+			if (!*verdict &&
+			    pl_real.recv(fd, verdict, 1, MSG_DONTWAIT) == 0)
+				break; /* the client is gone */
 			usleep(1000);
 			continue;
 		}
 		if (RS(pl_rs_settle(c)) == 0 &&
-		    rs_recv_all(c, got, sizeof(got),
-				pl_now_ms() + PL_FORK_WAIT_MS) == 0 &&
+		    rs_recv_all(c, got, sizeof(got), deadline) == 0 &&
 		    memcmp(got, nonce, sizeof(got)) == 0)
 			return c;
 		RS(pl_rdmacm.rclose(c)); /* not the one */
@@ -329,7 +340,7 @@ static enum fk_result fork_passive(int fd, int domain, int *out)
 		goto err_close;
 	if (l >= 0)
 		c = fork_accept(fd, l, rep + 16, &theirs,
-				pl_now_ms() + PL_FORK_WAIT_MS);
+				pl_now_ms() + PL_FORK_VERDICT_MS);
 	if (!theirs &&
 	    k_recv_all(fd, &theirs, 1, pl_now_ms() + PL_FORK_VERDICT_MS) < 0)
 		goto err_close;
@@ -344,7 +355,7 @@ static enum fk_result fork_passive(int fd, int domain, int *out)
 	}
 	if (c >= 0)
 		RS(pl_rdmacm.rclose(c));
-	return FK_PLAIN;
+	return FK_NO_RSOCKET;
 err_close:
 	if (c >= 0)
 		RS(pl_rdmacm.rclose(c));
@@ -404,11 +415,17 @@ void pl_rs_fork_move(int fd, struct pl_sock *s)
 		pl_log(PL_LOG_INFO, "fd %d: moved to rsocket (fork-safe mode)",
 		       fd);
 	} else {
-		pl_log(res == FK_BROKEN ? PL_LOG_WARN : PL_LOG_INFO,
-		       res == FK_BROKEN ?
-			       "fd %d: the move to rsocket broke off midway; the connection is shut down" :
-			       "fd %d: the peer does not move to rsocket (is RDMAV_FORK_SAFE=1 set on both ends?); staying on TCP",
-		       fd);
+		static const char *const why[] = {
+			[FK_PLAIN] =
+				"the peer does not move to rsocket (is RDMAV_FORK_SAFE=1 set on both ends?); staying on TCP",
+			[FK_NO_RSOCKET] =
+				"both ends would move, but no rsocket connection could be made; staying on TCP",
+			[FK_BROKEN] =
+				"the move to rsocket broke off midway; the connection is shut down",
+		};
+
+		pl_log(res == FK_PLAIN ? PL_LOG_INFO : PL_LOG_WARN, "fd %d: %s",
+		       fd, why[res]);
 		if (res == FK_BROKEN)
 			pl_real.shutdown(fd, SHUT_RDWR);
 		s->route = GS_ROUTE_OS;
