@@ -3,11 +3,13 @@
  * gcall-probe MODE ADDR: runs one probe kernel (see probe.h) and prints
  * each result as "NAME VALUE", values as the g-call returned them
  * (negative errno). Exit status 69 if gsockd went away.
+ * gcall-probe copy THREADS: the block copy probe, one block of THREADS.
  */
 #include <config.h>
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
 
@@ -20,11 +22,14 @@ int main(int argc, char **argv)
 	struct gsock_ctx *ctx;
 	struct probe_args *a;
 	char err[512];
+	unsigned threads = 128;
 	int status = 0;
 
 	if (argc != 3 ||
-	    (strcmp(argv[1], "recv") && strcmp(argv[1], "errors"))) {
-		fprintf(stderr, "usage: gcall-probe recv|errors ADDR\n");
+	    (strcmp(argv[1], "recv") && strcmp(argv[1], "errors") &&
+	     strcmp(argv[1], "copy"))) {
+		fprintf(stderr,
+			"usage: gcall-probe recv|errors ADDR, or gcall-probe copy THREADS\n");
 		return EX_USAGE;
 	}
 	ctx = gsock_init(&go, err, sizeof(err));
@@ -34,15 +39,25 @@ int main(int argc, char **argv)
 	}
 	a = gsock_alloc(ctx, sizeof(*a));
 	a->buf = gsock_dev_alloc(ctx, 4096);
-	a->mode = strcmp(argv[1], "recv") ? PROBE_ERRORS : PROBE_RECV;
-	if (echo_parse_addr(argv[2], &a->addr, &a->addrlen)) {
+	a->mode = !strcmp(argv[1], "recv") ? PROBE_RECV :
+		  !strcmp(argv[1], "copy") ? PROBE_COPY :
+					     PROBE_ERRORS;
+	if (a->mode == PROBE_COPY) {
+		threads = (unsigned)strtoul(argv[2], NULL, 10);
+		if (threads < 1 || threads > 1024) {
+			fprintf(stderr,
+				"gcall-probe: threads must be 1..1024\n");
+			status = EX_USAGE;
+			goto out;
+		}
+	} else if (echo_parse_addr(argv[2], &a->addr, &a->addrlen)) {
 		fprintf(stderr, "gcall-probe: bad address %s\n", argv[2]);
 		status = EX_USAGE;
 		goto out;
 	}
 	printf("backend %s\n", gsock_backend());
 	fflush(stdout);
-	if (gsock_launch(ctx, (const void *)probe_kernel, 1, 128, a)) {
+	if (gsock_launch(ctx, (const void *)probe_kernel, 1, threads, a)) {
 		status = EX_SOFTWARE;
 		goto out;
 	}

@@ -13,6 +13,7 @@
 enum probe_mode {
 	PROBE_RECV, /* connect, grecv until <= 0, then one gsend */
 	PROBE_ERRORS, /* bad calls must fail with the right errno */
+	PROBE_COPY, /* the block copy, every alignment pair: no gsockd needed */
 };
 
 struct probe_args {
