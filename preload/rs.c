@@ -970,6 +970,16 @@ out_free:
 	return r;
 }
 
+/* What is left of a wait's timeout (-1: none) at deadline; 0 once spent. */
+static int time_left(int timeout, long long deadline)
+{
+	long long left = deadline - pl_now_ms();
+
+	if (timeout < 0)
+		return -1;
+	return left > 0 ? (int)left : 0;
+}
+
 int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
 {
 	long long deadline = pl_now_ms() + timeout;
@@ -980,8 +990,7 @@ int pl_rs_poll(struct pollfd *fds, nfds_t n, int timeout, int *done)
 		if (r != 0 || !fell)
 			return r;
 		/* A connect moved to the kernel: wait on, for the time left. */
-		if (timeout > 0 && (timeout = (int)(deadline - pl_now_ms())) < 0)
-			timeout = 0;
+		timeout = time_left(timeout, deadline);
 		if (timeout == 0)
 			return 0;
 		if (!*done) {
@@ -1313,8 +1322,7 @@ int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 		if (r != 0 || !fell)
 			return r;
 		/* A connect moved to the kernel: wait on, for the time left. */
-		if (timeout > 0 && (timeout = (int)(deadline - pl_now_ms())) < 0)
-			timeout = 0;
+		timeout = time_left(timeout, deadline);
 		if (timeout == 0)
 			return 0;
 		if (!*done) {
