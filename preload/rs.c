@@ -72,9 +72,16 @@ static int timer_arm(int ms)
 		timer_gen = pl_fork_gen;
 		pthread_setspecific(timer_key, (void *)(intptr_t)(timer_fd + 1));
 	}
-	/* Arming also clears an expiry left from an earlier wait. */
-	if (timerfd_settime(timer_fd, 0, &its, NULL) < 0)
+	/*
+	 * Arming also clears an expiry left from an earlier wait. If it
+	 * fails, the application closed our descriptor (and its number may
+	 * be its own now): forget it, the next wait makes another.
+	 */
+	if (timerfd_settime(timer_fd, 0, &its, NULL) < 0) {
+		timer_fd = -1;
+		pthread_setspecific(timer_key, NULL);
 		return -1;
+	}
 	return timer_fd;
 }
 
