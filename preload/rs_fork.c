@@ -24,18 +24,18 @@
  *   up to PL_FORK_WAIT_MS for it (data
  *   or end first: a plain client)
  *   listens on a new rsocket, port P
- *   REP: "gsockFK2" P[2] 0[6] nonce[8] -->  looks for it (without taking
- *                                           other bytes) up to
- *                                           PL_FORK_REP_MS, else stays on TCP
+ *   REP: "gsockFK2" P[2] 0[6] nonce[8] -->  waits for it (the only
+ *                                           other answer: 'N')
  *                                <=======  rconnect to the server's
  *                                          address, port P; nonce over it
  *                                <-------  verdict: 'R' connected, 'T' not
  *   verdict: 'R' if the rsocket that
  *   sent the nonce is accepted, else 'T' -->
  *
- * A server that gave up waiting for 'Y' sends nothing of the move again,
- * and a 'Y' that comes later is out of band: dropped unseen. The client
- * gives up on REP only after far longer than the server takes to send it.
+ * A server that stops waiting for 'Y' withdraws with an urgent 'N' (no
+ * byte of its own is in the stream yet, so a plain client's kernel drops
+ * the unread offer, and a late 'Y' is out of band: dropped unseen). So a
+ * client that said 'Y' hears REP or 'N', never the server's data first.
  *
  * Both ends read the other's verdict before they leave, so nothing of the
  * exchange is left in the stream for the application; 'R' from both
@@ -60,13 +60,12 @@
 
 /* How long either end waits for the other to take part. */
 #define PL_FORK_WAIT_MS 2000
-/* How long a client that said 'Y' looks for REP. */
-#define PL_FORK_REP_MS 4000
 /* How long either end waits for the other's verdict (it is connecting). */
 #define PL_FORK_VERDICT_MS 30000
 
 #define FK_OFFER 'G'
 #define FK_YES 'Y'
+#define FK_WITHDRAWN 'N'
 #define FK_MOVED 'R'
 #define FK_STAY 'T'
 
@@ -187,13 +186,15 @@ static char k_urgent(int fd, long long deadline)
 }
 
 /*
- * Whether REP comes first in fd's stream, by deadline: it is then taken
- * into rep; anything else is left where it is, the application's.
+ * After 'Y': whether REP comes, by deadline; it is then taken into rep.
+ * A withdrawal ('N', urgent) or anything else first leaves the stream as
+ * it is, the application's.
  */
 static int k_take_rep(int fd, char *rep, size_t n, long long deadline)
 {
 	for (;;) {
 		ssize_t got = pl_real.recv(fd, rep, n, MSG_PEEK | MSG_DONTWAIT);
+		short ev;
 
 		if (got <= 0 && !(got < 0 && errno == EAGAIN))
 			return 0; /* its end, or an error: the application's to see */
@@ -203,7 +204,9 @@ static int k_take_rep(int fd, char *rep, size_t n, long long deadline)
 		if (got == (ssize_t)n)
 			return pl_real.recv(fd, rep, n, MSG_DONTWAIT) ==
 			       (ssize_t)n;
-		if (!k_wait(fd, POLLIN, deadline))
+		ev = k_wait(fd, POLLIN | POLLPRI, deadline);
+		if (!ev ||
+		    ((ev & POLLPRI) && k_urgent(fd, deadline) == FK_WITHDRAWN))
 			return 0;
 	}
 }
@@ -224,7 +227,7 @@ static enum fk_result fork_active(int fd, int domain, int *out)
 	if (k_urgent(fd, deadline) != FK_OFFER ||
 	    pl_real.send(fd, &yes, 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) !=
 		    1 ||
-	    !k_take_rep(fd, rep, sizeof(rep), pl_now_ms() + PL_FORK_REP_MS))
+	    !k_take_rep(fd, rep, sizeof(rep), pl_now_ms() + PL_FORK_VERDICT_MS))
 		return FK_PLAIN;
 	if (pl_real.getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
 		return FK_BROKEN;
@@ -329,8 +332,17 @@ static enum fk_result fork_passive(int fd, int domain, int *out)
 	uint16_t port_be = 0;
 	int l = -1, c = -1;
 
-	if (k_urgent(fd, pl_now_ms() + PL_FORK_WAIT_MS) != FK_YES)
+	if (k_urgent(fd, pl_now_ms() + PL_FORK_WAIT_MS) != FK_YES) {
+		/*
+		 * Withdraw the offer, for a fork-safe client that answers
+		 * late. Safe for a plain client: no byte of ours is in the
+		 * stream yet, so the kernel drops the unread offer.
+		 */
+		char no = FK_WITHDRAWN;
+
+		pl_real.send(fd, &no, 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL);
 		return FK_PLAIN;
+	}
 	memcpy(rep, rep_magic, 8);
 	l = fork_listener(fd, domain, &port_be);
 	memcpy(rep + 8, &port_be,
