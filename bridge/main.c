@@ -226,6 +226,11 @@ static int rsocket_transport(char **argv)
 	setenv("LD_PRELOAD", pre, 1);
 	setenv("GSOCK_TRANSPORT", "rsocket", 1);
 	setenv("GSOCK_BRIDGE_RSOCKET", "1", 1);
+	/*
+	 * gsockd never forks, and the preload's fork-safe mode would make
+	 * its one loop wait through each connection's move to rsocket.
+	 */
+	unsetenv("RDMAV_FORK_SAFE");
 	execv("/proc/self/exe", argv);
 	fprintf(stderr, "gsockd: cannot run again with %s: %s\n", lib,
 		strerror(errno));

@@ -251,7 +251,9 @@ kill $so 2>/dev/null; wait $so 2>/dev/null
 # at the same port.
 export GSOCK_CONTROL=/tmp/gsockd.sock
 printf 'transport = "rsocket"\npreload_library = "%s"\n' $PRELOAD >/tmp/gsockd.conf
-GSOCK_LOG=info gsockd --conf /tmp/gsockd.conf 2>/tmp/gsockd.log &
+# RDMAV_FORK_SAFE=1 in its environment must not turn gsockd's loop into
+# the fork-safe mode's waits: it still listens on rsocket (test below).
+RDMAV_FORK_SAFE=1 GSOCK_LOG=info gsockd --conf /tmp/gsockd.conf 2>/tmp/gsockd.log &
 gd=$!
 sleep 1
 gsock-echo-server-host -l $IP:7001 -b 4 >/tmp/echo.out 2>&1 &
