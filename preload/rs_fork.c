@@ -319,10 +319,10 @@ int pl_rs_fork_offer(int fd)
 {
 	char offer = FK_OFFER;
 
-	return pl_real.send(fd, &offer, 1,
-			    MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) == 1 ?
-		       0 :
-		       -1;
+	if (pl_real.send(fd, &offer, 1,
+			 MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+		return -1;
+	return 0;
 }
 
 /* The server's side, on an accepted kernel socket that was offered the move. */
@@ -345,8 +345,8 @@ static enum fk_result fork_passive(int fd, int domain, int *out)
 	}
 	memcpy(rep, rep_magic, 8);
 	l = fork_listener(fd, domain, &port_be);
-	memcpy(rep + 8, &port_be,
-	       2); /* network order already; 0: no listener */
+	/* The port in network order already; 0 if there is no listener. */
+	memcpy(rep + 8, &port_be, 2);
 	if (getrandom(rep + 16, 8, 0) != 8 ||
 	    k_send_all(fd, rep, sizeof(rep), pl_now_ms() + PL_FORK_WAIT_MS) < 0)
 		goto err_close;
@@ -384,21 +384,19 @@ err_close:
 static void adopt_moved(int fd, struct pl_sock *s, int r)
 {
 	int fl = pl_real.fcntl(fd, F_GETFL), fdfl = pl_real.fcntl(fd, F_GETFD);
-	int k;
+	int cloexec = fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0, k;
 
 	pl_rs_replay_options(fd, r);
 	pl_rs_ep_unwatch_kernel(fd, s);
 	k = pl_real.socket(s->domain, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (k >= 0) {
 		/* If it fails, the kernel connection just stays open, unused. */
-		if (pl_real.dup3(k, fd,
-				 fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC :
-								   0) == fd)
+		if (pl_real.dup3(k, fd, cloexec) == fd)
 			pl_real.fcntl(fd, F_SETFL, fl);
 		pl_real.close(k);
 	}
-	RS(pl_rdmacm.rfcntl(r, F_SETFL,
-			    O_NONBLOCK)); /* blocking is done by RS_IO */
+	/* The rsocket stays non-blocking: RS_IO waits for blocking callers. */
+	RS(pl_rdmacm.rfcntl(r, F_SETFL, O_NONBLOCK));
 	s->nonblock = fl >= 0 && (fl & O_NONBLOCK);
 	s->watch_fd = pl_rs_watch_peer(r);
 	s->gen = pl_fork_gen;
