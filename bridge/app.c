@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Applications: registration over the control socket (SO_PEERCRED, the
- * arena memfd, geometry checks), the doorbell queue, command slots, and
- * clean-up when an application goes away or is rejected. Every value read
- * from an arena is checked here or in sock.c before use.
+ * arena memfd, geometry checks), the doorbell queues, command slots, and
+ * clean-up when an application goes away or is rejected. Registration
+ * and death are the control thread's; doorbells and commands are served
+ * by workers (bridge.h has the contract). Every value read from an arena
+ * is checked here or in sock.c before use.
  */
 #include <config.h>
 
@@ -24,7 +26,7 @@
 #include "bridge.h"
 #include "log.h"
 
-/* Doorbell cells handled per application per loop turn (fairness). */
+/* Doorbell cells handled per queue per loop turn (fairness). */
 #define DB_BUDGET 4096
 
 static void reply(int fd, int status, const char *fmt, ...)
@@ -136,23 +138,27 @@ static int map_arena(struct br_app *a, int memfd, uint64_t size, char *why,
 			 "arena header has a bad magic, version or size");
 		return -1;
 	}
-	if (gs_arena_layout(h.nslots, h.nsocks, h.ring_size, h.db_size, &l) ||
+	if (gs_arena_layout(h.nslots, h.nsocks, h.ring_size, h.db_size,
+			    h.nqueues, &l) ||
 	    l.size != size || l.slots_off != h.slots_off ||
-	    l.socks_off != h.socks_off || l.db_off != h.db_off ||
-	    l.rings_off != h.rings_off) {
+	    l.socks_off != h.socks_off || l.dbq_off != h.dbq_off ||
+	    l.db_off != h.db_off || l.rings_off != h.rings_off) {
 		snprintf(
 			why, len,
-			"arena geometry is inconsistent (slots %u, sockets %u, ring %u, doorbell %u)",
-			h.nslots, h.nsocks, h.ring_size, h.db_size);
+			"arena geometry is inconsistent (slots %u, sockets %u, ring %u, doorbell %u x %u)",
+			h.nslots, h.nsocks, h.ring_size, h.nqueues, h.db_size);
 		return -1;
 	}
 	a->nslots = h.nslots;
 	a->nsocks = h.nsocks;
 	a->ring_size = h.ring_size;
 	a->db_size = h.db_size;
+	a->nqueues = h.nqueues;
+	a->nworkers = h.nqueues < br.nworkers ? h.nqueues : br.nworkers;
 	a->hdr = (struct gs_arena_hdr *)a->base;
 	a->slots = (struct gs_cmd *)(a->base + l.slots_off);
 	a->socks = (struct gs_sock *)(a->base + l.socks_off);
+	a->dbq = (struct gs_dbq *)(a->base + l.dbq_off);
 	a->db = (uint64_t *)(a->base + l.db_off);
 	a->rings = a->base + l.rings_off;
 	return 0;
@@ -162,13 +168,15 @@ static int app_tables(struct br_app *a)
 {
 	a->sk = calloc(a->nsocks, sizeof(*a->sk));
 	a->slot = calloc(a->nslots, sizeof(*a->slot));
-	if (!a->sk || !a->slot)
+	a->dbq_head = calloc(a->nqueues, sizeof(*a->dbq_head));
+	if (!a->sk || !a->slot || !a->dbq_head)
 		return -1;
 	for (uint32_t i = a->nsocks; i-- > 0;) {
 		struct br_sock *s = &a->sk[i];
 
 		s->ev.kind = BR_EV_SOCK;
 		s->app = a;
+		s->owner = -1;
 		s->id = i;
 		s->fd = -1;
 		s->wait_slot = -1;
@@ -179,10 +187,13 @@ static int app_tables(struct br_app *a)
 	for (uint32_t i = 0; i < a->nslots; i++)
 		a->slot[i].seq = __atomic_load_n(&a->slots[i].done_seq,
 						 __ATOMIC_ACQUIRE);
-	a->db_head = __atomic_load_n(&a->hdr->db_head, __ATOMIC_ACQUIRE);
+	for (uint32_t q = 0; q < a->nqueues; q++)
+		a->dbq_head[q] =
+			__atomic_load_n(&a->dbq[q].head, __ATOMIC_ACQUIRE);
 	return 0;
 }
 
+/* The last reference is gone: no worker and no message knows a now. */
 static void app_free(struct br_app *a)
 {
 	if (a->sk)
@@ -193,7 +204,50 @@ static void app_free(struct br_app *a)
 		munmap(a->base, a->size);
 	free(a->sk);
 	free(a->slot);
+	free(a->dbq_head);
+	pthread_mutex_destroy(&a->ids_lock);
 	free(a);
+}
+
+void br_app_get(struct br_app *a)
+{
+	__atomic_add_fetch(&a->refs, 1, __ATOMIC_RELAXED);
+}
+
+void br_app_put(struct br_app *a)
+{
+	if (__atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		app_free(a);
+}
+
+bool br_app_dead(struct br_app *a)
+{
+	return __atomic_load_n(&a->dead, __ATOMIC_ACQUIRE) != 0;
+}
+
+/*
+ * Mark a dead, from any thread: its workers close their sockets of it at
+ * their next turn, and the control thread drops it from the list.
+ */
+void br_app_kill(struct br_app *a)
+{
+	if (__atomic_exchange_n(&a->dead, 1, __ATOMIC_ACQ_REL))
+		return;
+	br_wake(br.wake_fd);
+	for (uint32_t i = 0; i < a->nworkers; i++)
+		br_wake(br.workers[i].wake_fd);
+}
+
+/* gsockd speaks first: how many doorbell queues to make. */
+static void welcome(int fd)
+{
+	struct gs_ctl_welcome w = { .magic = GS_CTL_WELCOME_MAGIC,
+				    .version = GS_CTL_VERSION,
+				    .workers = br.nworkers };
+
+	if (send(fd, &w, sizeof(w), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		br_dbg("cannot welcome on control connection: %s",
+		       strerror(errno));
 }
 
 /*
@@ -240,19 +294,40 @@ void br_app_accept(int ctl_listen_fd)
 	a->pid = cred.pid;
 	a->uid = cred.uid;
 	a->pending = true;
+	a->refs = 1; /* the control thread's */
+	pthread_mutex_init(&a->ids_lock, NULL);
 	ev.data.ptr = &a->ev;
 	if (epoll_ctl(br.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		br_warn("refusing application pid %d: epoll: %s",
 			(int)cred.pid, strerror(errno));
+		pthread_mutex_destroy(&a->ids_lock);
 		free(a);
 		goto err_close;
 	}
+	a->listed = true;
 	a->next = br.apps;
 	br.apps = a;
 	br.napps++;
+	welcome(fd);
 	return;
 err_close:
 	close(fd);
+}
+
+/* Hand the application to the workers that serve its queues. */
+static int attach_workers(struct br_app *a)
+{
+	for (uint32_t i = 0; i < a->nworkers; i++) {
+		struct br_msg *m = calloc(1, sizeof(*m));
+
+		if (!m)
+			return -1;
+		m->kind = BR_MSG_ATTACH;
+		m->app = a;
+		br_app_get(a);
+		br_worker_post(&br.workers[i], m);
+	}
+	return 0;
 }
 
 /* The first message of a pending application: its arena. */
@@ -271,19 +346,23 @@ static void app_hello(struct br_app *a)
 		snprintf(why, sizeof(why), "out of memory");
 		goto err_reject;
 	}
+	a->pending = false;
+	if (attach_workers(a)) {
+		snprintf(why, sizeof(why), "out of memory");
+		goto err_reject;
+	}
 	close(memfd);
 	reply(a->ctl_fd, 0, "ok");
-	a->pending = false;
-	br_info("application pid %d registered: %u slots, %u sockets, %u-byte rings, arena %llu KiB",
+	br_info("application pid %d registered: %u slots, %u sockets, %u-byte rings, arena %llu KiB, %u workers",
 		(int)a->pid, a->nslots, a->nsocks, a->ring_size,
-		(unsigned long long)hello.arena_size >> 10);
+		(unsigned long long)hello.arena_size >> 10, a->nworkers);
 	return;
 err_reject:
 	br_warn("rejecting application pid %d: %s", (int)a->pid, why);
 	reply(a->ctl_fd, -EINVAL, "%s", why);
 	if (memfd >= 0)
 		close(memfd);
-	a->dead = true;
+	br_app_kill(a);
 }
 
 void br_app_reject(struct br_app *a, const char *fmt, ...)
@@ -291,14 +370,14 @@ void br_app_reject(struct br_app *a, const char *fmt, ...)
 	char why[256];
 	va_list ap;
 
-	if (a->dead)
+	if (br_app_dead(a))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	br_warn("rejecting application pid %d: %s; its sockets are closed",
 		(int)a->pid, why);
-	a->dead = true;
+	br_app_kill(a);
 }
 
 void br_app_event(struct br_app *a, uint32_t events)
@@ -306,7 +385,7 @@ void br_app_event(struct br_app *a, uint32_t events)
 	char buf[64];
 	ssize_t n;
 
-	if (a->dead)
+	if (br_app_dead(a))
 		return;
 	if (a->pending) {
 		app_hello(a);
@@ -315,14 +394,14 @@ void br_app_event(struct br_app *a, uint32_t events)
 	if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) {
 		br_info("application pid %d is gone; freeing its sockets",
 			(int)a->pid);
-		a->dead = true;
+		br_app_kill(a);
 		return;
 	}
 	n = recv(a->ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 		br_info("application pid %d is gone; freeing its sockets",
 			(int)a->pid);
-		a->dead = true;
+		br_app_kill(a);
 	} else if (n > 0) {
 		br_app_reject(
 			a,
@@ -342,25 +421,30 @@ void br_app_complete(struct br_app *a, uint32_t slot, int64_t result,
 		memcpy(c->out_addr, addr, addrlen);
 	c->out_addrlen = addr ? addrlen : 0;
 	c->result = result;
-	a->slot[slot].parked = false;
+	__atomic_store_n(&a->slot[slot].parked_on, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->done_seq, a->slot[slot].seq, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&a->hdr->events, 1, __ATOMIC_RELEASE); /* for gpoll */
 }
 
-/* A doorbell for a command slot: copy the request out, then act on it. */
+/*
+ * A doorbell for a command slot: claim the request (one worker serves it
+ * even if the application rings twice, on two queues), copy it out, then
+ * act on it.
+ */
 static void slot_doorbell(struct br_app *a, uint32_t slot)
 {
 	struct gs_cmd *c = &a->slots[slot];
 	struct br_slot *bs = &a->slot[slot];
 	struct gs_cmd req;
 	uint64_t seq = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+	uint64_t cur = __atomic_load_n(&bs->seq, __ATOMIC_ACQUIRE);
 
-	if (seq == bs->seq || bs->parked)
+	if (seq == cur || __atomic_load_n(&bs->parked_on, __ATOMIC_ACQUIRE))
 		return; /* already served, or still being served */
+	if (!__atomic_compare_exchange_n(&bs->seq, &cur, seq, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return; /* another worker took it */
 	memcpy(&req, c, offsetof(struct gs_cmd, done_seq));
-	bs->seq = seq;
-	bs->op = req.op;
-	bs->fd = req.fd;
 	if (req.op == GS_OP_NONE || req.op >= GS_OP_COUNT) {
 		br_app_reject(a, "slot %u holds unknown opcode %u", slot,
 			      req.op);
@@ -376,25 +460,36 @@ static void slot_doorbell(struct br_app *a, uint32_t slot)
 	br_sock_command(a, slot, &req);
 }
 
+/* Whether queue q holds a cell not consumed yet (any thread: a hint). */
+int br_app_pending(struct br_app *a, uint32_t q)
+{
+	uint64_t head = __atomic_load_n(&a->dbq[q].head, __ATOMIC_ACQUIRE);
+	uint64_t cell = __atomic_load_n(
+		&a->db[(uint64_t)q * a->db_size + (head & (a->db_size - 1))],
+		__ATOMIC_ACQUIRE);
+
+	return (uint32_t)(cell >> 32) == (uint32_t)(head + 1);
+}
+
 /*
- * Drain the doorbell queue: each cell names a command slot or a socket
+ * Drain one doorbell queue: each cell names a command slot or a socket
  * whose rings changed. Returns the cells handled.
  */
-int br_app_poll(struct br_app *a)
+static int queue_poll(struct br_app *a, uint32_t q)
 {
 	uint32_t mask = a->db_size - 1;
+	uint64_t *cells = a->db + (uint64_t)q * a->db_size;
+	uint64_t *head = &a->dbq_head[q];
 	int n = 0;
 
-	if (a->pending)
-		return 0;
-	while (n < DB_BUDGET && !a->dead) {
-		uint64_t cell = __atomic_load_n(&a->db[a->db_head & mask],
-						__ATOMIC_ACQUIRE);
+	while (n < DB_BUDGET && !br_app_dead(a)) {
+		uint64_t cell =
+			__atomic_load_n(&cells[*head & mask], __ATOMIC_ACQUIRE);
 		uint32_t what = (uint32_t)cell;
 
-		if ((uint32_t)(cell >> 32) != (uint32_t)(a->db_head + 1))
+		if ((uint32_t)(cell >> 32) != (uint32_t)(*head + 1))
 			break;
-		a->db_head++;
+		(*head)++;
 		n++;
 		if (what & GS_DB_CMD) {
 			what &= ~GS_DB_CMD;
@@ -408,19 +503,29 @@ int br_app_poll(struct br_app *a)
 			br_app_reject(a, "doorbell names socket %u of %u", what,
 				      a->nsocks);
 			break;
-		} else if (a->sk[what].state != BS_FREE) {
-			br_sock_pump(&a->sk[what]);
+		} else {
+			br_sock_doorbell(a, what);
 		}
 	}
 	if (n)
-		__atomic_store_n(&a->hdr->db_head, a->db_head,
-				 __ATOMIC_RELEASE);
-	if (a->nclosing)
-		br_sock_tick(a);
+		__atomic_store_n(&a->dbq[q].head, *head, __ATOMIC_RELEASE);
 	return n;
 }
 
-/* Free every application that died or was rejected this turn. */
+/* Worker w: drain the queues of a it serves. Returns the cells handled. */
+int br_app_poll(struct br_worker *w, struct br_app *a)
+{
+	int n = 0;
+
+	for (uint32_t q = w->idx; q < a->nqueues; q += a->nworkers)
+		n += queue_poll(a, q);
+	return n;
+}
+
+/*
+ * Control thread: let go of every application that died or was rejected;
+ * the last of its workers to let go frees it.
+ */
 void br_reap(void)
 {
 	struct br_app **pp = &br.apps;
@@ -428,13 +533,14 @@ void br_reap(void)
 	while (*pp) {
 		struct br_app *a = *pp;
 
-		if (!a->dead) {
+		if (!br_app_dead(a)) {
 			pp = &a->next;
 			continue;
 		}
 		*pp = a->next;
 		br.napps--;
+		a->listed = false;
 		epoll_ctl(br.epfd, EPOLL_CTL_DEL, a->ctl_fd, NULL);
-		app_free(a);
+		br_app_put(a);
 	}
 }

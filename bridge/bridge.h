@@ -1,13 +1,36 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gsockd's state: registered applications, their arenas and the real
- * sockets behind each arena socket. gsockd is one thread; nothing here is
- * locked. Objects reachable from epoll (struct br_ev) are freed only by
- * br_reap(), after a loop turn's events are handled.
+ * gsockd's state: registered applications, their arenas, the real sockets
+ * behind each arena socket, and the threads that serve them.
+ *
+ * Threading contract:
+ * - The control thread (main.c) alone owns the control socket, the list of
+ *   applications (br.apps, and struct br_app's fields marked "control"),
+ *   registration, and the sleep watch: while a worker sleeps it looks at
+ *   that worker's doorbell queues and wakes it (br_worker.wake_fd).
+ * - A worker owns the real sockets whose br_sock.owner names it, for the
+ *   socket's whole life: it alone touches their fields, descriptors,
+ *   rings' bridge-side counters and its own epoll set, so the data path
+ *   takes no lock. It alone consumes the doorbell queues it serves
+ *   (queue q of an application with n workers is served by worker q % n)
+ *   and their br_app.dbq_head entries.
+ * - What crosses threads: br_sock.owner (atomic; stored with release,
+ *   last, by whoever sets a socket up, so an owner that sees its own
+ *   number sees the socket made), br_app.dead and .refs (atomic), slot
+ *   claims (br_slot, atomic compare-and-swap: one worker serves each
+ *   request), the socket id free list (br_app.ids_lock), and messages in
+ *   a worker's inbox (br_worker.lock): "attach this application", "adopt
+ *   this socket" (an accepted connection handed to another worker), "serve
+ *   this command" (a request for a socket another worker owns).
+ * - An application lives while anything holds a reference: the control
+ *   thread until it sees it die, each attached worker until it has closed
+ *   its sockets of it, each message in an inbox. The last br_app_put()
+ *   frees it; br_app_kill() marks it dead from any thread.
  */
 #ifndef BR_BRIDGE_H
 #define BR_BRIDGE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -19,8 +42,9 @@
 enum br_ev_kind {
 	BR_EV_CONTROL, /* the control socket: applications connect here */
 	BR_EV_APP, /* an application's control connection */
-	BR_EV_SOCK, /* a real socket of an arena socket */
+	BR_EV_SOCK, /* a real socket of an arena socket (a worker's epoll) */
 	BR_EV_SIGNAL, /* signalfd: SIGINT, SIGTERM */
+	BR_EV_WAKE, /* an eventfd: messages waiting, or wake up and look */
 };
 
 struct br_ev {
@@ -39,13 +63,17 @@ enum br_sock_state {
 
 struct br_app;
 
+/* Fields other than owner and gen are the owning worker's alone. */
 struct br_sock {
 	struct br_ev ev; /* BR_EV_SOCK */
 	struct br_app *app;
+	int owner; /* atomic: worker index, -1 while free */
+	uint32_t gen; /* atomic: bumped each time the id is taken */
 	uint32_t id; /* index in the arena's socket table */
 	int fd;
 	int domain;
 	enum br_sock_state state;
+	bool adopted; /* the owner has it in its epoll set */
 	bool readable; /* edge seen, not yet drained to EAGAIN */
 	bool writable; /* edge seen, no EAGAIN since */
 	bool in_epoll;
@@ -56,48 +84,87 @@ struct br_sock {
 	int wait_slot; /* slot waiting on connect, or -1 */
 	int *acceptq; /* accepted fds not yet taken by gaccept */
 	uint32_t acceptq_len, acceptq_cap;
+	uint32_t next_worker; /* listener: where the next connection goes */
 	uint64_t close_deadline_ns; /* BS_CLOSING: give up draining then */
 	char unix_path[108]; /* AF_UNIX path we bound, unlinked on close */
-	struct br_sock *next_free;
+	struct br_sock *next_free; /* under br_app.ids_lock */
 };
 
-/* A command slot's request, copied out of the arena before use. */
+/* A command slot's bridge-side state; every field atomic. */
 struct br_slot {
 	uint64_t seq; /* request being served, or last served */
-	bool parked; /* waiting for a connection (accept) or connect */
-	uint32_t op;
-	int32_t fd;
+	uint32_t parked_on; /* 1 + the socket it waits on (accept, connect) */
 };
 
 struct br_app {
 	struct br_ev ev; /* BR_EV_APP */
-	struct br_app *next;
+	struct br_app *next; /* control */
 	int ctl_fd;
 	pid_t pid;
 	uid_t uid;
-	bool pending; /* connected, its hello (and arena) not yet received */
-	bool dead; /* rejected or gone: br_reap() frees it */
+	bool pending; /* control: its hello (and arena) not yet received */
+	bool listed; /* control: in br.apps, its ctl_fd in the control epoll */
+	int dead; /* atomic: rejected or gone; no new work */
+	uint32_t refs; /* atomic: see the contract above */
 	uint8_t *base; /* the arena, mapped */
 	uint64_t size;
 	/* geometry, validated once at registration, never re-read */
-	uint32_t nslots, nsocks, ring_size, db_size;
+	uint32_t nslots, nsocks, ring_size, db_size, nqueues;
+	uint32_t nworkers; /* workers serving it: min(queues, gsockd's) */
 	struct gs_arena_hdr *hdr;
 	struct gs_cmd *slots;
 	struct gs_sock *socks;
+	struct gs_dbq *dbq;
 	uint64_t *db;
 	uint8_t *rings;
-	uint64_t db_head;
+	uint64_t *dbq_head; /* nqueues; entry q: the worker serving q */
 	struct br_sock *sk; /* nsocks */
 	struct br_slot *slot; /* nslots */
+	pthread_mutex_t ids_lock; /* free_list */
 	struct br_sock *free_list;
-	uint32_t nclosing; /* sockets in BS_CLOSING */
+};
+
+/* A message in a worker's inbox. Each holds a reference on app. */
+enum br_msg_kind {
+	BR_MSG_ATTACH, /* serve app's queues; the reference becomes the worker's */
+	BR_MSG_ADOPT, /* take socket id (generation gen) into the epoll set */
+	BR_MSG_CMD, /* serve req from slot: its socket is this worker's */
+};
+
+struct br_msg {
+	struct br_msg *next;
+	enum br_msg_kind kind;
+	struct br_app *app;
+	uint32_t id, gen, slot;
+	struct gs_cmd req;
+};
+
+struct br_worker {
+	uint32_t idx;
+	int epfd;
+	int wake_fd; /* eventfd: an inbox message, or the watch saw a doorbell */
+	struct br_ev wake_ev; /* BR_EV_WAKE */
+	pthread_t thread;
+	bool started;
+	int sleeping; /* atomic: 1 while in a wait only wake_fd ends */
+	pthread_mutex_t lock; /* inbox */
+	struct br_msg *inbox, **inbox_tail;
+	/* the worker's own */
+	struct br_app **apps;
+	uint32_t napps, apps_cap;
+	uint32_t nclosing; /* its sockets in BS_CLOSING */
+	char name[16];
 };
 
 struct br {
 	struct br_conf conf;
-	int epfd;
-	struct br_app *apps;
-	uint32_t napps;
+	int epfd; /* the control thread's */
+	int wake_fd; /* the control thread's eventfd: an application died */
+	struct br_app *apps; /* control */
+	uint32_t napps; /* control */
+	uint32_t nworkers;
+	struct br_worker *workers;
+	int stopping; /* atomic */
 	uid_t uid;
 	int unpriv_port; /* lowest port an unprivileged user may bind */
 };
@@ -105,21 +172,36 @@ struct br {
 extern struct br br;
 
 uint64_t br_now_ns(void);
+void br_wake(int eventfd);
 
 /* app.c */
 void br_app_accept(int ctl_listen_fd);
 void br_app_event(struct br_app *a, uint32_t events);
-int br_app_poll(struct br_app *a);
+int br_app_poll(struct br_worker *w, struct br_app *a);
+int br_app_pending(struct br_app *a, uint32_t q);
 void br_app_reject(struct br_app *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+void br_app_kill(struct br_app *a);
+bool br_app_dead(struct br_app *a);
+void br_app_get(struct br_app *a);
+void br_app_put(struct br_app *a);
 void br_app_complete(struct br_app *a, uint32_t slot, int64_t result,
 		     const void *addr, uint32_t addrlen);
 void br_reap(void);
 
+/* worker.c */
+int br_workers_start(void);
+void br_workers_stop(void);
+void br_worker_post(struct br_worker *w, struct br_msg *m);
+struct br_worker *br_self(void);
+
 /* sock.c */
 void br_sock_command(struct br_app *a, uint32_t slot, const struct gs_cmd *c);
 void br_sock_event(struct br_sock *s, uint32_t events);
+void br_sock_doorbell(struct br_app *a, uint32_t id);
+void br_sock_adopt(struct br_app *a, uint32_t id, uint32_t gen);
 void br_sock_pump(struct br_sock *s);
+void br_sock_close_owned(struct br_app *a);
 void br_sock_close_all(struct br_app *a);
 void br_sock_tick(struct br_app *a);
 

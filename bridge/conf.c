@@ -26,6 +26,8 @@ void br_conf_defaults(struct br_conf *c)
 	c->max_arena_mb = 4096;
 	c->accept_queue = 128;
 	c->linger_ms = 5000;
+	c->workers = 0;
+	c->numa_node = -1;
 	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
 		 LIBDIR "/libgsock-preload.so");
 }
@@ -48,6 +50,8 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 		{ "max_arena_mb", offsetof(struct br_conf, max_arena_mb) },
 		{ "accept_queue", offsetof(struct br_conf, accept_queue) },
 		{ "linger_ms", offsetof(struct br_conf, linger_ms) },
+		{ "workers", offsetof(struct br_conf, workers) },
+		{ "numa_node", offsetof(struct br_conf, numa_node) },
 	};
 
 	if (!cfg)

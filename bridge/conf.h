@@ -16,6 +16,8 @@ struct br_conf {
 	long max_arena_mb; /* largest arena an application may register */
 	long accept_queue; /* connections accepted ahead of gaccept */
 	long linger_ms; /* how long a closed socket may drain its tx ring */
+	long workers; /* worker threads; 0: automatic */
+	long numa_node; /* where workers run; -1: the GPU's node */
 	int rsocket; /* transport rsocket: TCP endpoints through the preload */
 	char preload_library[4096]; /* libgsock-preload.so, for that */
 };

@@ -2,8 +2,9 @@
 /*
  * gsockd: the bridge daemon. It owns the real sockets of GPU endpoints
  * and moves bytes between them and the applications' arenas. This file
- * holds the options, the control socket and the event loop, which spins
- * while there is traffic and sleeps in epoll otherwise.
+ * holds the options, the control socket and the control thread's loop:
+ * registration, clean-up, and the watch that wakes a sleeping worker
+ * when a doorbell waits in its queue (worker.c moves the bytes).
  */
 #include <config.h>
 
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -25,6 +27,7 @@
 
 #include "bridge.h"
 #include "log.h"
+#include "numa.h"
 
 #ifndef SYSCONFDIR
 #define SYSCONFDIR "/etc"
@@ -34,6 +37,7 @@ struct br br;
 
 static struct br_ev control_ev = { BR_EV_CONTROL };
 static struct br_ev signal_ev = { BR_EV_SIGNAL };
+static struct br_ev wake_ev = { BR_EV_WAKE };
 
 uint64_t br_now_ns(void)
 {
@@ -49,6 +53,7 @@ static void usage(FILE *f)
 		"usage: gsockd [options]\n"
 		"  -c, --conf FILE       configuration (default $GSOCK_CONF, then %s/gsock.conf)\n"
 		"  -s, --control PATH    control socket (default $GSOCK_CONTROL, then gsock.conf, then per user)\n"
+		"  -w, --workers N       worker threads (default: gsock.conf, else a quarter of the cores)\n"
 		"  -l, --log-level LVL   error, warn, info or debug\n"
 		"  -v, --verbose         same as --log-level debug\n"
 		"      --syslog          log to syslog instead of stderr\n"
@@ -148,8 +153,15 @@ static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
 	case BR_EV_APP:
 		br_app_event((struct br_app *)e, ev->events);
 		break;
-	case BR_EV_SOCK:
-		br_sock_event((struct br_sock *)e, ev->events);
+	case BR_EV_WAKE: {
+		uint64_t v;
+
+		if (read(br.wake_fd, &v, sizeof(v)) < 0) {
+			/* EAGAIN: an earlier turn read it; br_reap() looks anyway */
+		}
+		break;
+	}
+	case BR_EV_SOCK: /* only in workers' sets */
 		break;
 	case BR_EV_SIGNAL:
 		*stop = 1;
@@ -158,36 +170,43 @@ static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
 }
 
 /*
- * The loop. GPU doorbells cannot wake epoll, so the loop polls the
- * arenas: without a pause while anything happened in the last
- * busy_poll_us, then once per idle_sleep_us, and not at all while no
- * application is registered.
+ * GPU doorbells cannot wake epoll. A worker spins while its traffic
+ * flows and then sleeps; from then on this watch looks at its queues
+ * once per idle_sleep_us and wakes it when a cell waits there.
+ */
+static void watch(void)
+{
+	for (struct br_app *a = br.apps; a; a = a->next) {
+		if (a->pending || br_app_dead(a))
+			continue;
+		for (uint32_t q = 0; q < a->nqueues; q++) {
+			struct br_worker *w = &br.workers[q % a->nworkers];
+
+			if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) &&
+			    br_app_pending(a, q))
+				br_wake(w->wake_fd);
+		}
+	}
+}
+
+/*
+ * The control thread's loop: control connections, deaths, signals, and
+ * the watch, which runs once per idle_sleep_us while an application is
+ * registered and not at all otherwise.
  */
 static void run(int ctl_fd)
 {
-	struct epoll_event evs[128];
-	uint64_t last_busy = br_now_ns();
+	struct epoll_event evs[64];
+	const int tick_ms = (int)((br.conf.idle_sleep_us + 999) / 1000);
 	int stop = 0;
 
 	while (!stop) {
-		uint64_t now = br_now_ns();
-		int busy = now - last_busy <
-			   (uint64_t)br.conf.busy_poll_us * 1000;
-		/* With no application registered there is no arena to poll. */
-		int timeout =
-			busy	 ? 0 :
-			!br.apps ? -1 :
-				   (int)((br.conf.idle_sleep_us + 999) / 1000);
-		int n = epoll_wait(br.epfd, evs, 128, timeout);
-		int work = n > 0;
+		int n = epoll_wait(br.epfd, evs, 64, br.apps ? tick_ms : -1);
 
 		for (int i = 0; i < n; i++)
 			dispatch(&evs[i], ctl_fd, &stop);
-		for (struct br_app *a = br.apps; a; a = a->next)
-			work |= br_app_poll(a) > 0;
 		br_reap();
-		if (work)
-			last_busy = br_now_ns();
+		watch();
 	}
 }
 
@@ -243,6 +262,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "conf", required_argument, NULL, 'c' },
 		{ "control", required_argument, NULL, 's' },
+		{ "workers", required_argument, NULL, 'w' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "syslog", no_argument, NULL, 'S' },
@@ -254,15 +274,28 @@ int main(int argc, char **argv)
 	const char *conf = NULL, *control = NULL;
 	int level = -1, use_syslog = 0, check = 0, opt, ctl_fd, sig_fd;
 	int required = 1;
+	long workers = -1;
+	char *end;
 	struct epoll_event ev = { .events = EPOLLIN };
 
-	while ((opt = getopt_long(argc, argv, "c:s:l:vVh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:s:w:l:vVh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			conf = optarg;
 			break;
 		case 's':
 			control = optarg;
+			break;
+		case 'w':
+			errno = 0;
+			workers = strtol(optarg, &end, 10);
+			if (errno || *end || workers < 0 ||
+			    workers > GS_MAX_QUEUES) {
+				fprintf(stderr,
+					"gsockd: --workers %s: use 0 (automatic) to %d\n",
+					optarg, GS_MAX_QUEUES);
+				return EX_USAGE;
+			}
 			break;
 		case 'l':
 			level = br_log_level_parse(optarg);
@@ -312,6 +345,8 @@ int main(int argc, char **argv)
 		printf("gsockd: %s is valid\n", conf);
 		return 0;
 	}
+	if (workers >= 0)
+		br.conf.workers = workers;
 	if (br.conf.rsocket && rsocket_transport(argv) < 0)
 		return EX_CONFIG;
 	if (!control || !*control)
@@ -330,29 +365,43 @@ int main(int argc, char **argv)
 	br.uid = geteuid();
 	br.unpriv_port = read_unpriv_port();
 	br.epfd = epoll_create1(EPOLL_CLOEXEC);
-	sig_fd = signals_open();
-	if (br.epfd < 0 || sig_fd < 0) {
-		br_err("cannot create epoll or signalfd: %s", strerror(errno));
+	br.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	sig_fd = signals_open(); /* before the workers: they inherit the mask */
+	if (br.epfd < 0 || br.wake_fd < 0 || sig_fd < 0) {
+		br_err("cannot create epoll, eventfd or signalfd: %s",
+		       strerror(errno));
 		return EX_OSERR;
 	}
 	ctl_fd = control_open(br.conf.control);
 	if (ctl_fd < 0)
 		return EX_UNAVAILABLE;
+	br_numa_decide(br.conf.numa_node);
+	if (br_workers_start() < 0) {
+		br_workers_stop();
+		unlink(br.conf.control);
+		return EX_OSERR;
+	}
 	ev.data.ptr = &control_ev;
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, ctl_fd, &ev);
 	ev.data.ptr = &signal_ev;
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, sig_fd, &ev);
-	br_info("listening on %s (busy poll %ld us, idle sleep %ld us, transport %s)",
-		br.conf.control, br.conf.busy_poll_us, br.conf.idle_sleep_us,
+	ev.data.ptr = &wake_ev;
+	epoll_ctl(br.epfd, EPOLL_CTL_ADD, br.wake_fd, &ev);
+	br_info("listening on %s (%u workers%s, busy poll %ld us, idle sleep %ld us, transport %s)",
+		br.conf.control, br.nworkers,
+		br.conf.workers ? "" : ", automatic: a quarter of the cores",
+		br.conf.busy_poll_us, br.conf.idle_sleep_us,
 		br.conf.rsocket ? "rsocket" : "tcp");
 	run(ctl_fd);
 	br_info("stopping: closing %u applications", br.napps);
+	br_workers_stop();
 	for (struct br_app *a = br.apps; a; a = a->next)
-		a->dead = true;
+		__atomic_store_n(&a->dead, 1, __ATOMIC_RELEASE);
 	br_reap();
 	close(ctl_fd);
 	unlink(br.conf.control);
 	close(sig_fd);
+	close(br.wake_fd);
 	close(br.epfd);
 	br_log_close();
 	return 0;

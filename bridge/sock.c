@@ -5,7 +5,9 @@
  * moving bytes between sockets and rings with one CPU copy each way
  * (readv into the rx ring, sendmsg from the tx ring). Flow control is the
  * rings: a full rx ring stops reading, so TCP back-pressure reaches the
- * sender.
+ * sender. Everything here runs on the worker that owns the socket
+ * (br_sock.owner), except where a function says otherwise; a listener's
+ * worker hands accepted connections round the application's workers.
  */
 #include <config.h>
 
@@ -76,26 +78,53 @@ static void sock_fail(struct br_sock *s, int err)
 	publish_status(s, 0, 0);
 }
 
+/* Into the owning worker's epoll set (the caller's). */
 static int epoll_watch(struct br_sock *s, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = &s->ev };
 
-	if (epoll_ctl(br.epfd, s->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
-		      s->fd, &ev) < 0)
+	if (epoll_ctl(br_self()->epfd,
+		      s->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s->fd,
+		      &ev) < 0)
 		return -errno;
 	s->in_epoll = true;
 	return 0;
 }
 
-/* Take a free id and give it the real socket fd; arena entry reset. */
+/* The worker a socket's doorbells go to, told to the application. */
+static void set_queue(struct br_sock *s, uint32_t worker)
+{
+	__atomic_store_n(&arena_sock(s)->db_queue, worker, __ATOMIC_RELAXED);
+}
+
+/*
+ * Make worker the owner of s: the last store of whoever set s up, since
+ * the owner may act on s as soon as it sees its number here.
+ */
+static void set_owner(struct br_sock *s, uint32_t worker)
+{
+	__atomic_store_n(&s->owner, (int)worker, __ATOMIC_RELEASE);
+}
+
+/*
+ * Take a free id and give it the real socket fd; arena entry reset. The
+ * caller sets the owner when it is done setting the socket up.
+ */
 static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 {
-	struct br_sock *s = a->free_list;
+	struct br_sock *s;
 	struct gs_sock *g;
 
+	pthread_mutex_lock(&a->ids_lock);
+	s = a->free_list;
+	if (s)
+		a->free_list = s->next_free;
+	pthread_mutex_unlock(&a->ids_lock);
 	if (!s)
 		return NULL;
-	a->free_list = s->next_free;
+	__atomic_add_fetch(&s->gen, 1, __ATOMIC_RELAXED);
+	s->adopted = false;
+	s->next_worker = 0;
 	s->fd = fd;
 	s->domain = domain;
 	s->state = BS_OPEN;
@@ -124,35 +153,76 @@ static void acceptq_drop(struct br_sock *s)
 	s->acceptq_len = s->acceptq_cap = 0;
 }
 
+/* Whether the slot waits on socket s. */
+static bool parked_on(struct br_app *a, uint32_t slot, struct br_sock *s)
+{
+	return __atomic_load_n(&a->slot[slot].parked_on, __ATOMIC_ACQUIRE) ==
+	       s->id + 1;
+}
+
 /* Release the real socket and the id. */
 static void sock_free(struct br_sock *s)
 {
 	struct br_app *a = s->app;
 
 	if (s->state == BS_CLOSING)
-		a->nclosing--;
+		br_self()->nclosing--;
 	if (s->wait_slot >= 0)
 		br_app_complete(a, s->wait_slot, -EBADF, NULL, 0);
 	for (uint32_t i = 0; s->state == BS_LISTEN && i < a->nslots; i++)
-		if (a->slot[i].parked && a->slot[i].fd == (int)s->id)
+		if (parked_on(a, i, s))
 			br_app_complete(a, i, -EBADF, NULL, 0);
 	acceptq_drop(s);
 	if (s->fd >= 0)
-		close(s->fd);
+		close(s->fd); /* and out of the epoll set */
 	if (s->unix_path[0])
 		unlink(s->unix_path);
 	s->fd = -1;
 	s->state = BS_FREE;
+	s->adopted = s->in_epoll = false;
 	publish_status(s, 0, ~0u);
+	__atomic_store_n(&s->owner, -1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&a->ids_lock);
 	s->next_free = a->free_list;
 	a->free_list = s;
+	pthread_mutex_unlock(&a->ids_lock);
 }
 
-void br_sock_close_all(struct br_app *a)
+/* Whether the calling worker owns s (any thread may ask). */
+static bool mine(struct br_sock *s)
+{
+	struct br_worker *w = br_self();
+
+	return w && __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE) == (int)w->idx;
+}
+
+/* Worker: close its sockets of a dead application. */
+void br_sock_close_owned(struct br_app *a)
 {
 	for (uint32_t i = 0; i < a->nsocks; i++)
-		if (a->sk[i].state != BS_FREE)
+		if (mine(&a->sk[i]))
 			sock_free(&a->sk[i]);
+}
+
+/*
+ * When a is freed (no thread knows it any more): close what is left, a
+ * socket handed to a worker that had stopped.
+ */
+void br_sock_close_all(struct br_app *a)
+{
+	for (uint32_t i = 0; i < a->nsocks; i++) {
+		struct br_sock *s = &a->sk[i];
+
+		if (s->state == BS_FREE)
+			continue;
+		acceptq_drop(s);
+		if (s->fd >= 0)
+			close(s->fd);
+		if (s->unix_path[0])
+			unlink(s->unix_path);
+		s->fd = -1;
+		s->state = BS_FREE;
+	}
 }
 
 /* Move tx ring bytes to the socket until the ring is empty or EAGAIN. */
@@ -248,7 +318,7 @@ static void pump_rx(struct br_sock *s)
 	uint32_t size = s->app->ring_size;
 
 	while (s->readable && !(s->status & GS_ST_RX_EOF) && !g->error &&
-	       !s->app->dead) {
+	       !br_app_dead(s->app)) {
 		uint64_t space = rx_space(s), first;
 		struct iovec iov[2];
 		ssize_t n;
@@ -290,7 +360,7 @@ static void close_if_drained(struct br_sock *s)
 
 void br_sock_pump(struct br_sock *s)
 {
-	if (s->app->dead)
+	if (br_app_dead(s->app))
 		return;
 	if (s->state == BS_CONNECTED) {
 		pump_tx(s);
@@ -301,11 +371,53 @@ void br_sock_pump(struct br_sock *s)
 	}
 }
 
+/* Worker: give its closing sockets of a their chance (deadlines). */
 void br_sock_tick(struct br_app *a)
 {
-	for (uint32_t i = 0; i < a->nsocks && a->nclosing; i++)
-		if (a->sk[i].state == BS_CLOSING)
+	for (uint32_t i = 0; i < a->nsocks && br_self()->nclosing; i++)
+		if (mine(&a->sk[i]) && a->sk[i].state == BS_CLOSING)
 			br_sock_pump(&a->sk[i]);
+}
+
+/* The owner takes s into its epoll set and moves what is waiting. */
+static void adopt(struct br_sock *s)
+{
+	int r;
+
+	s->adopted = true;
+	if (s->state != BS_CONNECTED)
+		return; /* made by this worker: watched from listen or connect */
+	r = epoll_watch(s, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+	if (r < 0)
+		sock_fail(s, r);
+	br_sock_pump(s);
+}
+
+/* Worker: a doorbell for socket id (the application's word: checked). */
+void br_sock_doorbell(struct br_app *a, uint32_t id)
+{
+	struct br_sock *s = &a->sk[id];
+
+	/* Not ours: stale, or rung before its owner's turn (it pumps then). */
+	if (!mine(s))
+		return;
+	if (!s->adopted)
+		adopt(s);
+	else
+		br_sock_pump(s);
+}
+
+/* Worker: a connection handed over by a listener's worker. */
+void br_sock_adopt(struct br_app *a, uint32_t id, uint32_t gen)
+{
+	struct br_sock *s = &a->sk[id];
+
+	if (__atomic_load_n(&s->gen, __ATOMIC_RELAXED) != gen || !mine(s))
+		return; /* closed since, or adopted and closed */
+	if (br_app_dead(a))
+		sock_free(s);
+	else if (!s->adopted)
+		adopt(s);
 }
 
 static void sock_connected(struct br_sock *s)
@@ -314,34 +426,56 @@ static void sock_connected(struct br_sock *s)
 	publish_status(s, GS_ST_CONNECTED, 0);
 }
 
-/* Hand an accepted fd to a slot waiting in gaccept. */
+/*
+ * Hand an accepted fd to a slot waiting in gaccept. The connection goes
+ * to the application's workers in turn: the listener's worker sets it up
+ * and gives it away (an "adopt" message) before the application learns
+ * its id, so its first doorbell finds the new owner.
+ */
 static void accept_complete(struct br_sock *ls, uint32_t slot, int fd)
 {
 	struct br_app *a = ls->app;
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof(peer);
+	uint32_t to = ls->next_worker++ % a->nworkers, id, gen;
+	struct br_msg *m = NULL;
 	struct br_sock *s;
 	int one = 1;
 
+	if (to != br_self()->idx) {
+		m = calloc(1, sizeof(*m));
+		if (!m)
+			to = br_self()->idx;
+	}
 	s = sock_alloc(a, fd, ls->domain);
 	if (!s) {
+		free(m);
 		close(fd);
 		br_app_complete(a, slot, -EMFILE, NULL, 0);
 		return;
 	}
 	if (ls->domain != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (epoll_watch(s, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) < 0) {
-		sock_free(s);
-		br_app_complete(a, slot, -ENOMEM, NULL, 0);
-		return;
-	}
-	sock_connected(s);
-	s->readable = s->writable = true;
 	if (getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
 		plen = 0;
-	br_app_complete(a, slot, s->id, &peer, plen);
-	br_sock_pump(s);
+	sock_connected(s);
+	s->readable = s->writable = true;
+	set_queue(s, to);
+	id = s->id;
+	gen = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
+	set_owner(s, to);
+	if (m) { /* s is not ours to touch from here on */
+		m->kind = BR_MSG_ADOPT;
+		m->app = a;
+		m->id = id;
+		m->gen = gen;
+		br_app_get(a);
+		br_worker_post(&br.workers[to], m);
+		br_app_complete(a, slot, id, &peer, plen);
+		return;
+	}
+	br_app_complete(a, slot, id, &peer, plen);
+	adopt(s);
 }
 
 static int parked_accept(struct br_sock *ls)
@@ -349,8 +483,7 @@ static int parked_accept(struct br_sock *ls)
 	struct br_app *a = ls->app;
 
 	for (uint32_t i = 0; i < a->nslots; i++)
-		if (a->slot[i].parked && a->slot[i].op == GS_OP_ACCEPT &&
-		    a->slot[i].fd == (int)ls->id)
+		if (parked_on(a, i, ls))
 			return (int)i;
 	return -1;
 }
@@ -408,8 +541,13 @@ static void finish_connect(struct br_sock *s)
 
 void br_sock_event(struct br_sock *s, uint32_t events)
 {
-	if (s->app->dead || s->state == BS_FREE)
+	/* An event for a socket closed earlier in the same batch: not ours. */
+	if (br_app_dead(s->app) || !mine(s) || s->state == BS_FREE)
 		return;
+	if (!s->adopted) {
+		adopt(s);
+		return;
+	}
 	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		s->readable = true;
 	if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
@@ -473,12 +611,18 @@ static int64_t cmd_socket(struct br_app *a, const struct gs_cmd *c)
 		return -EPROTONOSUPPORT;
 	if (proto != 0 && !(domain != AF_UNIX && proto == IPPROTO_TCP))
 		return -EPROTONOSUPPORT;
-	if (!a->free_list)
-		return -EMFILE;
 	fd = socket(domain, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, proto);
 	if (fd < 0)
 		return -errno;
 	s = sock_alloc(a, fd, domain);
+	if (!s) {
+		close(fd);
+		return -EMFILE;
+	}
+	/* Made here, owned here: the queue of the worker serving this. */
+	set_queue(s, br_self()->idx);
+	s->adopted = true;
+	set_owner(s, br_self()->idx);
 	return s->id;
 }
 
@@ -569,7 +713,7 @@ static int64_t cmd_accept(struct br_sock *s, uint32_t slot,
 	}
 	if (c->arg[0])
 		return -EAGAIN;
-	a->slot[slot].parked = true;
+	__atomic_store_n(&a->slot[slot].parked_on, s->id + 1, __ATOMIC_RELEASE);
 	return BR_LATER;
 }
 
@@ -598,7 +742,8 @@ static int64_t cmd_connect(struct br_sock *s, uint32_t slot,
 		return -errno;
 	s->state = BS_CONNECTING;
 	s->wait_slot = (int)slot;
-	s->app->slot[slot].parked = true;
+	__atomic_store_n(&s->app->slot[slot].parked_on, s->id + 1,
+			 __ATOMIC_RELEASE);
 	return BR_LATER;
 }
 
@@ -628,7 +773,7 @@ static int64_t cmd_close(struct br_sock *s)
 	}
 	/* The kernel sends unsent bytes after close(); so do we. */
 	s->state = BS_CLOSING;
-	s->app->nclosing++;
+	br_self()->nclosing++;
 	s->close_deadline_ns = br_now_ns() + br.conf.linger_ms * 1000000ull;
 	publish_status(s, 0, ~0u);
 	br_sock_pump(s);
@@ -681,10 +826,29 @@ static int64_t cmd_name(struct br_app *a, uint32_t slot, struct br_sock *s,
 	return BR_LATER;
 }
 
+/* Pass a request about a socket another worker owns to that worker. */
+static void forward(struct br_app *a, uint32_t slot, const struct gs_cmd *c,
+		    int owner)
+{
+	struct br_msg *m = calloc(1, sizeof(*m));
+
+	if (!m) {
+		br_app_complete(a, slot, -ENOMEM, NULL, 0);
+		return;
+	}
+	m->kind = BR_MSG_CMD;
+	m->app = a;
+	m->slot = slot;
+	m->req = *c;
+	br_app_get(a);
+	br_worker_post(&br.workers[owner], m);
+}
+
 /*
  * Serve one request. Handlers return a result to complete the slot with,
  * or BR_LATER where they completed it themselves or parked it (accept,
- * connect, name lookups).
+ * connect, name lookups). A request about another worker's socket goes
+ * to that worker.
  */
 void br_sock_command(struct br_app *a, uint32_t slot, const struct gs_cmd *c)
 {
@@ -692,13 +856,22 @@ void br_sock_command(struct br_app *a, uint32_t slot, const struct gs_cmd *c)
 	int64_t r;
 
 	if (c->op != GS_OP_SOCKET) {
-		if (c->fd < 0 || (uint32_t)c->fd >= a->nsocks ||
-		    a->sk[c->fd].state == BS_FREE ||
-		    a->sk[c->fd].state == BS_CLOSING) {
+		int owner = c->fd < 0 || (uint32_t)c->fd >= a->nsocks ?
+				    -1 :
+				    __atomic_load_n(&a->sk[c->fd].owner,
+						    __ATOMIC_ACQUIRE);
+
+		if (owner >= 0 && (uint32_t)owner != br_self()->idx) {
+			forward(a, slot, c, owner);
+			return;
+		}
+		s = owner < 0 ? NULL : &a->sk[c->fd];
+		if (s && !s->adopted)
+			adopt(s);
+		if (!s || s->state == BS_FREE || s->state == BS_CLOSING) {
 			br_app_complete(a, slot, -EBADF, NULL, 0);
 			return;
 		}
-		s = &a->sk[c->fd];
 	}
 	switch (c->op) {
 	case GS_OP_SOCKET:

@@ -38,6 +38,7 @@ struct gs_lsock {
 	int32_t error; /* a socket error already seen: sticky */
 	uint32_t flags; /* GS_LS_* */
 	uint32_t poll_slot; /* what we last wrote to the arena's poll_slot */
+	uint32_t db_queue; /* the arena's db_queue, read once when fd is made */
 };
 
 #define GS_LS_OPEN 0x1 /* a descriptor of ours: gsocket/gaccept, not gclose */
@@ -51,10 +52,11 @@ struct gs_lsock {
 
 /* Device-memory state of the whole application. */
 struct gs_local {
-	unsigned long long db_ticket; /* doorbell tickets taken */
-	unsigned long long db_head_seen; /* the arena's db_head when last read */
 	uint32_t world; /* GS_WORLD_* */
 	uint32_t pad;
+	/* per doorbell queue: tickets taken, the arena's head when last read */
+	unsigned long long db_ticket[GS_MAX_QUEUES];
+	unsigned long long db_head_seen[GS_MAX_QUEUES];
 };
 
 /* What a kernel gets from gsock_launch(): where everything is, by value. */
@@ -62,7 +64,8 @@ struct gsock_dev {
 	struct gs_arena_hdr *arena;
 	struct gs_cmd *slots;
 	struct gs_sock *socks;
-	uint64_t *db;
+	struct gs_dbq *dbq;
+	uint64_t *db; /* nqueues x db_size cells */
 	uint8_t *rings;
 	struct gs_local *local; /* device memory */
 	struct gs_lsock *lsock; /* device memory, nsocks */
@@ -70,6 +73,7 @@ struct gsock_dev {
 	uint32_t nsocks;
 	uint32_t ring_size;
 	uint32_t db_size;
+	uint32_t nqueues;
 };
 
 /* gsetsockopt level for options that live on the device side. */
@@ -126,27 +130,46 @@ GSOCK_DEVICE int gs_wait_turn(struct gsock_dev gs, unsigned *turn)
 	return 0;
 }
 
-/* Tell the bridge that `what` (socket id, or GS_DB_CMD | slot) changed. */
-GSOCK_DEVICE int gs_ring_doorbell(struct gsock_dev gs, uint32_t what)
+/*
+ * Tell the bridge worker that serves queue q that `what` (socket id, or
+ * GS_DB_CMD | slot) changed.
+ */
+GSOCK_DEVICE int gs_ring_doorbell(struct gsock_dev gs, uint32_t q,
+				  uint32_t what)
 {
-	uint64_t t = gs_fetch_add64(&gs.local->db_ticket, 1);
+	uint64_t t, *cells;
 	unsigned i = 0;
 	int err;
 
+	q = q < gs.nqueues ? q : q % gs.nqueues;
+	t = gs_fetch_add64(&gs.local->db_ticket[q], 1);
+	cells = gs.db + (uint64_t)q * gs.db_size;
 	/* The cached head is behind the real one, never ahead: re-read it
 	 * only when the queue looks full. */
-	while (t - gs.local->db_head_seen >= gs.db_size) {
-		gs.local->db_head_seen = gs_ld64(&gs.arena->db_head);
-		if (t - gs.local->db_head_seen < gs.db_size)
+	while (t - gs.local->db_head_seen[q] >= gs.db_size) {
+		gs.local->db_head_seen[q] = gs_ld64(&gs.dbq[q].head);
+		if (t - gs.local->db_head_seen[q] < gs.db_size)
 			break;
 		err = gs_wait_turn(gs, &i);
 		if (err)
 			return err;
 	}
 	/* Callers published what changed before; release orders it first. */
-	gs_st_release64(&gs.db[t & (gs.db_size - 1)],
+	gs_st_release64(&cells[t & (gs.db_size - 1)],
 			((uint64_t)(uint32_t)(t + 1) << 32) | what);
 	return 0;
+}
+
+/*
+ * The queue a command about fd goes to: the one of the worker that owns
+ * fd (what the bridge said when fd was made), else one picked by block,
+ * so sockets that blocks create spread over the workers.
+ */
+GSOCK_DEVICE uint32_t gs_cmd_queue(struct gsock_dev gs, int fd)
+{
+	if (fd >= 0 && (uint32_t)fd < gs.nsocks)
+		return gs.lsock[fd].db_queue;
+	return (gs.slot_base + gs_bid()) % gs.nqueues;
 }
 
 GSOCK_DEVICE struct gs_cmd *gs_my_slot(struct gsock_dev gs)
@@ -178,7 +201,8 @@ GSOCK_DEVICE long gs_command_t0(struct gsock_dev gs, uint32_t op, int fd,
 	for (uint32_t k = 0; k < addrlen; k++)
 		c->addr[k] = ((const uint8_t *)addr)[k];
 	gs_st64(&c->seq, seq);
-	err = gs_ring_doorbell(gs, GS_DB_CMD | (gs.slot_base + gs_bid()));
+	err = gs_ring_doorbell(gs, gs_cmd_queue(gs, fd),
+			       GS_DB_CMD | (gs.slot_base + gs_bid()));
 	if (err)
 		return err;
 	while (gs_ld64(&c->done_seq) != seq) {
@@ -235,6 +259,7 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 	ls->error = 0;
 	ls->flags = GS_LS_OPEN | flags;
 	ls->poll_slot = 0;
+	ls->db_queue = gs_ld32(&gs.socks[fd].db_queue);
 	gs_st32(&gs.socks[fd].poll_slot, 0);
 }
 
@@ -473,7 +498,7 @@ GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
 			return -ENOTCONN;
 		/* An empty ring: a stalled bridge would wait for us forever. */
 		if (i == 0 && gs_ld32(&s->rx_blocked)) {
-			err = gs_ring_doorbell(gs, (uint32_t)fd);
+			err = gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
 			if (err)
 				return err;
 		}
@@ -505,7 +530,7 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 		return 0;
 	gs_fence();
 	if (gs_ld32(&s->rx_blocked))
-		return gs_ring_doorbell(gs, (uint32_t)fd);
+		return gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
 	return 0;
 }
 
@@ -768,7 +793,7 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		if (gs_tid() == 0) {
 			ls->tx_tail = tail + (uint64_t)n;
 			gs_st64(&gs.socks[fd].tx_tail, ls->tx_tail);
-			if (gs_ring_doorbell(gs, (uint32_t)fd))
+			if (gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd))
 				n = -ECONNABORTED;
 		}
 		n = gs_bcast(n);

@@ -9,13 +9,16 @@
  * Arena layout (offsets in the header, every part 64-byte aligned):
  *
  *   +--------------------+ 0
- *   | gs_arena_hdr       |  geometry (app writes once), doorbell head
+ *   | gs_arena_hdr       |  geometry (app writes once), event count
  *   +--------------------+ slots_off
  *   | gs_cmd[nslots]     |  one command slot per running threadblock
  *   +--------------------+ socks_off
  *   | gs_sock[nsocks]    |  ring counters and status per socket
+ *   +--------------------+ dbq_off
+ *   | gs_dbq[nqueues]    |  each doorbell queue's consumed count
  *   +--------------------+ db_off
- *   | u64[db_size]       |  doorbell queue cells
+ *   | u64[db_size]       |  doorbell queue 0's cells
+ *   | u64[db_size] ...   |  queue 1's, up to nqueues
  *   +--------------------+ rings_off
  *   | rx ring | tx ring  |  ring_size bytes each, socket 0
  *   | rx ring | tx ring  |  socket 1 ...
@@ -30,7 +33,7 @@
 #include <stdint.h>
 
 #define GS_ARENA_MAGIC 0x31636b6f7367ULL /* "gsock1" little-endian */
-#define GS_ARENA_VERSION 2
+#define GS_ARENA_VERSION 3
 #define GS_LINE 64
 
 #define GS_ADDR_MAX 128 /* sizeof(struct sockaddr_storage) */
@@ -41,6 +44,7 @@
 #define GS_MIN_RING 4096
 #define GS_MAX_RING (64u << 20)
 #define GS_MAX_DB 262144
+#define GS_MAX_QUEUES 64 /* doorbell queues: one per gsockd worker */
 
 /* Doorbell cell value: low 32 bits name what changed. */
 #define GS_DB_CMD 0x80000000u /* bit set: a command slot; clear: a socket */
@@ -53,13 +57,15 @@ struct gs_arena_hdr {
 	uint32_t nslots; /* app, once: command slots */
 	uint32_t nsocks; /* app, once: socket entries */
 	uint32_t ring_size; /* app, once: bytes per ring, power of two */
-	uint32_t db_size; /* app, once: doorbell cells, power of two */
+	uint32_t db_size; /* app, once: cells per doorbell queue, power of two */
 	uint64_t slots_off; /* app, once */
 	uint64_t socks_off; /* app, once */
 	uint64_t db_off; /* app, once */
 	uint64_t rings_off; /* app, once */
-	uint8_t pad0[2 * GS_LINE - 72]; /* geometry ends on a line */
-	uint64_t db_head; /* bridge: doorbell cells consumed */
+	uint32_t nqueues; /* app, once: doorbell queues, 1..GS_MAX_QUEUES */
+	uint32_t pad_q;
+	uint64_t dbq_off; /* app, once */
+	uint8_t pad0[2 * GS_LINE - 88]; /* geometry ends on a line */
 	/*
 	 * bridge: bumped (release) after any change a gpoll could see:
 	 * rx bytes or EOF, tx space, an error, a pending connection, a
@@ -67,7 +73,24 @@ struct gs_arena_hdr {
 	 * looks at this one now and then, for sockets another block owns.
 	 */
 	uint64_t events;
-	uint8_t pad1[GS_LINE - 16];
+	uint8_t pad1[GS_LINE - 8];
+};
+
+/*
+ * A doorbell queue. The application appends cells to queue q's ring of
+ * db_size u64 cells: (ticket + 1) << 32 | what, written last with
+ * release, so a cell is new when its high half equals the consumer's
+ * count + 1. Each queue has one consumer, a gsockd worker; the bridge
+ * tells the application which queue a socket's doorbells go to
+ * (gs_sock.db_queue), so no worker reads another's traffic.
+ *
+ *   word   writer   meaning
+ *   head   bridge   cells consumed (the producer waits while ticket -
+ *                   head >= db_size)
+ */
+struct gs_dbq {
+	uint64_t head;
+	uint8_t pad[GS_LINE - 8];
 };
 
 /* Command opcodes. Arguments are in gs_cmd.arg[] unless said otherwise. */
@@ -137,6 +160,9 @@ struct gs_cmd {
  *   status error    bridge   GS_ST_*, negative errno of a failed socket
  *   rx_blocked      bridge   1 while the bridge waits for rx space
  *   accept_pending  bridge   connections waiting for gaccept (listener)
+ *   db_queue        bridge   the doorbell queue of the worker that owns
+ *                            the socket; set before the socket's id is
+ *                            handed to the application
  *   tx_head         bridge   bytes taken from the tx ring
  *   rx_head         app      bytes consumed from the rx ring
  *   poll_slot       app      1 + the command slot of the block that last
@@ -154,7 +180,8 @@ struct gs_sock {
 	int32_t error;
 	uint32_t rx_blocked;
 	uint32_t accept_pending;
-	uint8_t pad0[GS_LINE - 24];
+	uint32_t db_queue;
+	uint8_t pad0[GS_LINE - 28];
 	uint64_t tx_head;
 	uint8_t pad1[GS_LINE - 8];
 	uint64_t rx_head;
@@ -170,6 +197,7 @@ _Static_assert(sizeof(struct gs_cmd) % GS_LINE == 0, "slot layout");
 _Static_assert(__builtin_offsetof(struct gs_cmd, done_seq) % GS_LINE == 0,
 	       "reply on its own line");
 _Static_assert(sizeof(struct gs_sock) == 4 * GS_LINE, "socket layout");
+_Static_assert(sizeof(struct gs_dbq) == GS_LINE, "doorbell queue layout");
 #endif
 
 /*
@@ -177,7 +205,7 @@ _Static_assert(sizeof(struct gs_sock) == 4 * GS_LINE, "socket layout");
  * compute it; the bridge accepts an arena only if its header agrees.
  */
 struct gs_layout {
-	uint64_t slots_off, socks_off, db_off, rings_off, size;
+	uint64_t slots_off, socks_off, dbq_off, db_off, rings_off, size;
 };
 
 static inline int gs_pow2(uint64_t x)
@@ -188,20 +216,22 @@ static inline int gs_pow2(uint64_t x)
 /* Returns 0, or -1 when the geometry is out of the bridge's limits. */
 static inline int gs_arena_layout(uint32_t nslots, uint32_t nsocks,
 				  uint32_t ring_size, uint32_t db_size,
-				  struct gs_layout *l)
+				  uint32_t nqueues, struct gs_layout *l)
 {
 	const uint64_t page = 4096;
 
 	if (!nslots || nslots > GS_MAX_SLOTS || !nsocks ||
 	    nsocks > GS_MAX_SOCKS || !gs_pow2(ring_size) ||
 	    ring_size < GS_MIN_RING || ring_size > GS_MAX_RING ||
-	    !gs_pow2(db_size) || db_size > GS_MAX_DB)
+	    !gs_pow2(db_size) || db_size > GS_MAX_DB || !nqueues ||
+	    nqueues > GS_MAX_QUEUES)
 		return -1;
 	l->slots_off = sizeof(struct gs_arena_hdr);
 	l->socks_off = l->slots_off + (uint64_t)nslots * sizeof(struct gs_cmd);
-	l->db_off = l->socks_off + (uint64_t)nsocks * sizeof(struct gs_sock);
-	l->rings_off = (l->db_off + (uint64_t)db_size * 8 + page - 1) &
-		       ~(page - 1);
+	l->dbq_off = l->socks_off + (uint64_t)nsocks * sizeof(struct gs_sock);
+	l->db_off = l->dbq_off + (uint64_t)nqueues * sizeof(struct gs_dbq);
+	l->rings_off = (l->db_off + (uint64_t)nqueues * db_size * 8 + page -
+			1) & ~(page - 1);
 	l->size = l->rings_off + (uint64_t)nsocks * 2 * ring_size;
 	return 0;
 }

@@ -5,8 +5,13 @@
  * first message hands over the arena; its end, either way, ends the
  * application's registration.
  *
+ *   bridge -> app   gs_ctl_welcome: the protocol version and how many
+ *                   workers (doorbell queues) the arena should have;
+ *                   or a gs_ctl_reply refusing the application
  *   app -> bridge   gs_ctl_hello, with the arena memfd in SCM_RIGHTS
  *   bridge -> app   gs_ctl_reply: status 0, or -errno and a sentence
+ *
+ * A reply and a welcome are told apart by their magic.
  */
 #ifndef GSOCK_CTL_H
 #define GSOCK_CTL_H
@@ -17,7 +22,15 @@
 #include <unistd.h>
 
 #define GS_CTL_MAGIC 0x6c746367u /* "gctl" */
-#define GS_CTL_VERSION 2
+#define GS_CTL_WELCOME_MAGIC 0x6c657767u /* "gwel" */
+#define GS_CTL_VERSION 3
+
+struct gs_ctl_welcome {
+	uint32_t magic; /* GS_CTL_WELCOME_MAGIC */
+	uint32_t version; /* GS_CTL_VERSION */
+	uint32_t workers; /* gsockd's workers: doorbell queues to make */
+	uint32_t pad;
+};
 
 struct gs_ctl_hello {
 	uint32_t magic; /* GS_CTL_MAGIC */

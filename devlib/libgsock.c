@@ -212,6 +212,54 @@ static int gs_connect_control(const struct gsock_opts *o, char *err, size_t len)
 	return fd;
 }
 
+/*
+ * gsockd speaks first: its welcome says how many doorbell queues the
+ * arena needs (one per worker), or a reply says why it will not serve
+ * us. Bounded, so an older gsockd that waits for our hello is named.
+ */
+static int gs_welcome(struct gsock_ctx *ctx, uint32_t *workers, char *err,
+		      size_t len)
+{
+	union {
+		struct gs_ctl_welcome w;
+		struct gs_ctl_reply r;
+	} m;
+	struct pollfd pfd = { ctx->ctl_fd, POLLIN, 0 };
+	ssize_t n;
+	int r;
+
+	do
+		r = poll(&pfd, 1, 10000);
+	while (r < 0 && errno == EINTR);
+	if (r == 0) {
+		say(err, len,
+		    "gsockd did not greet within 10 s (an older gsockd? this libgsock speaks protocol %u)",
+		    GS_CTL_VERSION);
+		return -1;
+	}
+	n = recv(ctx->ctl_fd, &m, sizeof(m), 0);
+	if (n == (ssize_t)sizeof(m.r) && m.r.magic == GS_CTL_MAGIC &&
+	    m.r.status) {
+		m.r.msg[sizeof(m.r.msg) - 1] = 0;
+		say(err, len, "gsockd refused the application: %s", m.r.msg);
+		return -1;
+	}
+	if (n != (ssize_t)sizeof(m.w) || m.w.magic != GS_CTL_WELCOME_MAGIC) {
+		say(err, len,
+		    "gsockd sent no welcome (%zd bytes): closed, or not a gsockd of protocol %u",
+		    n, GS_CTL_VERSION);
+		return -1;
+	}
+	if (m.w.version != GS_CTL_VERSION) {
+		say(err, len,
+		    "gsockd speaks protocol %u, this libgsock %u: use the gsockd of the same release",
+		    m.w.version, GS_CTL_VERSION);
+		return -1;
+	}
+	*workers = m.w.workers;
+	return 0;
+}
+
 /* Send the hello with the memfd; read gsockd's verdict. */
 static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
 {
@@ -306,16 +354,27 @@ err_cuda:
 #endif
 }
 
+/*
+ * workers: gsockd's, one doorbell queue each. A queue holds a cell per
+ * slot and socket twice over, divided among the queues (sockets spread
+ * over workers), at least 1024.
+ */
 static int gs_arena_create(struct gsock_ctx *ctx, const struct gsock_opts *o,
-			   char *err, size_t len)
+			   uint32_t workers, char *err, size_t len)
 {
 	uint32_t nslots = o->nslots ? o->nslots : DEFAULT_SLOTS;
 	uint32_t nsocks = o->nsocks ? o->nsocks : DEFAULT_SOCKS;
 	uint32_t ring = o->ring_size ? o->ring_size : DEFAULT_RING;
-	uint32_t db = pow2_at_least(2 * (uint64_t)(nslots + nsocks));
+	uint32_t nq = workers < 1 ? 1 :
+		      workers > GS_MAX_QUEUES ? GS_MAX_QUEUES :
+						workers;
+	uint64_t cells = 2 * (uint64_t)(nslots + nsocks) / nq;
+	uint32_t db = pow2_at_least(cells < 1024 ? 1024 :
+				    cells > GS_MAX_DB ? GS_MAX_DB :
+							cells);
 	struct gs_arena_hdr *h;
 
-	if (gs_arena_layout(nslots, nsocks, ring, db, &ctx->layout)) {
+	if (gs_arena_layout(nslots, nsocks, ring, db, nq, &ctx->layout)) {
 		say(err, len,
 		    "arena geometry out of range: slots %u (1..%u), sockets %u (1..%u), ring %u (a power of two, %u..%u)",
 		    nslots, GS_MAX_SLOTS, nsocks, GS_MAX_SOCKS, ring,
@@ -348,8 +407,10 @@ static int gs_arena_create(struct gsock_ctx *ctx, const struct gsock_opts *o,
 	h->nsocks = nsocks;
 	h->ring_size = ring;
 	h->db_size = db;
+	h->nqueues = nq;
 	h->slots_off = ctx->layout.slots_off;
 	h->socks_off = ctx->layout.socks_off;
+	h->dbq_off = ctx->layout.dbq_off;
 	h->db_off = ctx->layout.db_off;
 	h->rings_off = ctx->layout.rings_off;
 	return 0;
@@ -360,6 +421,7 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 {
 	struct gsock_opts none = { 0 };
 	struct gsock_ctx *ctx = calloc(1, sizeof(*ctx));
+	uint32_t workers = 1;
 
 	if (!ctx) {
 		say(err, errlen, "out of memory");
@@ -375,7 +437,8 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 	ctx->ctl_fd = gs_connect_control(opts ? opts : &none, err, errlen);
 	if (ctx->ctl_fd < 0)
 		goto err_free;
-	if (gs_arena_create(ctx, opts ? opts : &none, err, errlen) ||
+	if (gs_welcome(ctx, &workers, err, errlen) ||
+	    gs_arena_create(ctx, opts ? opts : &none, workers, err, errlen) ||
 	    gs_device_map(ctx, err, errlen) || gs_register(ctx, err, errlen))
 		goto err_free;
 	if (pthread_create(&ctx->watcher, NULL, gs_watch, ctx)) {
@@ -397,6 +460,7 @@ static struct gsock_dev gs_dev_view(struct gsock_ctx *ctx, uint32_t base)
 	d.arena = (struct gs_arena_hdr *)ctx->dev_base;
 	d.slots = (struct gs_cmd *)(ctx->dev_base + h->slots_off);
 	d.socks = (struct gs_sock *)(ctx->dev_base + h->socks_off);
+	d.dbq = (struct gs_dbq *)(ctx->dev_base + h->dbq_off);
 	d.db = (uint64_t *)(ctx->dev_base + h->db_off);
 	d.rings = ctx->dev_base + h->rings_off;
 	d.local = ctx->local;
@@ -405,6 +469,7 @@ static struct gsock_dev gs_dev_view(struct gsock_ctx *ctx, uint32_t base)
 	d.nsocks = h->nsocks;
 	d.ring_size = h->ring_size;
 	d.db_size = h->db_size;
+	d.nqueues = h->nqueues;
 	return d;
 }
 

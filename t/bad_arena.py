@@ -18,25 +18,27 @@ import struct
 import sys
 import time
 
-CTL_MAGIC, CTL_VERSION = 0x6C746367, 2
-ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, 2
-HDR, CMD, SOCK = 192, 384, 256  # sizeof gs_arena_hdr, gs_cmd, gs_sock (t/ring checks them)
+CTL_MAGIC, CTL_VERSION, WELCOME_MAGIC = 0x6C746367, 3, 0x6C657767
+ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, 3
+HDR, CMD, SOCK, DBQ = 192, 384, 256, 64  # sizeof gs_arena_hdr, gs_cmd, gs_sock, gs_dbq (t/ring checks them)
 DB_CMD = 0x80000000
 OP_SOCKET, OP_CONNECT = 1, 5
 
 
-def layout(nslots, nsocks, ring, db):
+def layout(nslots, nsocks, ring, db, nq):
     slots = HDR
     socks = slots + nslots * CMD
-    dbo = socks + nsocks * SOCK
-    rings = (dbo + db * 8 + 4095) & ~4095
-    return slots, socks, dbo, rings, rings + nsocks * 2 * ring
+    dbq = socks + nsocks * SOCK
+    dbo = dbq + nq * DBQ
+    rings = (dbo + nq * db * 8 + 4095) & ~4095
+    return slots, socks, dbq, dbo, rings, rings + nsocks * 2 * ring
 
 
 class Arena:
-    def __init__(self, nslots=4, nsocks=4, ring=4096, db=64, seal=True):
-        self.geo = (nslots, nsocks, ring, db)
-        self.slots, self.socks, self.dbo, self.rings, self.size = layout(*self.geo)
+    """One doorbell queue unless told: gsockd then serves it with one worker."""
+    def __init__(self, nslots=4, nsocks=4, ring=4096, db=64, nq=1, seal=True):
+        self.geo = (nslots, nsocks, ring, db, nq)
+        self.slots, self.socks, self.dbq, self.dbo, self.rings, self.size = layout(*self.geo)
         flags = os.MFD_ALLOW_SEALING if seal else 0
         self.fd = os.memfd_create("bad-arena", flags)
         os.ftruncate(self.fd, self.size)
@@ -44,25 +46,31 @@ class Arena:
             fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS,
                         fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         self.m = mmap.mmap(self.fd, self.size)
-        struct.pack_into("<QIIQIIIIQQQQ", self.m, 0, ARENA_MAGIC, ARENA_VERSION, HDR,
+        struct.pack_into("<QIIQIIIIQQQQIIQ", self.m, 0, ARENA_MAGIC, ARENA_VERSION, HDR,
                          self.size, nslots, nsocks, ring, db,
-                         self.slots, self.socks, self.dbo, self.rings)
-        self.ticket = 0
+                         self.slots, self.socks, self.dbo, self.rings, nq, 0, self.dbq)
+        self.tickets = [0] * nq
 
-    def doorbell(self, what):
+    def doorbell(self, what, q=0):
         db = self.geo[3]
-        struct.pack_into("<Q", self.m, self.dbo + 8 * (self.ticket % db),
-                         (((self.ticket + 1) & 0xFFFFFFFF) << 32) | what)
-        self.ticket += 1
+        t = self.tickets[q]
+        struct.pack_into("<Q", self.m, self.dbo + 8 * (q * db + t % db),
+                         (((t + 1) & 0xFFFFFFFF) << 32) | what)
+        self.tickets[q] += 1
 
-    def command(self, slot, op, fd=-1, args=(0, 0, 0), addr=b"", addrlen=None):
+    def queue_of(self, fd):
+        """The doorbell queue gsockd named for socket fd."""
+        return struct.unpack_from("<I", self.m, self.socks + fd * SOCK + 24)[0]
+
+    def command(self, slot, op, fd=-1, args=(0, 0, 0), addr=b"", addrlen=None, q=None):
+        """Ring the slot's queue by default, as the device does for a new socket."""
         base = self.slots + slot * CMD
         seq = struct.unpack_from("<Q", self.m, base)[0] + 1
         struct.pack_into("<Iiqqq I", self.m, base + 8, op, fd, *args,
                          len(addr) if addrlen is None else addrlen)
         self.m[base + 48:base + 48 + len(addr)] = addr
         struct.pack_into("<Q", self.m, base, seq)
-        self.doorbell(DB_CMD | slot)
+        self.doorbell(DB_CMD | slot, slot % self.geo[4] if q is None else q)
         deadline = time.time() + 5
         while time.time() < deadline:
             if struct.unpack_from("<Q", self.m, base + 192)[0] == seq:
@@ -75,10 +83,17 @@ def hello_bytes(size, magic=CTL_MAGIC):
     return struct.pack("<IIQ", magic, CTL_VERSION, size)
 
 
-def connect(path):
+def connect(path, greeted=True):
+    """A control connection; greeted: read gsockd's welcome first."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.settimeout(5)
     s.connect(path)
+    if greeted:
+        global WORKERS
+        w = s.recv(256)
+        if len(w) != 16 or struct.unpack_from("<I", w)[0] != WELCOME_MAGIC:
+            raise SystemExit("gsockd sent no welcome: %r" % (w,))
+        WORKERS = struct.unpack_from("<I", w, 8)[0]
     return s
 
 
@@ -105,6 +120,7 @@ def dropped(s, secs=3):
 
 
 results = []
+WORKERS = 0  # gsockd's, from its welcome
 
 
 def check(name, good, detail=""):
@@ -148,7 +164,7 @@ def main(path, echo_port):
     refused(path, "size-mismatch", hello_bytes(a.size + 4096), [a.fd])
 
     # A connection that never says hello must not hold gsockd up.
-    silent = connect(path)
+    silent = connect(path, greeted=False)
     t0 = time.time()
     a = Arena()
     s = registered(path, a)
@@ -182,9 +198,47 @@ def main(path, echo_port):
     r = a.command(1, OP_CONNECT, fd=fd, addr=sin)
     check("connect-for-real", r == 0, "connect returned %r" % (r,))
     struct.pack_into("<Q", a.m, a.socks + fd * SOCK + 192, 10 * 4096)  # tx_tail far ahead
-    a.doorbell(fd)
+    a.doorbell(fd, a.queue_of(fd))
     check("corrupt-tx-counters", dropped(s))
 
+    # Two queues (two workers): a socket's doorbell rung on the wrong
+    # queue is ignored, on the right one acted on; a command about the
+    # other worker's socket is served all the same; one request rung on
+    # both queues is served once.
+    if WORKERS < 2:
+        for name in ("two-workers-own-sockets", "command-forwarded-to-owner",
+                     "one-request-two-doorbells-served-once", "wrong-queue-doorbell-ignored",
+                     "corrupt-counters-on-second-worker"):
+            print("skip %s gsockd runs %d worker(s)" % (name, WORKERS), flush=True)
+        return finish(path, silent)
+    a = Arena(nq=2)
+    s = registered(path, a)
+    fds = [a.command(k, OP_SOCKET, args=(socket.AF_INET, socket.SOCK_STREAM, 0)) for k in (0, 1)]
+    queues = sorted(a.queue_of(fd) for fd in fds if fd is not None and fd >= 0)
+    check("two-workers-own-sockets", queues == [0, 1], "queues %r for fds %r" % (queues, fds))
+    r = a.command(0, OP_CONNECT, fd=fds[1], addr=sin, q=0)  # the other worker's socket
+    check("command-forwarded-to-owner", r == 0, "connect returned %r" % (r,))
+    base = a.slots + 2 * CMD
+    seq = struct.unpack_from("<Q", a.m, base)[0] + 1
+    struct.pack_into("<Iiqqq I", a.m, base + 8, OP_SOCKET, -1, socket.AF_INET, socket.SOCK_STREAM, 0, 0)
+    struct.pack_into("<Q", a.m, base, seq)
+    a.doorbell(DB_CMD | 2, 0)
+    a.doorbell(DB_CMD | 2, 1)
+    time.sleep(0.3)
+    done = struct.unpack_from("<Q", a.m, base + 192)[0]
+    live = sum(1 for k in range(4) if struct.unpack_from("<I", a.m, a.socks + k * SOCK + 8)[0] & 1)
+    check("one-request-two-doorbells-served-once", done == seq and live == 3,
+          "done_seq %d (seq %d), %d sockets open (3 expected)" % (done, seq, live))
+    struct.pack_into("<Q", a.m, a.socks + fds[1] * SOCK + 192, 10 * 4096)
+    a.doorbell(fds[1], 1 - a.queue_of(fds[1]))
+    check("wrong-queue-doorbell-ignored", not dropped(s, 0.5))
+    a.doorbell(fds[1], a.queue_of(fds[1]))
+    check("corrupt-counters-on-second-worker", dropped(s))
+    return finish(path, silent)
+
+
+def finish(path, silent):
+    """Last: an arena overwritten with garbage while gsockd serves it."""
     a = Arena()
     s = registered(path, a)
     rng = random.Random(7)

@@ -3,12 +3,15 @@
 # programs of the backend under test, and clean-up of everything started,
 # also when a test fails or times out.
 #
-# GSOCK_TEST_BACKEND=host|cuda picks the programs (default host).
+# GSOCK_TEST_BACKEND=host|cuda picks the programs (default host);
+# GSOCK_TEST_WORKERS the gsockd workers (default 4, more than CI's cores,
+# so that sockets cross threads everywhere; t/workers.t runs with 1).
 
 set -u
 : "${GSOCK_BUILD:=$(cd "$(dirname "$0")/.." && pwd)}"
 : "${GSOCK_SRC:=$GSOCK_BUILD}"
 BACKEND=${GSOCK_TEST_BACKEND:-host}
+WORKERS=${GSOCK_TEST_WORKERS:-4}
 GSOCKD=$GSOCK_BUILD/bridge/gsockd
 SERVER=$GSOCK_BUILD/apps/echo/gsock-echo-server-$BACKEND
 CLIENT=$GSOCK_BUILD/apps/echo/gsock-echo-client-$BACKEND
@@ -67,7 +70,8 @@ need_backend() {
 start_gsockd() { # [gsockd options]; $GSOCKD_CONF: a conf file (default empty)
 	[ -n "${GSOCKD_CONF:-}" ] || { GSOCKD_CONF=$TMP/gsock.conf; : >"$GSOCKD_CONF"; }
 	${GSOCKD_WRAPPER:-} "$GSOCKD" --conf "$GSOCKD_CONF" --control "$GSOCK_CONTROL" \
-		--log-level "${GSOCKD_LOG_LEVEL:-info}" "$@" >/dev/null 2>>"$TMP/gsockd.log" &
+		--workers "$WORKERS" --log-level "${GSOCKD_LOG_LEVEL:-info}" "$@" \
+		>/dev/null 2>>"$TMP/gsockd.log" &
 	GSOCKD_PID=$!
 	PIDS="$PIDS $GSOCKD_PID"
 	for _ in $(seq 200); do

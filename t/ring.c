@@ -66,7 +66,7 @@ int main(void)
 	struct gs_layout l;
 	uint32_t off;
 
-	tap_plan(20);
+	tap_plan(21);
 	ok(gs_ring_used(0, 0) == 0 && gs_ring_free(0, 0, size) == size,
 	   "empty ring: nothing used, all free");
 	ok(gs_ring_used(10, 10 + size) == size &&
@@ -97,23 +97,29 @@ int main(void)
 	   "1 MiB across the 2^64 wrap intact");
 	ok(stream_through(UINT64_MAX - 3, 65536, 3 << 20, 3),
 	   "3 MiB through a 64 KiB ring from 2^64-4 intact");
-	ok(gs_arena_layout(256, 128, 65536, 1024, &l) == 0 &&
+	ok(gs_arena_layout(256, 128, 65536, 1024, 4, &l) == 0 &&
 		   l.slots_off == sizeof(struct gs_arena_hdr) &&
+		   l.dbq_off == l.socks_off + 128ull * sizeof(struct gs_sock) &&
+		   l.db_off == l.dbq_off + 4 * sizeof(struct gs_dbq) &&
+		   l.rings_off >= l.db_off + 4ull * 1024 * 8 &&
 		   l.rings_off % 4096 == 0 &&
 		   l.size == l.rings_off + 128ull * 2 * 65536,
-	   "layout: parts in order, rings page aligned, size exact");
-	ok(gs_arena_layout(256, 128, 65537, 1024, &l) < 0,
+	   "layout: parts in order, a doorbell queue per worker, rings page aligned, size exact");
+	ok(gs_arena_layout(1, 1, 4096, 1024, 0, &l) < 0 &&
+		   gs_arena_layout(1, 1, 4096, 1024, GS_MAX_QUEUES + 1, &l) < 0,
+	   "layout: zero or too many doorbell queues are refused");
+	ok(gs_arena_layout(256, 128, 65537, 1024, 4, &l) < 0,
 	   "layout: a ring size that is not a power of two is refused");
-	ok(gs_arena_layout(0, 128, 65536, 1024, &l) < 0 &&
-		   gs_arena_layout(GS_MAX_SLOTS + 1, 128, 65536, 1024, &l) < 0,
+	ok(gs_arena_layout(0, 128, 65536, 1024, 4, &l) < 0 &&
+		   gs_arena_layout(GS_MAX_SLOTS + 1, 128, 65536, 1024, 4, &l) < 0,
 	   "layout: zero or too many slots are refused");
-	ok(gs_arena_layout(1, GS_MAX_SOCKS + 1, 65536, 1024, &l) < 0 &&
-		   gs_arena_layout(1, 1, GS_MAX_RING * 2u, 1024, &l) < 0,
+	ok(gs_arena_layout(1, GS_MAX_SOCKS + 1, 65536, 1024, 4, &l) < 0 &&
+		   gs_arena_layout(1, 1, GS_MAX_RING * 2u, 1024, 4, &l) < 0,
 	   "layout: too many sockets or too large rings are refused");
 	ok(sizeof(struct gs_arena_hdr) == 192 && sizeof(struct gs_cmd) == 384 &&
 		   sizeof(struct gs_sock) == 256,
 	   "wire sizes are the ones t/bad_arena.py speaks");
-	ok(gs_arena_layout(1, 1, 4096, 1000, &l) < 0,
+	ok(gs_arena_layout(1, 1, 4096, 1000, 4, &l) < 0,
 	   "layout: a doorbell that is not a power of two is refused");
 	tap_exit();
 }

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gsockd's workers: each is a thread with its own epoll set, its own
+ * sockets and its own doorbell queue in every arena it serves, so the
+ * data path takes no lock (bridge.h has the contract). A worker spins
+ * while its traffic flows and then sleeps in epoll until a socket event,
+ * a message in its inbox, or the control thread's watch (which sees a
+ * doorbell in a sleeping worker's queue) wakes it.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "bridge.h"
+#include "log.h"
+#include "numa.h"
+
+static __thread struct br_worker *self;
+
+struct br_worker *br_self(void)
+{
+	return self;
+}
+
+void br_wake(int eventfd)
+{
+	uint64_t one = 1;
+
+	if (write(eventfd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is full, so a wake-up is pending. */
+	}
+}
+
+void br_worker_post(struct br_worker *w, struct br_msg *m)
+{
+	m->next = NULL;
+	pthread_mutex_lock(&w->lock);
+	*w->inbox_tail = m;
+	w->inbox_tail = &m->next;
+	pthread_mutex_unlock(&w->lock);
+	br_wake(w->wake_fd);
+}
+
+static int attach(struct br_worker *w, struct br_app *a)
+{
+	if (w->napps == w->apps_cap) {
+		uint32_t cap = w->apps_cap ? 2 * w->apps_cap : 8;
+		struct br_app **n = realloc(w->apps, cap * sizeof(*n));
+
+		if (!n)
+			return -1;
+		w->apps = n;
+		w->apps_cap = cap;
+	}
+	w->apps[w->napps++] = a;
+	return 0;
+}
+
+/* Handle every message in the inbox; returns how many there were. */
+static int drain_inbox(struct br_worker *w)
+{
+	struct br_msg *m, *next;
+	int n = 0;
+
+	pthread_mutex_lock(&w->lock);
+	m = w->inbox;
+	w->inbox = NULL;
+	w->inbox_tail = &w->inbox;
+	pthread_mutex_unlock(&w->lock);
+	for (; m; m = next, n++) {
+		struct br_app *a = m->app;
+
+		next = m->next;
+		switch (m->kind) {
+		case BR_MSG_ATTACH:
+			if (attach(w, a) == 0) {
+				a = NULL; /* the reference is the worker's now */
+				break;
+			}
+			br_app_reject(a, "gsockd worker %u is out of memory",
+				      w->idx);
+			break;
+		case BR_MSG_ADOPT:
+			br_sock_adopt(a, m->id, m->gen);
+			break;
+		case BR_MSG_CMD:
+			if (!br_app_dead(a))
+				br_sock_command(a, m->slot, &m->req);
+			break;
+		}
+		if (a)
+			br_app_put(a);
+		free(m);
+	}
+	return n;
+}
+
+/* Serve every application's queues of ours; let go of dead ones. */
+static int poll_apps(struct br_worker *w)
+{
+	int work = 0;
+
+	for (uint32_t i = 0; i < w->napps; i++) {
+		struct br_app *a = w->apps[i];
+
+		if (br_app_dead(a)) {
+			br_sock_close_owned(a);
+			w->apps[i--] = w->apps[--w->napps];
+			br_app_put(a);
+			work = 1;
+			continue;
+		}
+		work |= br_app_poll(w, a) > 0;
+		if (w->nclosing)
+			br_sock_tick(a);
+	}
+	return work;
+}
+
+static void place(struct br_worker *w)
+{
+	int node = br_numa_node();
+
+	if (node >= 0 && br_numa_run_on(node) < 0)
+		br_warn("%s: cannot run on NUMA node %d: %s", w->name, node,
+			strerror(errno));
+}
+
+static void *worker_main(void *p)
+{
+	struct br_worker *w = p;
+	struct epoll_event evs[128];
+	uint64_t last_busy = br_now_ns();
+	const uint64_t busy_ns = (uint64_t)br.conf.busy_poll_us * 1000;
+	const int tick_ms = (int)((br.conf.idle_sleep_us + 999) / 1000);
+
+	self = w;
+	pthread_setname_np(pthread_self(), w->name);
+	place(w);
+	while (!__atomic_load_n(&br.stopping, __ATOMIC_ACQUIRE)) {
+		int busy = br_now_ns() - last_busy < busy_ns, n, work;
+		/* Closing sockets have deadlines: look at them now and then. */
+		int timeout = busy ? 0 : w->nclosing ? tick_ms : -1;
+
+		if (!busy) {
+			/* The watch looks at our queues from now on. */
+			__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
+			if (poll_apps(w)) {
+				__atomic_store_n(&w->sleeping, 0,
+						 __ATOMIC_RELAXED);
+				last_busy = br_now_ns();
+				continue;
+			}
+		}
+		n = epoll_wait(w->epfd, evs, 128, timeout);
+		if (!busy)
+			__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
+		work = n > 0;
+		for (int i = 0; i < n; i++) {
+			struct br_ev *e = evs[i].data.ptr;
+			uint64_t v;
+
+			if (e->kind == BR_EV_SOCK)
+				br_sock_event((struct br_sock *)e,
+					      evs[i].events);
+			else if (read(w->wake_fd, &v, sizeof(v)) < 0)
+				work = 0; /* EAGAIN: read by an earlier turn */
+		}
+		work |= drain_inbox(w) > 0;
+		work |= poll_apps(w);
+		if (work)
+			last_busy = br_now_ns();
+	}
+	/* Stopping: close our sockets; the control thread frees the rest. */
+	for (uint32_t i = 0; i < w->napps; i++) {
+		br_sock_close_owned(w->apps[i]);
+		br_app_put(w->apps[i]);
+	}
+	w->napps = 0;
+	return NULL;
+}
+
+/*
+ * How many workers: the configured number, else a quarter of the cores
+ * gsockd may run on (at least one, at most 8): the rest are for the
+ * applications' host threads and the CPU programs they talk to.
+ */
+static uint32_t worker_count(void)
+{
+	cpu_set_t set;
+	long n = br.conf.workers;
+
+	if (n > 0)
+		return (uint32_t)n;
+	n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) :
+							   sysconf(_SC_NPROCESSORS_ONLN);
+	n /= 4;
+	return n < 1 ? 1 : n > 8 ? 8 : (uint32_t)n;
+}
+
+int br_workers_start(void)
+{
+	br.nworkers = worker_count();
+	br.workers = calloc(br.nworkers, sizeof(*br.workers));
+	if (!br.workers)
+		return -1;
+	for (uint32_t i = 0; i < br.nworkers; i++) {
+		struct br_worker *w = &br.workers[i];
+		struct epoll_event ev = { .events = EPOLLIN,
+					  .data.ptr = &w->wake_ev };
+
+		w->idx = i;
+		w->wake_ev.kind = BR_EV_WAKE;
+		w->inbox_tail = &w->inbox;
+		snprintf(w->name, sizeof(w->name), "gsockd-w%u", i % 100u);
+		pthread_mutex_init(&w->lock, NULL);
+		w->epfd = epoll_create1(EPOLL_CLOEXEC);
+		w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (w->epfd < 0 || w->wake_fd < 0 ||
+		    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0) {
+			br_err("cannot create worker %u's epoll set: %s", i,
+			       strerror(errno));
+			return -1;
+		}
+		errno = pthread_create(&w->thread, NULL, worker_main, w);
+		if (errno) {
+			br_err("cannot start worker %u: %s", i,
+			       strerror(errno));
+			return -1;
+		}
+		w->started = true;
+	}
+	return 0;
+}
+
+/* Stop and join every worker started; then drop what is left in inboxes. */
+void br_workers_stop(void)
+{
+	__atomic_store_n(&br.stopping, 1, __ATOMIC_RELEASE);
+	for (uint32_t i = 0; i < br.nworkers && br.workers; i++) {
+		struct br_worker *w = &br.workers[i];
+
+		if (!w->started)
+			continue;
+		br_wake(w->wake_fd);
+		pthread_join(w->thread, NULL);
+	}
+	for (uint32_t i = 0; i < br.nworkers && br.workers; i++) {
+		struct br_worker *w = &br.workers[i];
+
+		/* Messages posted after their worker ended: as the worker. */
+		self = w;
+		drain_inbox(w);
+		self = NULL;
+		for (uint32_t k = 0; k < w->napps; k++)
+			br_app_put(w->apps[k]); /* attached by that drain */
+		if (w->epfd > 0)
+			close(w->epfd);
+		if (w->wake_fd > 0)
+			close(w->wake_fd);
+		free(w->apps);
+		pthread_mutex_destroy(&w->lock);
+	}
+	free(br.workers);
+	br.workers = NULL;
+}
