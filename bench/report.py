@@ -83,7 +83,7 @@ def main():
       f"up to {facts.get('lt')} threads, pinned `{facts.get('client')}`; servers pinned "
       f"`{facts.get('server')}`")
     w(f"- B and C: {facts.get('ct')} threads (one epoll loop each, SO_REUSEPORT); "
-      f"A: gsockd (one thread) + the GPU echo server; for throughput {facts.get('ab')} "
+      f"A: gsockd ({facts.get('aw')} workers) + the GPU echo server; for throughput {facts.get('ab')} "
       f"blocks x {facts.get('am')} connections each (gpoll)")
     w("")
 
@@ -149,7 +149,8 @@ def main():
                lambda r: f"{fmt(r['rps'])}, {fmt(r['MBps'])} MB/s ({fmt(r['p99_us'])})",
                lambda z: f"{z} B")
     w("")
-    w("Goal: A >= B at 256 connections with gsockd on <= 2 cores (gsockd has one thread).")
+    w(f"Goal: A >= B and A >= Cb at 256 and 1024 connections, gsockd's workers ({facts.get('aw')}) "
+      f"<= B's threads ({facts.get('ct')}).")
     w("")
     w("### A by GPU blocks (64 B)")
     w("")
@@ -159,7 +160,26 @@ def main():
         if r["section"] == "blocks":
             w(f"| {kv(r['extra']).get('blocks')} | {fmt(r['rps'])} | {fmt(r['p50_us'], 2)} | {fmt(r['p99_us'], 2)} |")
     w("")
-    w("Bridge threads: gsockd runs one thread; there is no second to scale to yet.")
+    w("### A by gsockd workers (64 B): requests/s (p99 us), gsockd's cores, us of gsockd CPU per request")
+    w("")
+    wconns = sorted({int(r["conns"]) for r in rows if r["section"] == "workers"})
+    w("| workers | " + " | ".join(f"{c} connections" for c in wconns) + " |")
+    w("| --- " * (1 + len(wconns)) + "|")
+    nws = sorted({int(kv(r["extra"]).get("workers", 0)) for r in rows if r["section"] == "workers"})
+    for nw in nws:
+        cells = []
+        for c in wconns:
+            r = pick("workers", "A", c, 64, f"workers={nw}")
+            u = next((kv(x["extra"]) for x in rows if x["section"] == "workerscpu"
+                      and x["conns"] == str(c) and kv(x["extra"]).get("workers") == str(nw)), {})
+            cells.append(f"{fmt(r['rps'])} ({fmt(r['p99_us'])}), {u.get('cores', 'n/a')} cores, "
+                         f"{u.get('cpu_req', 'n/a')} us" if r else "n/a")
+        w(f"| {nw} | " + " | ".join(cells) + " |")
+    for c in wconns:
+        b, cb = pick("conns", "B", c, 64), pick("conns", "Cb", c, 64)
+        w(f"| B ({facts.get('ct')} threads), Cb, at {c} | {fmt(b and b['rps'])} / {fmt(cb and cb['rps'])} requests/s | |"
+          if len(wconns) > 1 else
+          f"| B ({facts.get('ct')} threads) / Cb | {fmt(b and b['rps'])} / {fmt(cb and cb['rps'])} |")
     w("")
 
     w("## 3. Streaming through the server's memory (echo of large messages): GB/s each way")
@@ -198,6 +218,8 @@ def main():
     w(f"| gsockd under load (64 B, {at[0] if at else '?'} connections) | {facts.get('cpu_load')} % of a core; "
       f"{facts.get('cpu_req')} us of CPU per request |")
     w(f"| the GPU server's host thread, idle | {facts.get('host_idle')} % of a core |")
+    for srv in ("B", "C", "Cb"):
+        w(f"| {srv} under load (64 B, {at[0] if at else '?'} connections) | {facts.get('cpu_' + srv)} us of CPU per request |")
     w(f"| the GPU server's host process, under that load | {facts.get('host_load')} % of a core |")
     w("")
 
