@@ -423,7 +423,20 @@ void br_app_complete(struct br_app *a, uint32_t slot, int64_t result,
 	c->result = result;
 	__atomic_store_n(&a->slot[slot].parked_on, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->done_seq, a->slot[slot].seq, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&a->hdr->events, 1, __ATOMIC_RELEASE); /* for gpoll */
+	br_app_event_count(a); /* for gpoll */
+}
+
+/*
+ * Worker: bump its own queue's event count (gs_dbq.events); it is the
+ * only writer, so no atomic read-modify-write and no line shared with
+ * another worker.
+ */
+void br_app_event_count(struct br_app *a)
+{
+	uint64_t *ev = &a->dbq[br_self()->idx].events;
+
+	__atomic_store_n(ev, __atomic_load_n(ev, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELEASE);
 }
 
 /*

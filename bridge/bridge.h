@@ -74,7 +74,8 @@ struct br_sock {
 	int domain;
 	enum br_sock_state state;
 	bool adopted; /* the owner has it in its epoll set */
-	bool readable; /* edge seen, not yet drained to EAGAIN */
+	bool readable; /* edge seen, not yet drained */
+	bool rdhup; /* the peer's FIN (or an error) seen by epoll */
 	bool writable; /* edge seen, no EAGAIN since */
 	bool in_epoll;
 	bool shut_wr_pending; /* shutdown(SHUT_WR) once tx drains */
@@ -187,6 +188,7 @@ void br_app_get(struct br_app *a);
 void br_app_put(struct br_app *a);
 void br_app_complete(struct br_app *a, uint32_t slot, int64_t result,
 		     const void *addr, uint32_t addrlen);
+void br_app_event_count(struct br_app *a);
 void br_reap(void);
 
 /* worker.c */

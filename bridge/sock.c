@@ -58,7 +58,7 @@ static void note_event(struct br_sock *s)
 	ps = __atomic_load_n(&arena_sock(s)->poll_slot, __ATOMIC_RELAXED);
 	if (ps && ps <= a->nslots) /* the application's word: checked */
 		__atomic_add_fetch(&a->slots[ps - 1].wake, 1, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&a->hdr->events, 1, __ATOMIC_RELEASE);
+	br_app_event_count(a);
 }
 
 static void publish_status(struct br_sock *s, uint32_t set, uint32_t clear)
@@ -129,6 +129,7 @@ static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 	s->domain = domain;
 	s->state = BS_OPEN;
 	s->readable = s->writable = s->in_epoll = s->shut_wr_pending = false;
+	s->rdhup = false;
 	s->rx_tail = s->tx_head = 0;
 	s->wait_slot = -1;
 	s->unix_path[0] = 0;
@@ -265,6 +266,9 @@ static void pump_tx(struct br_sock *s)
 		s->tx_head += (uint64_t)n;
 		__atomic_store_n(&g->tx_head, s->tx_head, __ATOMIC_RELEASE);
 		note_event(s);
+		/* Short: the socket buffer is full; the next edge says when not. */
+		if ((uint64_t)n < len)
+			s->writable = false;
 	}
 	if (s->shut_wr_pending &&
 	    s->tx_head == __atomic_load_n(&g->tx_tail, __ATOMIC_ACQUIRE)) {
@@ -345,6 +349,13 @@ static void pump_rx(struct br_sock *s)
 		s->rx_tail += (uint64_t)n;
 		__atomic_store_n(&g->rx_tail, s->rx_tail, __ATOMIC_RELEASE);
 		note_event(s);
+		/*
+		 * Short: the socket had no more. Data arriving later is a new
+		 * edge, so the readv that would say EAGAIN is saved; but a FIN
+		 * that came with this data had its edge already: read on.
+		 */
+		if ((uint64_t)n < space && !s->rdhup)
+			s->readable = false;
 	}
 }
 
@@ -550,6 +561,8 @@ void br_sock_event(struct br_sock *s, uint32_t events)
 	}
 	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		s->readable = true;
+	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		s->rdhup = true;
 	if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
 		s->writable = true;
 	if (s->state == BS_LISTEN)

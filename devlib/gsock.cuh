@@ -853,6 +853,16 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
  */
 #define GS_POLL_ALL_TURNS 128
 
+/* Thread 0: the application-wide event count, summed over the workers. */
+GSOCK_DEVICE uint64_t gs_events_all(struct gsock_dev gs)
+{
+	uint64_t n = 0;
+
+	for (uint32_t q = 0; q < gs.nqueues; q++)
+		n += gs_ld64(&gs.dbq[q].events);
+	return n;
+}
+
 GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		       long timeout_us)
 {
@@ -882,7 +892,7 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		/* What the bridge did before this scan is in it. */
 		if (gs_tid() == 0) {
 			seen = gs_ld64(wake);
-			all = gs_ld64(&gs.arena->events);
+			all = gs_events_all(gs);
 		}
 		gs_sync();
 		for (int k = (int)gs_tid(); k < nfds; k += (int)gs_bdim()) {
@@ -903,7 +913,7 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 				if (r || gs_ld64(wake) != seen)
 					break;
 				if (turn % GS_POLL_ALL_TURNS == 0 &&
-				    gs_ld64(&gs.arena->events) != all)
+				    gs_events_all(gs) != all)
 					break;
 			}
 		}

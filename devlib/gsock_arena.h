@@ -66,14 +66,7 @@ struct gs_arena_hdr {
 	uint32_t pad_q;
 	uint64_t dbq_off; /* app, once */
 	uint8_t pad0[2 * GS_LINE - 88]; /* geometry ends on a line */
-	/*
-	 * bridge: bumped (release) after any change a gpoll could see:
-	 * rx bytes or EOF, tx space, an error, a pending connection, a
-	 * command done. A gpoll waits on its own slot's wake (gs_cmd) and
-	 * looks at this one now and then, for sockets another block owns.
-	 */
-	uint64_t events;
-	uint8_t pad1[GS_LINE - 8];
+	uint8_t pad1[GS_LINE]; /* reserved */
 };
 
 /*
@@ -84,13 +77,20 @@ struct gs_arena_hdr {
  * tells the application which queue a socket's doorbells go to
  * (gs_sock.db_queue), so no worker reads another's traffic.
  *
- *   word   writer   meaning
- *   head   bridge   cells consumed (the producer waits while ticket -
- *                   head >= db_size)
+ *   word    writer   meaning
+ *   head    bridge   cells consumed (the producer waits while ticket -
+ *                    head >= db_size)
+ *   events  bridge   bumped (release) by queue q's worker after any change
+ *                    a gpoll could see: rx bytes or EOF, tx space, an
+ *                    error, a pending connection, a command done. A gpoll
+ *                    waits on its own slot's wake (gs_cmd) and looks at
+ *                    the sum of these now and then, for sockets another
+ *                    block claimed. One per worker: no line is shared.
  */
 struct gs_dbq {
 	uint64_t head;
-	uint8_t pad[GS_LINE - 8];
+	uint64_t events;
+	uint8_t pad[GS_LINE - 16];
 };
 
 /* Command opcodes. Arguments are in gs_cmd.arg[] unless said otherwise. */
