@@ -422,7 +422,10 @@ void br_app_complete(struct br_app *a, uint32_t slot, int64_t result,
 	c->out_addrlen = addr ? addrlen : 0;
 	c->result = result;
 	__atomic_store_n(&a->slot[slot].parked_on, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&c->done_seq, a->slot[slot].seq, __ATOMIC_RELEASE);
+	br_tsan_release(&a->slot[slot]);
+	__atomic_store_n(&c->done_seq,
+			 __atomic_load_n(&a->slot[slot].seq, __ATOMIC_RELAXED),
+			 __ATOMIC_RELEASE);
 	br_app_event_count(a); /* for gpoll */
 }
 
@@ -457,6 +460,7 @@ static void slot_doorbell(struct br_app *a, uint32_t slot)
 	if (!__atomic_compare_exchange_n(&bs->seq, &cur, seq, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return; /* another worker took it */
+	br_tsan_acquire(bs);
 	memcpy(&req, c, offsetof(struct gs_cmd, done_seq));
 	if (req.op == GS_OP_NONE || req.op >= GS_OP_COUNT) {
 		br_app_reject(a, "slot %u holds unknown opcode %u", slot,

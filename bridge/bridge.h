@@ -172,6 +172,20 @@ struct br {
 
 extern struct br br;
 
+/*
+ * ThreadSanitizer sees gsockd's threads but not the application, through
+ * which the arena protocol orders one worker's reply in a slot before the
+ * next request, which another worker may serve. These say so to it.
+ */
+#ifdef __SANITIZE_THREAD__
+#include <sanitizer/tsan_interface.h>
+#define br_tsan_release(p) __tsan_release(p)
+#define br_tsan_acquire(p) __tsan_acquire(p)
+#else
+#define br_tsan_release(p) ((void)(p))
+#define br_tsan_acquire(p) ((void)(p))
+#endif
+
 uint64_t br_now_ns(void);
 void br_wake(int eventfd);
 
