@@ -17,6 +17,12 @@ for t in $ONE_WORKER; do
 	GSOCK_TEST_WORKERS=1 sh "$GSOCK_SRC/t/$t.t" >"$TMP/$t.tap" 2>&1
 	st=$?
 	n=$(grep -c '^ok' "$TMP/$t.tap")
+	why=$(sed -n 's/^1\.\.0 # SKIP //p' "$TMP/$t.tap")
+	if [ -n "$why" ]; then
+		tap_n=$((tap_n + 1))
+		echo "ok $tap_n - t/$t.t with one worker # SKIP $why"
+		continue
+	fi
 	ok $st "t/$t.t with one worker: $n checks pass"
 	grep '^not ok' "$TMP/$t.tap" | sed 's/^/#   /' | head -20
 done
