@@ -304,7 +304,6 @@ void br_app_accept(int ctl_listen_fd)
 		free(a);
 		goto err_close;
 	}
-	a->listed = true;
 	a->next = br.apps;
 	br.apps = a;
 	br.napps++;
@@ -556,7 +555,6 @@ void br_reap(void)
 		}
 		*pp = a->next;
 		br.napps--;
-		a->listed = false;
 		epoll_ctl(br.epfd, EPOLL_CTL_DEL, a->ctl_fd, NULL);
 		br_app_put(a);
 	}

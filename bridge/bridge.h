@@ -104,7 +104,6 @@ struct br_app {
 	pid_t pid;
 	uid_t uid;
 	bool pending; /* control: its hello (and arena) not yet received */
-	bool listed; /* control: in br.apps, its ctl_fd in the control epoll */
 	int dead; /* atomic: rejected or gone; no new work */
 	uint32_t refs; /* atomic: see the contract above */
 	uint8_t *base; /* the arena, mapped */

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef HAVE_LIBNUMA
@@ -28,6 +29,23 @@ int br_numa_node(void)
 	return chosen;
 }
 
+/* The number in sysfs file dir/dev/name (base 16 or 10), or def. */
+static long sysfs_num(const char *dir, const char *dev, const char *name,
+		      int base, long def)
+{
+	char path[512], buf[32];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", dir, dev, name);
+	f = fopen(path, "r");
+	if (!f)
+		return def;
+	if (fgets(buf, sizeof(buf), f))
+		def = strtol(buf, NULL, base);
+	fclose(f);
+	return def;
+}
+
 /* The NUMA node of the first NVIDIA display or 3D controller, or -1. */
 static int gpu_node(char *which, size_t len)
 {
@@ -39,33 +57,10 @@ static int gpu_node(char *which, size_t len)
 	if (!d)
 		return -1;
 	while (node < 0 && (e = readdir(d))) {
-		char path[512];
-		unsigned vendor = 0, class = 0;
-		FILE *f;
-
-		snprintf(path, sizeof(path), "%s/%s/vendor", dir, e->d_name);
-		f = fopen(path, "r");
-		if (!f)
+		if (sysfs_num(dir, e->d_name, "vendor", 16, 0) != 0x10de ||
+		    (sysfs_num(dir, e->d_name, "class", 16, 0) >> 16) != 0x03)
 			continue;
-		if (fscanf(f, "%x", &vendor) != 1)
-			vendor = 0;
-		fclose(f);
-		snprintf(path, sizeof(path), "%s/%s/class", dir, e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fscanf(f, "%x", &class) != 1)
-			class = 0;
-		fclose(f);
-		if (vendor != 0x10de || (class >> 16) != 0x03)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/numa_node", dir, e->d_name);
-		f = fopen(path, "r");
-		if (f) {
-			if (fscanf(f, "%d", &node) != 1)
-				node = -1;
-			fclose(f);
-		}
+		node = (int)sysfs_num(dir, e->d_name, "numa_node", 10, -1);
 		snprintf(which, len, "GPU %s", e->d_name);
 		if (node < 0)
 			node = 0; /* sysfs says -1 on hosts without NUMA */
