@@ -11,7 +11,10 @@
  * - A worker owns the real sockets whose br_sock.owner names it, for the
  *   socket's whole life: it alone touches their fields, descriptors,
  *   rings' bridge-side counters and its own epoll set, so the data path
- *   takes no lock. It alone consumes the doorbell queues it serves
+ *   takes no lock. Its io_uring ring (where io = io_uring) is its own
+ *   too: only it submits, and a socket's requests in flight name the
+ *   socket, which is not freed before they complete. It alone consumes
+ *   the doorbell queues it serves
  *   (queue q of an application with n workers is served by worker q % n)
  *   and their br_app.dbq_head entries.
  * - What crosses threads: br_sock.owner (atomic; stored with release,
@@ -33,7 +36,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "../devlib/gsock_arena.h"
 #include "conf.h"
@@ -59,7 +64,19 @@ enum br_sock_state {
 	BS_CONNECTING, /* non-blocking connect in flight */
 	BS_CONNECTED, /* moving bytes */
 	BS_CLOSING, /* closed by the app; draining its tx ring */
+	BS_CANCELLING, /* being freed: waiting for its io_uring requests */
 };
+
+/*
+ * A socket's io_uring requests in flight (br_sock.io), also the low bits
+ * of their user_data (the rest is the br_sock's address). BR_UD_EPOLL:
+ * the ring's poll of the worker's epoll set.
+ */
+#define BR_OP_RX 1u
+#define BR_OP_TX 2u
+#define BR_OP_CANCEL 4u
+#define BR_OP_MASK 7u
+#define BR_UD_EPOLL 1u
 
 struct br_app;
 
@@ -79,6 +96,7 @@ struct br_sock {
 	bool writable; /* edge seen, no EAGAIN since */
 	bool in_epoll;
 	bool shut_wr_pending; /* shutdown(SHUT_WR) once tx drains */
+	uint8_t io; /* BR_OP_* in flight (io_uring) */
 	uint32_t status; /* the bridge's copy of gs_sock.status */
 	uint64_t rx_tail; /* the bridge's copy of gs_sock.rx_tail */
 	uint64_t tx_head; /* the bridge's copy of gs_sock.tx_head */
@@ -89,6 +107,9 @@ struct br_sock {
 	uint64_t close_deadline_ns; /* BS_CLOSING: give up draining then */
 	char unix_path[108]; /* AF_UNIX path we bound, unlinked on close */
 	struct br_sock *next_free; /* under br_app.ids_lock */
+	/* io_uring: what the receive and the send in flight move */
+	struct iovec rx_iov[2], tx_iov[2];
+	struct msghdr rx_msg, tx_msg;
 };
 
 /* A command slot's bridge-side state; every field atomic. */
@@ -139,9 +160,13 @@ struct br_msg {
 	struct gs_cmd req;
 };
 
+struct io_uring;
+
 struct br_worker {
 	uint32_t idx;
 	int epfd;
+	struct io_uring *ring; /* io_uring: the data path's; NULL: epoll */
+	bool ep_ready; /* io_uring: the epoll set has events to take */
 	int wake_fd; /* eventfd: an inbox message, or the watch saw a doorbell */
 	struct br_ev wake_ev; /* BR_EV_WAKE */
 	pthread_t thread;
@@ -163,6 +188,7 @@ struct br {
 	struct br_app *apps; /* control */
 	uint32_t napps; /* control */
 	uint32_t nworkers;
+	bool io_uring; /* workers move bytes with io_uring */
 	struct br_worker *workers;
 	int stopping; /* atomic */
 	uid_t uid;
@@ -210,7 +236,16 @@ void br_workers_stop(void);
 void br_worker_post(struct br_worker *w, struct br_msg *m);
 struct br_worker *br_self(void);
 
+/* uring.c; br_uring_* exist where HAVE_LIBURING */
+int br_io_decide(void);
+int br_uring_open(struct br_worker *w);
+void br_uring_close(struct br_worker *w);
+struct io_uring_sqe *br_uring_sqe(struct br_worker *w);
+int br_uring_turn(struct br_worker *w, int timeout_ms);
+bool br_uring_poll_first(void);
+
 /* sock.c */
+void br_sock_io_done(struct br_sock *s, unsigned op, int res);
 void br_sock_command(struct br_app *a, uint32_t slot, const struct gs_cmd *c);
 void br_sock_event(struct br_sock *s, uint32_t events);
 void br_sock_doorbell(struct br_app *a, uint32_t id);

@@ -32,6 +32,16 @@ void br_conf_defaults(struct br_conf *c)
 		 LIBDIR "/libgsock-preload.so");
 }
 
+int br_io_mode_parse(const char *s)
+{
+	static const char *const names[] = { "auto", "io_uring", "epoll" };
+
+	for (int i = 0; i < 3; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	return -1;
+}
+
 static void report(const char *msg)
 {
 	br_err("%s", msg);
@@ -64,6 +74,7 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 	c->log_level = br_log_level_parse(cfg_getstr(cfg, "log_level"));
 	c->log_syslog = !strcmp(cfg_getstr(cfg, "log"), "syslog");
 	c->rsocket = !strcmp(cfg_getstr(cfg, "transport"), "rsocket");
+	c->io = br_io_mode_parse(cfg_getstr(cfg, "io")); /* validated */
 	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
 		 cfg_getstr(cfg, "preload_library"));
 	cfg_free(cfg);

@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <sys/un.h>
 
+/* How workers move bytes (the io key). */
+enum br_io_mode { BR_IO_AUTO, BR_IO_URING, BR_IO_EPOLL };
+
 struct br_conf {
 	char control[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	long busy_poll_us; /* spin this long after the last activity */
@@ -18,6 +21,7 @@ struct br_conf {
 	long linger_ms; /* how long a closed socket may drain its tx ring */
 	long workers; /* worker threads; 0: automatic */
 	long numa_node; /* where workers run; -1: the GPU's node */
+	int io; /* enum br_io_mode: BR_IO_AUTO, BR_IO_URING, BR_IO_EPOLL */
 	int rsocket; /* transport rsocket: TCP endpoints through the preload */
 	char preload_library[4096]; /* libgsock-preload.so, for that */
 };
@@ -31,5 +35,8 @@ void br_conf_defaults(struct br_conf *c);
  * problem with the file, line and key.
  */
 int br_conf_load(struct br_conf *c, const char *path, int required);
+
+/* "auto", "io_uring", "epoll" to enum br_io_mode; -1 for anything else. */
+int br_io_mode_parse(const char *s);
 
 #endif

@@ -54,6 +54,7 @@ static void usage(FILE *f)
 		"  -c, --conf FILE       configuration (default $GSOCK_CONF, then %s/gsock.conf)\n"
 		"  -s, --control PATH    control socket (default $GSOCK_CONTROL, then gsock.conf, then per user)\n"
 		"  -w, --workers N       worker threads (default: gsock.conf, else a quarter of the cores)\n"
+		"      --io MODE         auto, io_uring or epoll (default: gsock.conf, else auto)\n"
 		"  -l, --log-level LVL   error, warn, info or debug\n"
 		"  -v, --verbose         same as --log-level debug\n"
 		"      --syslog          log to syslog instead of stderr\n"
@@ -263,6 +264,7 @@ int main(int argc, char **argv)
 		{ "conf", required_argument, NULL, 'c' },
 		{ "control", required_argument, NULL, 's' },
 		{ "workers", required_argument, NULL, 'w' },
+		{ "io", required_argument, NULL, 'I' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "syslog", no_argument, NULL, 'S' },
@@ -275,6 +277,7 @@ int main(int argc, char **argv)
 	int level = -1, use_syslog = 0, check = 0, opt, ctl_fd, sig_fd;
 	int required = 1;
 	long workers = -1;
+	int io = -1;
 	char *end;
 	struct epoll_event ev = { .events = EPOLLIN };
 
@@ -294,6 +297,15 @@ int main(int argc, char **argv)
 				fprintf(stderr,
 					"gsockd: --workers %s: use 0 (automatic) to %d\n",
 					optarg, GS_MAX_QUEUES);
+				return EX_USAGE;
+			}
+			break;
+		case 'I':
+			io = br_io_mode_parse(optarg);
+			if (io < 0) {
+				fprintf(stderr,
+					"gsockd: --io %s: use auto, io_uring or epoll\n",
+					optarg);
 				return EX_USAGE;
 			}
 			break;
@@ -347,6 +359,8 @@ int main(int argc, char **argv)
 	}
 	if (workers >= 0)
 		br.conf.workers = workers;
+	if (io >= 0)
+		br.conf.io = io;
 	if (br.conf.rsocket && rsocket_transport(argv) < 0)
 		return EX_CONFIG;
 	if (!control || !*control)
@@ -376,6 +390,10 @@ int main(int argc, char **argv)
 	if (ctl_fd < 0)
 		return EX_UNAVAILABLE;
 	br_numa_decide(br.conf.numa_node);
+	if (br_io_decide() < 0) {
+		unlink(br.conf.control);
+		return EX_CONFIG;
+	}
 	if (br_workers_start() < 0) {
 		br_workers_stop();
 		unlink(br.conf.control);

@@ -24,6 +24,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#ifdef HAVE_LIBURING
+#include <liburing.h>
+#endif
+
 #include "../devlib/gsock_ring.h"
 #include "bridge.h"
 #include "log.h"
@@ -41,6 +45,28 @@ static uint8_t *rx_ring(struct br_sock *s)
 static uint8_t *tx_ring(struct br_sock *s)
 {
 	return rx_ring(s) + s->app->ring_size;
+}
+
+/* The len bytes of ring from counter pos as iovecs; returns how many. */
+static int ring_iov(struct br_sock *s, uint8_t *ring, uint64_t pos,
+		    uint64_t len, struct iovec iov[2])
+{
+	uint64_t first;
+
+	iov[0].iov_base = ring + gs_ring_split(pos, len, s->app->ring_size,
+					       &first);
+	iov[0].iov_len = first;
+	iov[1].iov_base = ring;
+	iov[1].iov_len = len - first;
+	return len > first ? 2 : 1;
+}
+
+/* Whether the calling worker moves bytes with io_uring. */
+static bool uring(void)
+{
+	struct br_worker *w = br_self();
+
+	return w && w->ring;
 }
 
 /*
@@ -130,6 +156,7 @@ static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 	s->state = BS_OPEN;
 	s->readable = s->writable = s->in_epoll = s->shut_wr_pending = false;
 	s->rdhup = false;
+	s->io = 0;
 	s->rx_tail = s->tx_head = 0;
 	s->wait_slot = -1;
 	s->unix_path[0] = 0;
@@ -161,11 +188,45 @@ static bool parked_on(struct br_app *a, uint32_t slot, struct br_sock *s)
 	       s->id + 1;
 }
 
+/*
+ * io_uring requests of s are in flight: cancel them; sock_free runs again
+ * when the last completes (their buffers are s's rings, their user_data
+ * s itself: neither may be reused before). Where the cancel cannot be
+ * asked, shutting the socket down ends them as well.
+ */
+static void free_later(struct br_sock *s)
+{
+#ifdef HAVE_LIBURING
+	struct io_uring_sqe *sqe;
+
+	if (s->state == BS_CANCELLING)
+		return;
+	if (s->state == BS_CLOSING)
+		br_self()->nclosing--;
+	s->state = BS_CANCELLING;
+	publish_status(s, 0, ~0u);
+	sqe = br_uring_sqe(br_self());
+	if (!sqe) {
+		shutdown(s->fd, SHUT_RDWR);
+		return;
+	}
+	io_uring_prep_cancel_fd(sqe, s->fd, IORING_ASYNC_CANCEL_ALL);
+	io_uring_sqe_set_data64(sqe, (uintptr_t)s | BR_OP_CANCEL);
+	s->io |= BR_OP_CANCEL;
+#else
+	(void)s;
+#endif
+}
+
 /* Release the real socket and the id. */
 static void sock_free(struct br_sock *s)
 {
 	struct br_app *a = s->app;
 
+	if (s->io) {
+		free_later(s);
+		return;
+	}
 	if (s->state == BS_CLOSING)
 		br_self()->nclosing--;
 	if (s->wait_slot >= 0)
@@ -197,12 +258,28 @@ static bool mine(struct br_sock *s)
 	return w && __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE) == (int)w->idx;
 }
 
-/* Worker: close its sockets of a dead application. */
+/* Whether any socket of a the calling worker owns has requests in flight. */
+static bool io_pending(struct br_app *a)
+{
+	for (uint32_t i = 0; i < a->nsocks; i++)
+		if (a->sk[i].io && mine(&a->sk[i]))
+			return true;
+	return false;
+}
+
+/*
+ * Worker: close its sockets of a dead application, and wait until the
+ * kernel is done with their rings (the caller may unmap them next).
+ */
 void br_sock_close_owned(struct br_app *a)
 {
 	for (uint32_t i = 0; i < a->nsocks; i++)
 		if (mine(&a->sk[i]))
 			sock_free(&a->sk[i]);
+#ifdef HAVE_LIBURING
+	while (uring() && io_pending(a))
+		br_uring_turn(br_self(), -1);
+#endif
 }
 
 /*
@@ -226,35 +303,78 @@ void br_sock_close_all(struct br_app *a)
 	}
 }
 
+/* Bytes waiting in the tx ring; -1 after rejecting a corrupt ring. */
+static int64_t tx_pending(struct br_sock *s)
+{
+	uint64_t tail =
+		__atomic_load_n(&arena_sock(s)->tx_tail, __ATOMIC_ACQUIRE);
+
+	if (!gs_ring_sane(s->tx_head, tail, s->app->ring_size)) {
+		br_app_reject(
+			s->app,
+			"socket %u tx ring counters are corrupt (head %llu, tail %llu)",
+			s->id, (unsigned long long)s->tx_head,
+			(unsigned long long)tail);
+		return -1;
+	}
+	return (int64_t)gs_ring_used(s->tx_head, tail);
+}
+
+/* io_uring: one send of what the tx ring holds, unless one is in flight. */
+static void uring_tx(struct br_sock *s)
+{
+#ifdef HAVE_LIBURING
+	struct io_uring_sqe *sqe;
+	int64_t len;
+
+	if ((s->io & BR_OP_TX) || arena_sock(s)->error)
+		return;
+	len = tx_pending(s);
+	if (len <= 0)
+		return;
+	sqe = br_uring_sqe(br_self());
+	if (!sqe) {
+		sock_fail(s, -ENOBUFS);
+		return;
+	}
+	s->tx_msg = (struct msghdr){ .msg_iov = s->tx_iov };
+	s->tx_msg.msg_iovlen =
+		ring_iov(s, tx_ring(s), s->tx_head, (uint64_t)len, s->tx_iov);
+	io_uring_prep_sendmsg(sqe, s->fd, &s->tx_msg, MSG_NOSIGNAL);
+	io_uring_sqe_set_data64(sqe, (uintptr_t)s | BR_OP_TX);
+	s->io |= BR_OP_TX;
+#else
+	(void)s;
+#endif
+}
+
+/* Bytes the kernel took from the tx ring: tell the application. */
+static void tx_sent(struct br_sock *s, uint64_t n)
+{
+	s->tx_head += n;
+	__atomic_store_n(&arena_sock(s)->tx_head, s->tx_head, __ATOMIC_RELEASE);
+	note_event(s);
+}
+
 /* Move tx ring bytes to the socket until the ring is empty or EAGAIN. */
 static void pump_tx(struct br_sock *s)
 {
 	struct gs_sock *g = arena_sock(s);
-	uint32_t size = s->app->ring_size;
 
-	while (s->writable && !g->error) {
-		uint64_t tail = __atomic_load_n(&g->tx_tail, __ATOMIC_ACQUIRE);
-		uint64_t len = gs_ring_used(s->tx_head, tail), first;
+	if (uring())
+		uring_tx(s);
+	while (!uring() && s->writable && !g->error) {
+		int64_t len = tx_pending(s);
 		struct iovec iov[2];
 		struct msghdr msg = { .msg_iov = iov };
 		ssize_t n;
 
-		if (!gs_ring_sane(s->tx_head, tail, size)) {
-			br_app_reject(
-				s->app,
-				"socket %u tx ring counters are corrupt (head %llu, tail %llu)",
-				s->id, (unsigned long long)s->tx_head,
-				(unsigned long long)tail);
+		if (len < 0)
 			return;
-		}
 		if (!len)
 			break;
-		iov[0].iov_base = tx_ring(s) +
-				  gs_ring_split(s->tx_head, len, size, &first);
-		iov[0].iov_len = first;
-		iov[1].iov_base = tx_ring(s);
-		iov[1].iov_len = len - first;
-		msg.msg_iovlen = len > first ? 2 : 1;
+		msg.msg_iovlen =
+			ring_iov(s, tx_ring(s), s->tx_head, (uint64_t)len, iov);
 		n = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -263,11 +383,9 @@ static void pump_tx(struct br_sock *s)
 				sock_fail(s, -errno);
 			continue;
 		}
-		s->tx_head += (uint64_t)n;
-		__atomic_store_n(&g->tx_head, s->tx_head, __ATOMIC_RELEASE);
-		note_event(s);
+		tx_sent(s, (uint64_t)n);
 		/* Short: the socket buffer is full; the next edge says when not. */
-		if ((uint64_t)n < len)
+		if (n < len)
 			s->writable = false;
 	}
 	if (s->shut_wr_pending &&
@@ -315,26 +433,71 @@ static uint64_t rx_space(struct br_sock *s)
 	return gs_ring_free(head, s->rx_tail, size);
 }
 
+/* Whether s may take more bytes from its socket. */
+static bool rx_open(struct br_sock *s)
+{
+	return !(s->status & GS_ST_RX_EOF) && !arena_sock(s)->error &&
+	       !br_app_dead(s->app);
+}
+
+/* Bytes the kernel put in the rx ring: tell the application. */
+static void rx_received(struct br_sock *s, uint64_t n)
+{
+	s->rx_tail += n;
+	__atomic_store_n(&arena_sock(s)->rx_tail, s->rx_tail, __ATOMIC_RELEASE);
+	note_event(s);
+}
+
+/*
+ * io_uring: one receive into the rx ring's free space, unless one is in
+ * flight or the ring is full (then the application rings when it reads).
+ */
+static void uring_rx(struct br_sock *s)
+{
+#ifdef HAVE_LIBURING
+	struct io_uring_sqe *sqe;
+	uint64_t space;
+
+	if ((s->io & BR_OP_RX) || !rx_open(s))
+		return;
+	space = rx_space(s);
+	if (!space)
+		return;
+	sqe = br_uring_sqe(br_self());
+	if (!sqe) {
+		sock_fail(s, -ENOBUFS);
+		return;
+	}
+	s->rx_msg = (struct msghdr){ .msg_iov = s->rx_iov };
+	s->rx_msg.msg_iovlen =
+		ring_iov(s, rx_ring(s), s->rx_tail, space, s->rx_iov);
+	io_uring_prep_recvmsg(sqe, s->fd, &s->rx_msg, 0);
+	/* The peer answers what we sent: data is rarely there yet. */
+	if (br_uring_poll_first())
+		sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+	io_uring_sqe_set_data64(sqe, (uintptr_t)s | BR_OP_RX);
+	s->io |= BR_OP_RX;
+#else
+	(void)s;
+#endif
+}
+
 /* Move socket bytes into the rx ring until EAGAIN, EOF or a full ring. */
 static void pump_rx(struct br_sock *s)
 {
-	struct gs_sock *g = arena_sock(s);
-	uint32_t size = s->app->ring_size;
-
-	while (s->readable && !(s->status & GS_ST_RX_EOF) && !g->error &&
-	       !br_app_dead(s->app)) {
-		uint64_t space = rx_space(s), first;
+	if (uring()) {
+		uring_rx(s);
+		return;
+	}
+	while (s->readable && rx_open(s)) {
+		uint64_t space = rx_space(s);
 		struct iovec iov[2];
 		ssize_t n;
 
 		if (!space)
 			break;
-		iov[0].iov_base = rx_ring(s) + gs_ring_split(s->rx_tail, space,
-							     size, &first);
-		iov[0].iov_len = first;
-		iov[1].iov_base = rx_ring(s);
-		iov[1].iov_len = space - first;
-		n = readv(s->fd, iov, space > first ? 2 : 1);
+		n = readv(s->fd, iov,
+			  ring_iov(s, rx_ring(s), s->rx_tail, space, iov));
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				s->readable = false;
@@ -346,9 +509,7 @@ static void pump_rx(struct br_sock *s)
 			publish_status(s, GS_ST_RX_EOF, 0);
 			break;
 		}
-		s->rx_tail += (uint64_t)n;
-		__atomic_store_n(&g->rx_tail, s->rx_tail, __ATOMIC_RELEASE);
-		note_event(s);
+		rx_received(s, (uint64_t)n);
 		/*
 		 * Short: the socket had no more. Data arriving later is a new
 		 * edge, so the readv that would say EAGAIN is saved; but a FIN
@@ -382,6 +543,41 @@ void br_sock_pump(struct br_sock *s)
 	}
 }
 
+/*
+ * io_uring: a request of s completed with res (bytes, or -errno). The
+ * socket's rings move as they would after readv or sendmsg, and the next
+ * request goes out at once.
+ */
+void br_sock_io_done(struct br_sock *s, unsigned op, int res)
+{
+	s->io &= ~op;
+	if (s->state == BS_CANCELLING) {
+		if (!s->io)
+			sock_free(s);
+		return;
+	}
+	/* A dead application's sockets are freed by br_sock_close_owned. */
+	if (br_app_dead(s->app) || op == BR_OP_CANCEL)
+		return;
+	if (res == -EINTR || res == -EAGAIN) {
+		/* nothing moved: the pump below asks again */
+	} else if (op == BR_OP_TX) {
+		if (res < 0)
+			sock_fail(s, res);
+		else
+			tx_sent(s, (uint64_t)res);
+	} else if (s->state == BS_CONNECTED) {
+		if (res < 0) {
+			sock_fail(s, res);
+		} else if (res == 0) {
+			publish_status(s, GS_ST_RX_EOF, 0);
+		} else {
+			rx_received(s, (uint64_t)res);
+		}
+	}
+	br_sock_pump(s);
+}
+
 /* Worker: give its closing sockets of a their chance (deadlines). */
 void br_sock_tick(struct br_app *a)
 {
@@ -398,7 +594,9 @@ static void adopt(struct br_sock *s)
 	s->adopted = true;
 	if (s->state != BS_CONNECTED)
 		return; /* made by this worker: watched from listen or connect */
-	r = epoll_watch(s, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+	/* io_uring: the requests in flight are the watch. */
+	r = uring() ? 0 :
+		      epoll_watch(s, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
 	if (r < 0)
 		sock_fail(s, r);
 	br_sock_pump(s);
@@ -434,6 +632,11 @@ void br_sock_adopt(struct br_app *a, uint32_t id, uint32_t gen)
 static void sock_connected(struct br_sock *s)
 {
 	s->state = BS_CONNECTED;
+	/* io_uring: epoll watched the connect; requests watch from now on. */
+	if (uring() && s->in_epoll) {
+		epoll_ctl(br_self()->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+		s->in_epoll = false;
+	}
 	publish_status(s, GS_ST_CONNECTED, 0);
 }
 
@@ -553,7 +756,8 @@ static void finish_connect(struct br_sock *s)
 void br_sock_event(struct br_sock *s, uint32_t events)
 {
 	/* An event for a socket closed earlier in the same batch: not ours. */
-	if (br_app_dead(s->app) || !mine(s) || s->state == BS_FREE)
+	if (br_app_dead(s->app) || !mine(s) || s->state == BS_FREE ||
+	    s->state == BS_CANCELLING)
 		return;
 	if (!s->adopted) {
 		adopt(s);
@@ -749,6 +953,8 @@ static int64_t cmd_connect(struct br_sock *s, uint32_t slot,
 	if (connect(s->fd, (const void *)c->addr, c->addrlen) == 0) {
 		sock_connected(s);
 		s->readable = s->writable = true;
+		if (uring())
+			br_sock_pump(s); /* no epoll edge will come */
 		return 0;
 	}
 	if (errno != EINPROGRESS)
@@ -881,7 +1087,8 @@ void br_sock_command(struct br_app *a, uint32_t slot, const struct gs_cmd *c)
 		s = owner < 0 ? NULL : &a->sk[c->fd];
 		if (s && !s->adopted)
 			adopt(s);
-		if (!s || s->state == BS_FREE || s->state == BS_CLOSING) {
+		if (!s || s->state == BS_FREE || s->state == BS_CLOSING ||
+		    s->state == BS_CANCELLING) {
 			br_app_complete(a, slot, -EBADF, NULL, 0);
 			return;
 		}

@@ -42,7 +42,10 @@ void br_worker_post(struct br_worker *w, struct br_msg *m)
 {
 	m->next = NULL;
 	pthread_mutex_lock(&w->lock);
-	*w->inbox_tail = m;
+	if (w->inbox_tail == &w->inbox) /* read without the lock: atomic */
+		__atomic_store_n(&w->inbox, m, __ATOMIC_RELEASE);
+	else
+		*w->inbox_tail = m;
 	w->inbox_tail = &m->next;
 	pthread_mutex_unlock(&w->lock);
 	br_wake(w->wake_fd);
@@ -69,9 +72,11 @@ static int drain_inbox(struct br_worker *w)
 	struct br_msg *m, *next;
 	int n = 0;
 
+	if (!__atomic_load_n(&w->inbox, __ATOMIC_ACQUIRE))
+		return 0; /* the usual turn: no lock taken */
 	pthread_mutex_lock(&w->lock);
 	m = w->inbox;
-	w->inbox = NULL;
+	__atomic_store_n(&w->inbox, NULL, __ATOMIC_RELAXED);
 	w->inbox_tail = &w->inbox;
 	pthread_mutex_unlock(&w->lock);
 	for (; m; m = next, n++) {
@@ -133,10 +138,64 @@ static void place(struct br_worker *w)
 			strerror(errno));
 }
 
+/* Wait up to timeout ms for epoll events and handle them; 1 if any. */
+static int epoll_turn(struct br_worker *w, int timeout)
+{
+	struct epoll_event evs[128];
+	int n = epoll_wait(w->epfd, evs, 128, timeout), work = n > 0;
+
+	for (int i = 0; i < n; i++) {
+		struct br_ev *e = evs[i].data.ptr;
+		uint64_t v;
+
+		if (e->kind == BR_EV_SOCK)
+			br_sock_event((struct br_sock *)e, evs[i].events);
+		else if (read(w->wake_fd, &v, sizeof(v)) < 0)
+			work = 0; /* EAGAIN: read by an earlier turn */
+	}
+	/* io_uring: a full batch may leave more, with no new poll event. */
+	if (w->ring && n == 128)
+		w->ep_ready = true;
+	return work;
+}
+
+/*
+ * Wait up to timeout ms (-1: until something happens) for socket I/O,
+ * socket events or a wake-up, and handle what came; 1 if anything did.
+ */
+static int io_turn(struct br_worker *w, int timeout)
+{
+#ifdef HAVE_LIBURING
+	if (w->ring) {
+		int work = br_uring_turn(w, timeout) > 0;
+
+		if (w->ep_ready) {
+			w->ep_ready = false;
+			work |= epoll_turn(w, 0);
+		}
+		return work;
+	}
+#endif
+	return epoll_turn(w, timeout);
+}
+
+/* io_uring where gsockd chose it; a worker that cannot have it says so. */
+static void open_ring(struct br_worker *w)
+{
+#ifdef HAVE_LIBURING
+	int err = br.io_uring ? br_uring_open(w) : 0;
+
+	if (err)
+		br_warn("%s: cannot set up io_uring (%s): it uses epoll",
+			w->name, strerror(-err));
+#else
+	(void)w;
+#endif
+}
+
 static void *worker_main(void *p)
 {
 	struct br_worker *w = p;
-	struct epoll_event evs[128];
 	uint64_t last_busy = br_now_ns();
 	const uint64_t busy_ns = (uint64_t)br.conf.busy_poll_us * 1000;
 	const int tick_ms = (int)((br.conf.idle_sleep_us + 999) / 1000);
@@ -144,8 +203,9 @@ static void *worker_main(void *p)
 	self = w;
 	pthread_setname_np(pthread_self(), w->name);
 	place(w);
+	open_ring(w);
 	while (!__atomic_load_n(&br.stopping, __ATOMIC_ACQUIRE)) {
-		int busy = br_now_ns() - last_busy < busy_ns, n, work;
+		int busy = br_now_ns() - last_busy < busy_ns, work;
 		/* Closing sockets have deadlines: look at them now and then. */
 		int timeout = busy ? 0 : w->nclosing ? tick_ms : -1;
 
@@ -159,20 +219,9 @@ static void *worker_main(void *p)
 				continue;
 			}
 		}
-		n = epoll_wait(w->epfd, evs, 128, timeout);
+		work = io_turn(w, timeout);
 		if (!busy)
 			__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
-		work = n > 0;
-		for (int i = 0; i < n; i++) {
-			struct br_ev *e = evs[i].data.ptr;
-			uint64_t v;
-
-			if (e->kind == BR_EV_SOCK)
-				br_sock_event((struct br_sock *)e,
-					      evs[i].events);
-			else if (read(w->wake_fd, &v, sizeof(v)) < 0)
-				work = 0; /* EAGAIN: read by an earlier turn */
-		}
 		work |= drain_inbox(w) > 0;
 		work |= poll_apps(w);
 		if (work)
@@ -184,6 +233,9 @@ static void *worker_main(void *p)
 		br_app_put(w->apps[i]);
 	}
 	w->napps = 0;
+#ifdef HAVE_LIBURING
+	br_uring_close(w);
+#endif
 	return NULL;
 }
 

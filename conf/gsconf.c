@@ -76,6 +76,7 @@ static const char *const levels[] = { "error", "warn", "info", "debug",
 static const char *const logs[] = { "stderr", "syslog", NULL };
 static const char *const routes[] = { "os", "rsocket", NULL };
 static const char *const transports[] = { "tcp", "rsocket", NULL };
+static const char *const ios[] = { "auto", "io_uring", "epoll", NULL };
 static const char *const roles[] = { "any", "server", "client", NULL };
 
 static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
@@ -94,6 +95,8 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 		return one_of(cfg, k, v, routes, "os, rsocket");
 	if (!strcmp(k, "transport"))
 		return one_of(cfg, k, v, transports, "tcp, rsocket");
+	if (!strcmp(k, "io"))
+		return one_of(cfg, k, v, ios, "auto, io_uring, epoll");
 	if (!strcmp(k, "preload_library") && v[0] != '/') {
 		cfg_error(cfg, "preload_library: \"%s\" must be an absolute path", v);
 		return -1;
@@ -164,13 +167,14 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_INT("linger_ms", 5000, CFGF_NONE),
 		CFG_INT("workers", 0, CFGF_NONE),
 		CFG_INT("numa_node", -1, CFGF_NONE),
+		CFG_STR("io", "auto", CFGF_NONE),
 		CFG_STR("transport", "tcp", CFGF_NONE),
 		CFG_STR("preload_library", LIBDIR "/libgsock-preload.so", CFGF_NONE),
 		CFG_SEC("preload", preload_opts, CFGF_NONE),
 		CFG_END()
 	};
 	static const char *const str_keys[] = {
-		"control",	    "log_level",	     "log", "transport", "preload_library",
+		"control",	    "log_level",	     "log", "io", "transport", "preload_library",
 		"preload|default_route", "preload|rule|program", "preload|rule|role",
 		"preload|rule|address",	 "preload|rule|ports",	 "preload|rule|route",
 	};

@@ -5,13 +5,16 @@
 #
 # GSOCK_TEST_BACKEND=host|cuda picks the programs (default host);
 # GSOCK_TEST_WORKERS the gsockd workers (default 4, more than CI's cores,
-# so that sockets cross threads everywhere; t/workers.t runs with 1).
+# so that sockets cross threads everywhere; t/workers.t runs with 1);
+# GSOCK_TEST_IO gsockd's --io (default auto: io_uring where the kernel
+# allows it; t/io.t runs the bridge tests with each).
 
 set -u
 : "${GSOCK_BUILD:=$(cd "$(dirname "$0")/.." && pwd)}"
 : "${GSOCK_SRC:=$GSOCK_BUILD}"
 BACKEND=${GSOCK_TEST_BACKEND:-host}
 WORKERS=${GSOCK_TEST_WORKERS:-4}
+IO=${GSOCK_TEST_IO:-auto}
 GSOCKD=$GSOCK_BUILD/bridge/gsockd
 SERVER=$GSOCK_BUILD/apps/echo/gsock-echo-server-$BACKEND
 CLIENT=$GSOCK_BUILD/apps/echo/gsock-echo-client-$BACKEND
@@ -58,6 +61,24 @@ is() { # is GOT EXPECTED DESCRIPTION
 }
 finish() { exit $((tap_fail != 0)); }
 
+# Run other test files (names under t/ without .t) with VAR=VALUE in
+# their environment; each file's verdict is one check "t/NAME.t WITH".
+rerun_tests() { # VAR=VALUE WITH NAME...
+	_env=$1 _with=$2; shift 2
+	for _t in "$@"; do
+		env "$_env" sh "$GSOCK_SRC/t/$_t.t" >"$TMP/$_t.tap" 2>&1
+		_st=$?
+		_why=$(sed -n 's/^1\.\.0 # SKIP //p' "$TMP/$_t.tap")
+		if [ -n "$_why" ]; then
+			tap_n=$((tap_n + 1))
+			echo "ok $tap_n - t/$_t.t $_with # SKIP $_why"
+			continue
+		fi
+		ok $_st "t/$_t.t $_with: $(grep -c '^ok' "$TMP/$_t.tap") checks pass"
+		grep '^not ok' "$TMP/$_t.tap" | sed 's/^/#   /' | head -20
+	done
+}
+
 need_backend() {
 	[ -x "$SERVER" ] || skip_all "the $BACKEND backend is not built (configure found no CUDA toolkit)"
 	if [ "$BACKEND" = cuda ] && ! nvidia-smi -L >/dev/null 2>&1; then
@@ -70,7 +91,7 @@ need_backend() {
 start_gsockd() { # [gsockd options]; $GSOCKD_CONF: a conf file (default empty)
 	[ -n "${GSOCKD_CONF:-}" ] || { GSOCKD_CONF=$TMP/gsock.conf; : >"$GSOCKD_CONF"; }
 	${GSOCKD_WRAPPER:-} "$GSOCKD" --conf "$GSOCKD_CONF" --control "$GSOCK_CONTROL" \
-		--workers "$WORKERS" --log-level "${GSOCKD_LOG_LEVEL:-info}" "$@" \
+		--workers "$WORKERS" --io "$IO" --log-level "${GSOCKD_LOG_LEVEL:-info}" "$@" \
 		>/dev/null 2>>"$TMP/gsockd.log" &
 	GSOCKD_PID=$!
 	PIDS="$PIDS $GSOCKD_PID"

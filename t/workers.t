@@ -13,19 +13,7 @@ time_limit 600
 ONE_WORKER="echo-integrity peer-close-eof gpu-client app-killed bridge-death bad-input block-copy"
 plan $(( $(echo $ONE_WORKER | wc -w) + 8 ))
 
-for t in $ONE_WORKER; do
-	GSOCK_TEST_WORKERS=1 sh "$GSOCK_SRC/t/$t.t" >"$TMP/$t.tap" 2>&1
-	st=$?
-	n=$(grep -c '^ok' "$TMP/$t.tap")
-	why=$(sed -n 's/^1\.\.0 # SKIP //p' "$TMP/$t.tap")
-	if [ -n "$why" ]; then
-		tap_n=$((tap_n + 1))
-		echo "ok $tap_n - t/$t.t with one worker # SKIP $why"
-		continue
-	fi
-	ok $st "t/$t.t with one worker: $n checks pass"
-	grep '^not ok' "$TMP/$t.tap" | sed 's/^/#   /' | head -20
-done
+rerun_tests GSOCK_TEST_WORKERS=1 "with one worker" $ONE_WORKER
 
 start_gsockd
 sleep 0.2
