@@ -83,7 +83,7 @@ def main():
       f"up to {facts.get('lt')} threads, pinned `{facts.get('client')}`; servers pinned "
       f"`{facts.get('server')}`")
     w(f"- B and C: {facts.get('ct')} threads (one epoll loop each, SO_REUSEPORT); "
-      f"A: gsockd ({facts.get('aw')} workers) + the GPU echo server; for throughput {facts.get('ab')} "
+      f"A: gsockd ({facts.get('aw')} workers, io {facts.get('aio')}) + the GPU echo server; for throughput {facts.get('ab')} "
       f"blocks x {facts.get('am')} connections each (gpoll)")
     w("")
 
@@ -163,18 +163,21 @@ def main():
     w("### A by gsockd workers (64 B): requests/s (p99 us), gsockd's cores, us of gsockd CPU per request")
     w("")
     wconns = sorted({int(r["conns"]) for r in rows if r["section"] == "workers"})
-    w("| workers | " + " | ".join(f"{c} connections" for c in wconns) + " |")
+    w("| workers, io | " + " | ".join(f"{c} connections" for c in wconns) + " |")
     w("| --- " * (1 + len(wconns)) + "|")
-    nws = sorted({int(kv(r["extra"]).get("workers", 0)) for r in rows if r["section"] == "workers"})
-    for nw in nws:
+    # (workers, data path) in the order they ran
+    runs = list(dict.fromkeys((kv(r["extra"]).get("workers", "0"), kv(r["extra"]).get("io", "?"))
+                              for r in rows if r["section"] == "workers"))
+    for nw, io in runs:
         cells = []
         for c in wconns:
-            r = pick("workers", "A", c, 64, f"workers={nw}")
+            r = pick("workers", "A", c, 64, f"workers={nw} io={io}")
             u = next((kv(x["extra"]) for x in rows if x["section"] == "workerscpu"
-                      and x["conns"] == str(c) and kv(x["extra"]).get("workers") == str(nw)), {})
+                      and x["conns"] == str(c) and kv(x["extra"]).get("workers") == nw
+                      and kv(x["extra"]).get("io", "?") == io), {})
             cells.append(f"{fmt(r['rps'])} ({fmt(r['p99_us'])}), {u.get('cores', 'n/a')} cores, "
                          f"{u.get('cpu_req', 'n/a')} us" if r else "n/a")
-        w(f"| {nw} | " + " | ".join(cells) + " |")
+        w(f"| {nw}, {io} | " + " | ".join(cells) + " |")
     for c in wconns:
         b, cb = pick("conns", "B", c, 64), pick("conns", "Cb", c, 64)
         w(f"| B ({facts.get('ct')} threads), Cb, at {c} | {fmt(b and b['rps'])} / {fmt(cb and cb['rps'])} requests/s | |"

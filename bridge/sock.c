@@ -262,7 +262,7 @@ static bool mine(struct br_sock *s)
 static bool io_pending(struct br_app *a)
 {
 	for (uint32_t i = 0; i < a->nsocks; i++)
-		if (a->sk[i].io && mine(&a->sk[i]))
+		if (mine(&a->sk[i]) && a->sk[i].io)
 			return true;
 	return false;
 }

@@ -1,7 +1,10 @@
 #!/bin/sh
 # gsockd under valgrind memcheck: echo traffic, a GPU client, hostile
 # applications, an application killed, then SIGTERM: no memory errors,
-# no definite leaks, exit status 0.
+# no definite leaks, exit status 0. The epoll data path: valgrind (3.19)
+# does not treat a wait in io_uring_enter as blocking, so one sleeping
+# worker holds every other thread; ThreadSanitizer (t/tsan-bridge.t) and
+# the rest of the suite run the io_uring path.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 command -v valgrind >/dev/null || skip_all "valgrind is not installed"
@@ -9,7 +12,7 @@ time_limit 300
 plan 6
 
 GSOCKD_WRAPPER="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --log-file=$TMP/vg.log"
-start_gsockd
+start_gsockd --io epoll
 start_server -l 127.0.0.1:0 -b 8
 ok $? "GPU echo server runs on gsockd under valgrind"
 timeout 120 python3 "$PY" sizes "$PORT" 1 5000 300000 >/dev/null 2>&1
