@@ -173,41 +173,60 @@ static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
 /*
  * GPU doorbells cannot wake epoll. A worker spins while its traffic
  * flows and then sleeps; from then on this watch looks at its queues
- * once per idle_sleep_us and wakes it when a cell waits there.
+ * once per idle_sleep_us and wakes it when a cell waits there. Returns
+ * whether any worker was awake or had to be woken.
  */
-static void watch(void)
+static int watch(void)
 {
+	int busy = 0;
+
 	for (struct br_app *a = br.apps; a; a = a->next) {
 		if (a->pending || br_app_dead(a))
 			continue;
 		for (uint32_t q = 0; q < a->nqueues; q++) {
 			struct br_worker *w = &br.workers[q % a->nworkers];
 
-			if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) &&
-			    br_app_pending(a, q))
+			if (!__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST)) {
+				busy = 1;
+			} else if (br_app_pending(a, q)) {
 				br_wake(w->wake_fd);
+				busy = 1;
+			}
 		}
 	}
+	return busy;
 }
+
+/* After this long with every worker asleep, the watch looks less often. */
+#define BR_DEEP_IDLE_NS 1000000000ull
+#define BR_DEEP_IDLE_FACTOR 4
 
 /*
  * The control thread's loop: control connections, deaths, signals, and
  * the watch, which runs once per idle_sleep_us while an application is
- * registered and not at all otherwise.
+ * registered (every BR_DEEP_IDLE_FACTOR times that after a second with
+ * all workers asleep: an idle gsockd stays under 1 % of a core) and not
+ * at all otherwise.
  */
 static void run(int ctl_fd)
 {
 	struct epoll_event evs[64];
 	const int tick_ms = (int)((br.conf.idle_sleep_us + 999) / 1000);
+	uint64_t quiet_since = br_now_ns();
 	int stop = 0;
 
 	while (!stop) {
-		int n = epoll_wait(br.epfd, evs, 64, br.apps ? tick_ms : -1);
+		int deep = br_now_ns() - quiet_since > BR_DEEP_IDLE_NS;
+		int n = epoll_wait(br.epfd, evs, 64,
+				   !br.apps ? -1 :
+				   deep	    ? BR_DEEP_IDLE_FACTOR * tick_ms :
+					      tick_ms);
 
 		for (int i = 0; i < n; i++)
 			dispatch(&evs[i], ctl_fd, &stop);
 		br_reap();
-		watch();
+		if (watch() || n > 0)
+			quiet_since = br_now_ns();
 	}
 }
 
