@@ -28,6 +28,7 @@ void br_conf_defaults(struct br_conf *c)
 	c->linger_ms = 5000;
 	c->workers = 0;
 	c->numa_node = -1;
+	c->io = BR_IO_EPOLL; /* measured faster than io_uring: gsock.conf */
 	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
 		 LIBDIR "/libgsock-preload.so");
 }

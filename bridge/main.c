@@ -54,7 +54,7 @@ static void usage(FILE *f)
 		"  -c, --conf FILE       configuration (default $GSOCK_CONF, then %s/gsock.conf)\n"
 		"  -s, --control PATH    control socket (default $GSOCK_CONTROL, then gsock.conf, then per user)\n"
 		"  -w, --workers N       worker threads (default: gsock.conf, else a quarter of the cores)\n"
-		"      --io MODE         auto, io_uring or epoll (default: gsock.conf, else auto)\n"
+		"      --io MODE         epoll, io_uring or auto (default: gsock.conf, else epoll)\n"
 		"  -l, --log-level LVL   error, warn, info or debug\n"
 		"  -v, --verbose         same as --log-level debug\n"
 		"      --syslog          log to syslog instead of stderr\n"

@@ -167,7 +167,7 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_INT("linger_ms", 5000, CFGF_NONE),
 		CFG_INT("workers", 0, CFGF_NONE),
 		CFG_INT("numa_node", -1, CFGF_NONE),
-		CFG_STR("io", "auto", CFGF_NONE),
+		CFG_STR("io", "epoll", CFGF_NONE),
 		CFG_STR("transport", "tcp", CFGF_NONE),
 		CFG_STR("preload_library", LIBDIR "/libgsock-preload.so", CFGF_NONE),
 		CFG_SEC("preload", preload_opts, CFGF_NONE),

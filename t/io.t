@@ -1,6 +1,7 @@
 #!/bin/sh
-# gsockd's two data paths. The rest of the suite runs gsockd with io =
-# auto, which is io_uring where the kernel allows it (said in check 1);
+# gsockd's two data paths. gsockd's default is epoll; the rest of the
+# suite runs it with io = auto, which is io_uring where the kernel allows
+# it (said in check 1), so that both paths see every test;
 # here: (1) the bridge tests again with io = epoll, each file's verdict as
 # one line; (2) where io_uring_setup is refused (a seccomp filter, as in a
 # container), auto falls back to epoll and says why, and io = io_uring
@@ -32,7 +33,7 @@ kill "$GSOCKD_PID"; wait "$GSOCKD_PID" 2>/dev/null
 : >"$TMP/gsockd.log"
 if "$NO_URING" true 2>"$TMP/nu.err"; then
 	GSOCKD_WRAPPER=$NO_URING start_gsockd --io auto
-	grep -q "info: io: epoll (automatic: the kernel refuses io_uring: Operation not permitted)" "$TMP/gsockd.log"
+	grep -q "info: io: epoll (io = auto: the kernel refuses io_uring: Operation not permitted)" "$TMP/gsockd.log"
 	ok $? "io_uring_setup refused: io = auto takes epoll and says why"
 	start_server -l 127.0.0.1:0 -b 2 -m 4 &&
 		timeout 60 python3 "$PY" sizes "$PORT" 1 4096 65537 1000000 >/dev/null 2>&1
