@@ -320,6 +320,27 @@ static int64_t tx_pending(struct br_sock *s)
 	return (int64_t)gs_ring_used(s->tx_head, tail);
 }
 
+#ifdef HAVE_LIBURING
+/*
+ * io_uring: a request's entry, with msg describing len bytes of ring from
+ * counter pos; NULL (the socket failed) where the ring has no room.
+ */
+static struct io_uring_sqe *uring_req(struct br_sock *s, struct msghdr *msg,
+				      struct iovec iov[2], uint8_t *ring,
+				      uint64_t pos, uint64_t len)
+{
+	struct io_uring_sqe *sqe = br_uring_sqe(br_self());
+
+	if (!sqe) {
+		sock_fail(s, -ENOBUFS);
+		return NULL;
+	}
+	*msg = (struct msghdr){ .msg_iov = iov };
+	msg->msg_iovlen = ring_iov(s, ring, pos, len, iov);
+	return sqe;
+}
+#endif
+
 /* io_uring: one send of what the tx ring holds, unless one is in flight. */
 static void uring_tx(struct br_sock *s)
 {
@@ -332,14 +353,10 @@ static void uring_tx(struct br_sock *s)
 	len = tx_pending(s);
 	if (len <= 0)
 		return;
-	sqe = br_uring_sqe(br_self());
-	if (!sqe) {
-		sock_fail(s, -ENOBUFS);
+	sqe = uring_req(s, &s->tx_msg, s->tx_iov, tx_ring(s), s->tx_head,
+			(uint64_t)len);
+	if (!sqe)
 		return;
-	}
-	s->tx_msg = (struct msghdr){ .msg_iov = s->tx_iov };
-	s->tx_msg.msg_iovlen =
-		ring_iov(s, tx_ring(s), s->tx_head, (uint64_t)len, s->tx_iov);
 	io_uring_prep_sendmsg(sqe, s->fd, &s->tx_msg, MSG_NOSIGNAL);
 	io_uring_sqe_set_data64(sqe, (uintptr_t)s | BR_OP_TX);
 	s->io |= BR_OP_TX;
@@ -463,14 +480,10 @@ static void uring_rx(struct br_sock *s)
 	space = rx_space(s);
 	if (!space)
 		return;
-	sqe = br_uring_sqe(br_self());
-	if (!sqe) {
-		sock_fail(s, -ENOBUFS);
+	sqe = uring_req(s, &s->rx_msg, s->rx_iov, rx_ring(s), s->rx_tail,
+			space);
+	if (!sqe)
 		return;
-	}
-	s->rx_msg = (struct msghdr){ .msg_iov = s->rx_iov };
-	s->rx_msg.msg_iovlen =
-		ring_iov(s, rx_ring(s), s->rx_tail, space, s->rx_iov);
 	io_uring_prep_recvmsg(sqe, s->fd, &s->rx_msg, 0);
 	/* The peer answers what we sent: data is rarely there yet. */
 	if (br_uring_poll_first())

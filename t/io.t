@@ -95,13 +95,7 @@ busy=$(ls /proc/"$GSOCKD_PID"/fd | wc -l)
 [ -s "$TMP/stuck" ] && [ "$busy" -gt "$fds_before" ]
 ok $? "16 peers that do not read: $(cat "$TMP/stuck" 2>/dev/null) bytes sent, gsockd holds $busy descriptors (from $fds_before)"
 kill -9 "$SERVER_PID"
-fds=""
-for _ in $(seq 100); do
-	fds=$(ls /proc/"$GSOCKD_PID"/fd | wc -l)
-	[ "$fds" = "$fds_before" ] && break
-	sleep 0.05
-done
-is "$fds" "$fds_before" "application killed with sends and receives in flight: gsockd holds the descriptors it started with"
+is "$(fds_settle "$GSOCKD_PID" "$fds_before")" "$fds_before" "application killed with sends and receives in flight: gsockd holds the descriptors it started with"
 grep -q '/memfd:gsock-arena' /proc/"$GSOCKD_PID"/maps
 ok $((! $?)) "and maps no arena"
 kill "$STUCK" 2>/dev/null

@@ -61,6 +61,17 @@ is() { # is GOT EXPECTED DESCRIPTION
 }
 finish() { exit $((tap_fail != 0)); }
 
+# The number of descriptors PID holds once it is back to WANT (or after
+# 5 s, whatever it holds then).
+fds_settle() { # PID WANT
+	for _ in $(seq 100); do
+		_fds=$(ls /proc/"$1"/fd | wc -l)
+		[ "$_fds" = "$2" ] && break
+		sleep 0.05
+	done
+	echo "$_fds"
+}
+
 # Run other test files (names under t/ without .t) with VAR=VALUE in
 # their environment; each file's verdict is one check "t/NAME.t WITH".
 rerun_tests() { # VAR=VALUE WITH NAME...

@@ -60,13 +60,7 @@ timeout 60 python3 "$PY" sizes "$PORT1" 1 70000 >/dev/null 2>&1 &&
 	timeout 60 python3 "$PY" sizes "$PORT3" 1 70000 >/dev/null 2>&1
 ok $? "the survivors still serve"
 kill -9 "$SPID1" "$SPID3"
-fds=""
-for _ in $(seq 100); do
-	fds=$(ls /proc/"$GSOCKD_PID"/fd | wc -l)
-	[ "$fds" = "$fds_before" ] && break
-	sleep 0.05
-done
-is "$fds" "$fds_before" "with every application gone, gsockd holds the descriptors it started with"
+is "$(fds_settle "$GSOCKD_PID" "$fds_before")" "$fds_before" "with every application gone, gsockd holds the descriptors it started with"
 grep -q '/memfd:gsock-arena' /proc/"$GSOCKD_PID"/maps
 ok $((! $?)) "and maps no arena"
 finish
