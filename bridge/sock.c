@@ -565,6 +565,10 @@ void br_sock_io_done(struct br_sock *s, unsigned op, int res)
 {
 	s->io &= ~op;
 	if (s->state == BS_CANCELLING) {
+		/* A kernel without cancel by descriptor (before 5.19). */
+		if (op == BR_OP_CANCEL && res < 0 && res != -ENOENT &&
+		    res != -EALREADY)
+			shutdown(s->fd, SHUT_RDWR);
 		if (!s->io)
 			sock_free(s);
 		return;
