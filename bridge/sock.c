@@ -377,10 +377,11 @@ static void tx_sent(struct br_sock *s, uint64_t n)
 static void pump_tx(struct br_sock *s)
 {
 	struct gs_sock *g = arena_sock(s);
+	bool batched = uring(); /* io_uring: one send in flight, no loop */
 
-	if (uring())
+	if (batched)
 		uring_tx(s);
-	while (!uring() && s->writable && !g->error) {
+	while (!batched && s->writable && !g->error) {
 		int64_t len = tx_pending(s);
 		struct iovec iov[2];
 		struct msghdr msg = { .msg_iov = iov };

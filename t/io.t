@@ -49,7 +49,7 @@ if "$NO_URING" true 2>"$TMP/nu.err"; then
 else
 	for d in "auto falls back" "it serves" "io_uring refused: exit" "the reason" "no socket left"; do
 		tap_n=$((tap_n + 1))
-		echo "ok $tap_n - $d # SKIP cannot install a seccomp filter: $(cat "$TMP/nu.err")"
+		echo "ok $tap_n - $d # SKIP t/no-uring cannot run here: $(cat "$TMP/nu.err")"
 	done
 fi
 
