@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sysexits.h>
 
+#include "app.h"
 #include "gsock.h"
 #include "probe.h"
 
@@ -50,7 +51,7 @@ int main(int argc, char **argv)
 			status = EX_USAGE;
 			goto out;
 		}
-	} else if (echo_parse_addr(argv[2], &a->addr, &a->addrlen)) {
+	} else if (app_parse_addr(argv[2], &a->addr, &a->addrlen)) {
 		fprintf(stderr, "gcall-probe: bad address %s\n", argv[2]);
 		status = EX_USAGE;
 		goto out;

@@ -15,6 +15,7 @@
 #include <sysexits.h>
 #include <time.h>
 
+#include "app.h"
 #include "echo.h"
 #include "gsock.h"
 
@@ -102,12 +103,12 @@ int main(int argc, char **argv)
 	}
 	go.nslots = blocks;
 	go.nsocks = blocks + 4;
-	ctx = echo_start("gsock-echo-client", &go, &threads);
+	ctx = app_start("gsock-echo-client", &go, &threads);
 	if (!ctx)
 		return EX_UNAVAILABLE;
 	nrtt = (size_t)blocks * iters;
 	a = gsock_alloc(ctx, sizeof(*a));
-	if (!a || echo_parse_addr(argv[optind], &a->addr, &a->addrlen)) {
+	if (!a || app_parse_addr(argv[optind], &a->addr, &a->addrlen)) {
 		fprintf(stderr, "gsock-echo-client: cannot use address %s\n",
 			argv[optind]);
 		status = EX_USAGE;

@@ -12,7 +12,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include "gsock.cuh"
+#include "glistener.cuh"
 
 /* Per-block counters of the server. */
 struct echo_block_stats {
@@ -22,14 +22,9 @@ struct echo_block_stats {
 };
 
 struct echo_server_args {
-	struct sockaddr_storage addr; /* where to listen */
-	uint32_t addrlen;
+	struct app_listener listen;
 	uint32_t bufsize; /* bytes per block buffer */
 	uint8_t *bufs; /* device memory: blocks * bufsize */
-	int32_t listen_fd; /* block 0 publishes it */
-	int32_t ready; /* 0 not yet, 1 listening, < 0 -errno */
-	struct sockaddr_storage bound; /* the address actually bound */
-	uint32_t boundlen;
 	struct echo_block_stats *stats; /* one per block */
 	uint32_t per_block; /* multiplexing: connections per block (else 0) */
 	struct gpollfd *pfds; /* multiplexing: blocks * (per_block + 1) */
@@ -53,21 +48,6 @@ struct echo_client_args {
 	uint64_t *rtt_ns; /* blocks * iters */
 	struct echo_client_result *result; /* one per block */
 };
-
-/* Fill ss from "HOST:PORT", "[V6]:PORT", "PORT" (any IPv4) or "/unix/path". */
-int echo_parse_addr(const char *spec, struct sockaddr_storage *ss,
-		    uint32_t *len);
-/* Write ss as text, as echo_parse_addr reads it. */
-void echo_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len);
-
-struct gsock_ctx;
-struct gsock_opts;
-/*
- * Register with gsockd (saying why on stderr if that fails), make SIGINT
- * and SIGTERM stop the kernels, and set *threads to 1 on the host backend.
- */
-struct gsock_ctx *echo_start(const char *prog, const struct gsock_opts *go,
-			     unsigned *threads);
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,78 +11,12 @@
  */
 #include "echo.h"
 
-/* Thread 0 of a block other than 0: wait until block 0 published. */
-GSOCK_DEVICE int32_t wait_ready_t0(struct gsock_dev gs,
-				   struct echo_server_args *a)
-{
-	unsigned i = 0;
-
-	for (;;) {
-		int32_t r = (int32_t)gs_ld32((const uint32_t *)&a->ready);
-
-		if (r)
-			return r;
-		r = gs_wait_turn(gs, &i);
-		if (r)
-			return r;
-	}
-}
-
-GSOCK_DEVICE int open_listener(struct gsock_dev gs, struct echo_server_args *a)
-{
-	int family = ((struct sockaddr *)&a->addr)->sa_family;
-	int one = 1, fd, r;
-	socklen_t blen = sizeof(a->bound);
-
-	fd = gsocket(gs, family, SOCK_STREAM, 0);
-	if (fd < 0)
-		return fd;
-	if (family != AF_UNIX)
-		gsetsockopt(gs, fd, IPPROTO_TCP, TCP_NODELAY, &one,
-			    sizeof(one));
-	r = gbind(gs, fd, (struct sockaddr *)&a->addr, a->addrlen);
-	if (r == 0)
-		r = glisten(gs, fd, 1024);
-	if (r == 0)
-		r = ggetsockname(gs, fd, (struct sockaddr *)&a->bound, &blen);
-	if (r < 0) {
-		gclose(gs, fd);
-		return r;
-	}
-	if (gs_tid() == 0)
-		a->boundlen = blen;
-	return fd;
-}
-
-/* Block 0 listens and publishes the descriptor; the others wait for it. */
-GSOCK_DEVICE long get_listener(struct gsock_dev gs, struct echo_server_args *a)
-{
-	long lfd;
-
-	if (gs_bid() == 0) {
-		lfd = open_listener(gs, a);
-		if (gs_tid() == 0) {
-			a->listen_fd = (int32_t)lfd;
-			gs_st32((uint32_t *)&a->ready,
-				(uint32_t)(lfd < 0 ? lfd : 1));
-		}
-		return lfd;
-	}
-	lfd = 0;
-	if (gs_tid() == 0) {
-		lfd = wait_ready_t0(gs, a);
-		if (lfd > 0)
-			lfd = a->listen_fd;
-	}
-	return gs_bcast(lfd);
-}
-
 GSOCK_KERNEL(echo_server_kernel, gs, arg)
 {
 	struct echo_server_args *a = (struct echo_server_args *)arg;
 	struct echo_block_stats *st = &a->stats[gs_bid()];
 	uint8_t *buf = a->bufs + (size_t)gs_bid() * a->bufsize;
-	long lfd = get_listener(gs, a);
+	long lfd = app_get_listener(gs, &a->listen);
 
 	if (lfd < 0)
 		return;
@@ -127,7 +61,7 @@ GSOCK_KERNEL(echo_mux_kernel, gs, arg)
 	uint8_t *buf = a->bufs + (size_t)gs_bid() * a->bufsize;
 	struct gpollfd *p = a->pfds + (size_t)gs_bid() * (a->per_block + 1);
 	GS_SHARED int n; /* connections held: p[0, n) */
-	long lfd = get_listener(gs, a), r = 0;
+	long lfd = app_get_listener(gs, &a->listen), r = 0;
 
 	if (lfd < 0)
 		return;

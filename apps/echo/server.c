@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app.h"
 #include "echo.h"
 #include "gsock.h"
 
@@ -32,17 +33,6 @@ static void usage(FILE *f)
 		"  -m, --multiplex N     each block holds N connections at once (gpoll)\n"
 		"  -r, --ring BYTES      socket ring size, a power of two (default 65536)\n"
 		"  -s, --control PATH    gsockd's control socket\n");
-}
-
-/* Wait for block 0 to listen, or fail; the kernel is already running. */
-static int wait_listening(struct echo_server_args *a)
-{
-	struct timespec ts = { 0, 1000000 };
-
-	while (!__atomic_load_n(&a->ready, __ATOMIC_ACQUIRE) &&
-	       !gsock_bridge_gone(ctx))
-		nanosleep(&ts, NULL);
-	return a->ready == 1 ? 0 : a->ready ? a->ready : -ECONNABORTED;
 }
 
 int main(int argc, char **argv)
@@ -105,11 +95,12 @@ int main(int argc, char **argv)
 	}
 	go.nslots = blocks;
 	go.nsocks = blocks * (per_block ? per_block : 1) + 8;
-	ctx = echo_start("gsock-echo-server", &go, &threads);
+	ctx = app_start("gsock-echo-server", &go, &threads);
 	if (!ctx)
 		return EX_UNAVAILABLE;
 	a = gsock_alloc(ctx, sizeof(*a));
-	if (!a || echo_parse_addr(listen_at, &a->addr, &a->addrlen)) {
+	if (!a || app_parse_addr(listen_at, &a->listen.addr,
+				     &a->listen.addrlen)) {
 		fprintf(stderr,
 			"gsock-echo-server: cannot use listen address %s\n",
 			listen_at);
@@ -142,14 +133,14 @@ int main(int argc, char **argv)
 		status = EX_SOFTWARE;
 		goto out_fini;
 	}
-	r = wait_listening(a);
+	r = app_wait_listening(ctx, &a->listen);
 	if (r) {
 		fprintf(stderr, "gsock-echo-server: cannot listen on %s: %s\n",
 			listen_at, strerror(-r));
 		gsock_stop(ctx);
 		status = EX_UNAVAILABLE;
 	} else {
-		echo_format_addr(&a->bound, where, sizeof(where));
+		app_format_addr(&a->listen.bound, where, sizeof(where));
 		printf("gsock-echo-server: listening on %s (%s backend, %u blocks x %u threads, %u connections per block)\n",
 		       where, gsock_backend(), blocks, threads,
 		       per_block ? per_block : 1);

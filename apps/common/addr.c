@@ -1,21 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What the echo programs' host sides share: address text (resolved with
- * getaddrinfo) and start-up (libgsock, signals).
+ * Address text for the example applications: what a user types on a
+ * command line, resolved with getaddrinfo, and the sockets made from it.
  */
 #include <config.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
-#include "echo.h"
-#include "gsock.h"
+#include "app.h"
 
-int echo_parse_addr(const char *spec, struct sockaddr_storage *ss,
+int app_parse_addr(const char *spec, struct sockaddr_storage *ss,
 		    uint32_t *len)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
@@ -57,7 +60,7 @@ int echo_parse_addr(const char *spec, struct sockaddr_storage *ss,
 	return 0;
 }
 
-void echo_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
+void app_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
 	char ip[INET6_ADDRSTRLEN] = "?";
 
@@ -77,28 +80,54 @@ void echo_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
 	}
 }
 
-static struct gsock_ctx *echo_ctx;
-
-static void on_signal(int sig)
+int app_connect(const char *spec)
 {
-	(void)sig;
-	gsock_stop(echo_ctx);
+	struct sockaddr_storage ss;
+	uint32_t len;
+	int fd, one = 1;
+
+	if (app_parse_addr(spec, &ss, &len)) {
+		errno = EINVAL;
+		return -1;
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	if (ss.ss_family != AF_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
 }
 
-struct gsock_ctx *echo_start(const char *prog, const struct gsock_opts *go,
-			     unsigned *threads)
+int app_listen(const char *spec, int reuseport)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
-	char err[512];
+	struct sockaddr_storage ss;
+	uint32_t len;
+	int fd, one = 1;
 
-	echo_ctx = gsock_init(go, err, sizeof(err));
-	if (!echo_ctx) {
-		fprintf(stderr, "%s: %s\n", prog, err);
-		return NULL;
+	if (app_parse_addr(spec, &ss, &len)) {
+		errno = EINVAL;
+		return -1;
 	}
-	if (!strcmp(gsock_backend(), "host"))
-		*threads = 1; /* a block is one host thread */
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	return echo_ctx;
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (reuseport)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 1024) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
 }

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the host sides of the example applications share: address text
+ * (resolved with getaddrinfo) and, for the g-call programs, start-up
+ * (libgsock, signals).
+ */
+#ifndef APP_H
+#define APP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* Fill ss from "HOST:PORT", "[V6]:PORT", "PORT" (any IPv4) or "/unix/path". */
+int app_parse_addr(const char *spec, struct sockaddr_storage *ss,
+		   uint32_t *len);
+/* Write ss as text, as app_parse_addr reads it. */
+void app_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len);
+/* A connected blocking TCP or unix socket to spec, TCP_NODELAY; -1, errno. */
+int app_connect(const char *spec);
+/* A listening socket on spec (SO_REUSEADDR, and SO_REUSEPORT if asked). */
+int app_listen(const char *spec, int reuseport);
+
+struct gsock_ctx;
+struct gsock_opts;
+struct app_listener;
+/*
+ * Register with gsockd (saying why on stderr if that fails), make SIGINT
+ * and SIGTERM stop the kernels, and set *threads to 1 on the host backend.
+ */
+struct gsock_ctx *app_start(const char *prog, const struct gsock_opts *go,
+			    unsigned *threads);
+
+/* Wait until block 0 listens (0) or failed (-errno); the kernel runs. */
+int app_wait_listening(struct gsock_ctx *ctx, struct app_listener *l);
+
+#endif

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Start-up of the example g-call programs: register with gsockd and make
+ * SIGINT and SIGTERM end the kernels (gsock_stop is signal-safe).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "app.h"
+#include "glistener.cuh"
+#include "gsock.h"
+
+static struct gsock_ctx *app_ctx;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	gsock_stop(app_ctx);
+}
+
+struct gsock_ctx *app_start(const char *prog, const struct gsock_opts *go,
+			     unsigned *threads)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	char err[512];
+
+	app_ctx = gsock_init(go, err, sizeof(err));
+	if (!app_ctx) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return NULL;
+	}
+	if (!strcmp(gsock_backend(), "host"))
+		*threads = 1; /* a block is one host thread */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	return app_ctx;
+}
+
+int app_wait_listening(struct gsock_ctx *ctx, struct app_listener *l)
+{
+	struct timespec ts = { 0, 1000000 };
+
+	while (!__atomic_load_n(&l->ready, __ATOMIC_ACQUIRE) &&
+	       !gsock_bridge_gone(ctx))
+		nanosleep(&ts, NULL);
+	return l->ready == 1 ? 0 : l->ready ? l->ready : -ECONNABORTED;
+}
