@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A face population that needs no download: each person is a texture of
+ * a few oriented waves drawn from the person's number, each view of them
+ * that texture shifted, lit differently and with noise, so that views of
+ * one person stay close in LBP space and different people fall far apart
+ * (t/facever-check measures both). Also PGM files, for real pictures,
+ * and the CPU entry points of the shared maths.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fv_cpu.h"
+
+#define FV_WAVES 6
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* A uniform number in [lo, hi) from the state *s, which it advances. */
+static double draw(uint64_t *s, double lo, double hi)
+{
+	*s = mix(*s);
+	return lo + (hi - lo) * (double)(*s >> 11) / 9007199254740992.0;
+}
+
+void fv_face(uint32_t seed, uint32_t person, uint32_t view, uint32_t w,
+	     uint32_t h, uint8_t *img)
+{
+	uint64_t ps = mix(((uint64_t)seed << 32) | person), vs;
+	double fx[FV_WAVES], fy[FV_WAVES], ph[FV_WAVES], amp[FV_WAVES];
+	double cx[FV_WAVES], cy[FV_WAVES], r2[FV_WAVES];
+	double dx = 0, dy = 0, gain = 1, offset = 0;
+
+	for (int k = 0; k < FV_WAVES; k++) {
+		double a = draw(&ps, 0, 2 * M_PI), f = draw(&ps, 2, 16);
+
+		fx[k] = f * cos(a);
+		fy[k] = f * sin(a);
+		ph[k] = draw(&ps, 0, 2 * M_PI);
+		amp[k] = draw(&ps, 20, 60);
+		cx[k] = draw(&ps, 0, 1);
+		cy[k] = draw(&ps, 0, 1);
+		r2[k] = draw(&ps, 0.03, 0.12);
+	}
+	vs = mix(ps ^ mix(view + 1));
+	if (view) {
+		dx = floor(draw(&vs, -2, 3));
+		dy = floor(draw(&vs, -2, 3));
+		gain = draw(&vs, 0.85, 1.15);
+		offset = draw(&vs, -15, 15);
+	}
+	for (uint32_t y = 0; y < h; y++) {
+		for (uint32_t x = 0; x < w; x++) {
+			double u = (x - dx) / w, v = (y - dy) / h, p = 128;
+
+			for (int k = 0; k < FV_WAVES; k++)
+				p += amp[k] *
+				     exp(-((u - cx[k]) * (u - cx[k]) +
+					   (v - cy[k]) * (v - cy[k])) /
+					 r2[k]) *
+				     sin(2 * M_PI * (fx[k] * u + fy[k] * v) +
+					 ph[k]);
+			p = p * gain + offset + draw(&vs, -3, 3);
+			img[(size_t)y * w + x] = (uint8_t)(p < 0   ? 0 :
+							   p > 255 ? 255 :
+								     p);
+		}
+	}
+}
+
+/* The next number of a PGM header, skipping blanks and # comments. */
+static long pgm_number(FILE *f)
+{
+	int c;
+	long v = 0;
+
+	for (;;) {
+		c = getc(f);
+		if (c == '#')
+			while (c != '\n' && c != EOF)
+				c = getc(f);
+		else if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
+			break;
+	}
+	if (c < '0' || c > '9')
+		return -1;
+	while (c >= '0' && c <= '9' && v < 100000) {
+		v = v * 10 + (c - '0');
+		c = getc(f);
+	}
+	return v; /* the one blank after maxval is consumed here */
+}
+
+uint8_t *fv_pgm_read(const char *path, uint32_t *w, uint32_t *h)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *img = NULL;
+	long pw, ph, maxval;
+
+	if (!f)
+		return NULL;
+	if (getc(f) != 'P' || getc(f) != '5')
+		goto out_bad;
+	pw = pgm_number(f);
+	ph = pgm_number(f);
+	maxval = pgm_number(f);
+	if (!fv_side_ok((uint32_t)pw) || !fv_side_ok((uint32_t)ph) ||
+	    maxval < 1 || maxval > 255)
+		goto out_bad;
+	img = malloc((size_t)pw * ph);
+	if (!img)
+		goto out_close;
+	if (fread(img, 1, (size_t)pw * ph, f) != (size_t)pw * ph) {
+		free(img);
+		img = NULL;
+		goto out_bad;
+	}
+	*w = (uint32_t)pw;
+	*h = (uint32_t)ph;
+	goto out_close;
+out_bad:
+	errno = EINVAL;
+out_close:
+	fclose(f);
+	return img;
+}
+
+int fv_pgm_write(const char *path, const uint8_t *img, uint32_t w, uint32_t h)
+{
+	FILE *f = fopen(path, "wb");
+	int r;
+
+	if (!f)
+		return -1;
+	fprintf(f, "P5\n%u %u\n255\n", w, h);
+	r = fwrite(img, 1, (size_t)w * h, f) == (size_t)w * h ? 0 : -1;
+	return fclose(f) || r ? -1 : 0;
+}
+
+void fv_features_cpu(const uint8_t *img, uint32_t w, uint32_t h, float *feats)
+{
+	uint32_t hist[FV_NFEAT], cellsum[FV_GRID * FV_GRID];
+
+	fv_features(img, w, h, feats, hist, cellsum);
+}
+
+float fv_chi2_cpu(const float *a, const float *b)
+{
+	float scratch[1];
+
+	return fv_chi2(a, b, scratch);
+}

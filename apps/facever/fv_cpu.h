@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The CPU side of face verification, shared by the enrolment tool, the
+ * load generator and the CPU servers: the generated face population, PGM
+ * files, and a memcached client (meta commands).
+ */
+#ifndef FV_CPU_H
+#define FV_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fv.h"
+
+/*
+ * Face `view` of `person` in a deterministic population, w x h grey
+ * pixels: view 0 is the enrolment picture, the others are shifted by up
+ * to 2 pixels, lit differently and noisy.
+ */
+void fv_face(uint32_t seed, uint32_t person, uint32_t view, uint32_t w,
+	     uint32_t h, uint8_t *img);
+
+/* A binary PGM (P5, maxval <= 255) read into a malloc'd buffer; NULL, errno. */
+uint8_t *fv_pgm_read(const char *path, uint32_t *w, uint32_t *h);
+int fv_pgm_write(const char *path, const uint8_t *img, uint32_t w, uint32_t h);
+
+/* The features of img on this CPU thread. */
+void fv_features_cpu(const uint8_t *img, uint32_t w, uint32_t h, float *feats);
+float fv_chi2_cpu(const float *a, const float *b);
+
+/*
+ * A memcached connection. It reconnects on the next call after a failure,
+ * and every call is bounded by a timeout, so that a dead or stopped
+ * memcached costs errors, never a hang.
+ */
+struct mc {
+	int fd;
+	const char *addr;
+	size_t off, len; /* unread reply bytes in buf */
+	char buf[16384];
+};
+
+void mc_init(struct mc *m, const char *addr);
+void mc_close(struct mc *m);
+/* Store val under fv:<id>; 0, or -1 with a reason in err. */
+int mc_set(struct mc *m, uint32_t id, const void *val, size_t len, char *err,
+	   size_t errlen);
+/*
+ * Fetch the reference features of n ids with one pipelined request:
+ * status[i] is 0 (feats[i * FV_NFEAT ...] filled), FV_E_UNKNOWN or
+ * FV_E_STORE.
+ */
+void mc_get_feats(struct mc *m, const uint32_t *ids, unsigned n, float *feats,
+		  int32_t *status);
+
+#endif

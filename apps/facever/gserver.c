@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * facever-gserver: the g-call face verification server G. The host
+ * program only sets up: it registers with gsockd, launches the server
+ * kernel, says where it listens, and sleeps until a signal or gsockd's
+ * death ends the kernel; then it prints what the blocks served.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+
+#include "app.h"
+#include "fv_gpu.h"
+#include "gsock.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: facever-gserver [options]\n"
+		"  -l, --listen ADDR      HOST:PORT, [V6]:PORT, PORT or /unix/path (default 7100)\n"
+		"  -M, --memcached ADDR   where the reference features are (default 127.0.0.1:11211)\n"
+		"  -b, --blocks N         threadblocks, one connection each at a time (default 64)\n"
+		"  -t, --threads N        threads per block (default 256; host backend: 1)\n"
+		"  -T, --threshold D      largest chi-square distance of a match (default %.2f)\n"
+		"  -P, --reuseport        share the port with other servers (SO_REUSEPORT)\n"
+		"  -w, --timeout MS       bound on a request's body and a memcached reply (default 2000)\n"
+		"  -r, --ring BYTES       socket ring size, a power of two (default 131072)\n"
+		"  -s, --control PATH     gsockd's control socket\n",
+		FV_THRESHOLD);
+}
+
+static void report(struct fv_server_args *a, unsigned blocks)
+{
+	uint64_t conns = 0, reqs = 0, matches = 0, errors = 0;
+
+	for (unsigned b = 0; b < blocks; b++) {
+		conns += a->stats[b].conns;
+		reqs += a->stats[b].requests;
+		matches += a->stats[b].matches;
+		errors += a->stats[b].errors;
+	}
+	printf("facever-gserver: served %llu requests on %llu connections (%llu matches, %llu errors)\n",
+	       (unsigned long long)reqs, (unsigned long long)conns,
+	       (unsigned long long)matches, (unsigned long long)errors);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "memcached", required_argument, NULL, 'M' },
+		{ "blocks", required_argument, NULL, 'b' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "threshold", required_argument, NULL, 'T' },
+		{ "reuseport", no_argument, NULL, 'P' },
+		{ "timeout", required_argument, NULL, 'w' },
+		{ "ring", required_argument, NULL, 'r' },
+		{ "control", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *listen_at = "7100", *mc_at = "127.0.0.1:11211";
+	unsigned blocks = 64, threads = 256;
+	struct gsock_opts go = { .ring_size = 131072 };
+	struct fv_server_args *a = NULL;
+	struct gsock_ctx *ctx;
+	float threshold = FV_THRESHOLD;
+	int opt, r, status = 0, reuseport = 0, timeout_ms = 2000;
+	char where[160];
+
+	while ((opt = getopt_long(argc, argv, "l:M:b:t:T:Pw:r:s:h", opts,
+				  NULL)) != -1) {
+		switch (opt) {
+		case 'l':
+			listen_at = optarg;
+			break;
+		case 'M':
+			mc_at = optarg;
+			break;
+		case 'b':
+			blocks = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 't':
+			threads = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'T':
+			threshold = strtof(optarg, NULL);
+			break;
+		case 'P':
+			reuseport = 1;
+			break;
+		case 'w':
+			timeout_ms = atoi(optarg);
+			break;
+		case 'r':
+			go.ring_size = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			go.control = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EX_USAGE;
+		}
+	}
+	if (!blocks || !threads || threads > 1024 || timeout_ms <= 0 ||
+	    !(threshold > 0)) {
+		fprintf(stderr,
+			"facever-gserver: blocks, threads (1..1024), timeout and threshold must be positive\n");
+		return EX_USAGE;
+	}
+	go.nslots = blocks;
+	go.nsocks = 2 * blocks + 8; /* a client and memcached per block */
+	ctx = app_start("facever-gserver", &go, &threads);
+	if (!ctx)
+		return EX_UNAVAILABLE;
+	a = gsock_alloc(ctx, sizeof(*a));
+	if (!a ||
+	    app_parse_addr(listen_at, &a->listen.addr, &a->listen.addrlen)) {
+		fprintf(stderr,
+			"facever-gserver: cannot use listen address %s\n",
+			listen_at);
+		status = EX_USAGE;
+		goto out_fini;
+	}
+	if (app_parse_addr(mc_at, &a->mc, &a->mclen)) {
+		fprintf(stderr,
+			"facever-gserver: cannot use memcached address %s\n",
+			mc_at);
+		status = EX_USAGE;
+		goto out_fini;
+	}
+	a->listen.reuseport = reuseport;
+	a->threshold = threshold;
+	a->timeout_ms = timeout_ms;
+	a->imgs = gsock_dev_alloc(ctx, (size_t)blocks * FV_MAX_PIXELS);
+	a->feats = gsock_dev_alloc(ctx, (size_t)blocks * 2 * FV_FEAT_BYTES);
+	a->io = gsock_dev_alloc(ctx, (size_t)blocks * FV_IO_BYTES);
+	a->stats = gsock_alloc(ctx, blocks * sizeof(*a->stats));
+	if (!a->imgs || !a->feats || !a->io || !a->stats) {
+		fprintf(stderr,
+			"facever-gserver: out of memory for %u blocks' buffers\n",
+			blocks);
+		status = EX_OSERR;
+		goto out_fini;
+	}
+	r = gsock_launch(ctx, (const void *)fv_server_kernel, blocks, threads,
+			 a);
+	if (r) {
+		fprintf(stderr,
+			"facever-gserver: cannot launch %u blocks: %s\n",
+			blocks, strerror(-r));
+		status = EX_SOFTWARE;
+		goto out_fini;
+	}
+	r = app_wait_listening(ctx, &a->listen);
+	if (r) {
+		fprintf(stderr, "facever-gserver: cannot listen on %s: %s\n",
+			listen_at, strerror(-r));
+		gsock_stop(ctx);
+		status = EX_UNAVAILABLE;
+	} else {
+		app_format_addr(&a->listen.bound, where, sizeof(where));
+		printf("facever-gserver: listening on %s (%s backend, %u blocks x %u threads, memcached %s)\n",
+		       where, gsock_backend(), blocks, threads, mc_at);
+		fflush(stdout);
+	}
+	gsock_wait(ctx);
+	if (gsock_bridge_gone(ctx)) {
+		fprintf(stderr, "facever-gserver: gsockd went away; exiting\n");
+		status = EX_UNAVAILABLE;
+	}
+	report(a, blocks);
+out_fini:
+	if (a) {
+		gsock_dev_free(ctx, a->imgs);
+		gsock_dev_free(ctx, a->feats);
+		gsock_dev_free(ctx, a->io);
+		gsock_free(ctx, a->stats);
+	}
+	gsock_free(ctx, a);
+	gsock_fini(ctx);
+	return status;
+}
