@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hostile and hand-made face verification requests for t/facever.t.
+
+  fv_raw.py badmagic PORT      wrong magic: expect FV_E_PROTO, then EOF
+  fv_raw.py badsize PORT       a 5000-pixel side: expect FV_E_SIZE, then EOF
+  fv_raw.py truncated PORT     half a picture, then close
+  fv_raw.py stall PORT SECS    half a picture, then wait for the server to cut
+  fv_raw.py pgm PATH 1|2       write a 96x80 PGM picture: waves (1) or noise
+Prints what happened as one line: "status N eof" or "closed after S".
+"""
+import socket
+import struct
+import sys
+import time
+
+REQ, RESP = 0x31515646, 0x31525646
+
+
+def conn(port):
+    s = socket.create_connection(("127.0.0.1", int(port)))
+    s.settimeout(10)
+    return s
+
+
+def answer(s):
+    data = b""
+    while len(data) < 16:
+        chunk = s.recv(16 - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    magic, seq, status, dist = struct.unpack("<IIif", data)
+    return status if magic == RESP else "badmagic"
+
+
+def eof(s):
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def main():
+    what = sys.argv[1]
+    if what == "pgm":
+        import math
+        import random
+        seed = int(sys.argv[3])
+        w, h = 96, 80
+        if seed == 1:  # vertical waves
+            px = bytes(int(128 + 100 * math.sin(x / 2.0)) for y in range(h) for x in range(w))
+        else:  # noise
+            r = random.Random(seed)
+            px = bytes(r.randrange(256) for _ in range(w * h))
+        with open(sys.argv[2], "wb") as f:
+            f.write(b"P5\n%d %d\n255\n" % (w, h) + px)
+        return
+    s = conn(sys.argv[2])
+    if what == "badmagic":
+        s.sendall(struct.pack("<IIIHH", 0xdeadbeef, 1, 0, 64, 64) + bytes(64 * 64))
+        st = answer(s)
+        print("status", st, "eof" if eof(s) else "open")
+    elif what == "badsize":
+        s.sendall(struct.pack("<IIIHH", REQ, 2, 0, 5000, 64))
+        st = answer(s)
+        print("status", st, "eof" if eof(s) else "open")
+    elif what == "truncated":
+        s.sendall(struct.pack("<IIIHH", REQ, 3, 0, 128, 128) + bytes(5000))
+        s.close()
+        print("sent")
+    elif what == "stall":
+        s.settimeout(float(sys.argv[3]))
+        s.sendall(struct.pack("<IIIHH", REQ, 4, 0, 128, 128) + bytes(5000))
+        t0 = time.time()
+        try:
+            cut = eof(s)
+        except socket.timeout:
+            cut = False
+        print("closed after %.1f" % (time.time() - t0) if cut else "still open")
+
+
+main()
