@@ -18,8 +18,7 @@
 
 #include "app.h"
 
-int app_parse_addr(const char *spec, struct sockaddr_storage *ss,
-		    uint32_t *len)
+int app_parse_addr(const char *spec, struct sockaddr_storage *ss, uint32_t *len)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_NUMERICSERV };

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "app.h"
-#include "glistener.cuh"
+#include "gapp.cuh"
 #include "gsock.h"
 
 static struct gsock_ctx *app_ctx;
@@ -24,7 +24,7 @@ static void on_signal(int sig)
 }
 
 struct gsock_ctx *app_start(const char *prog, const struct gsock_opts *go,
-			     unsigned *threads)
+			    unsigned *threads)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512];

@@ -12,7 +12,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include "glistener.cuh"
+#include "gapp.cuh"
 
 /* Per-block counters of the server. */
 struct echo_block_stats {

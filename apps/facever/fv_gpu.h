@@ -9,7 +9,7 @@
 #define FV_GPU_H
 
 #include "fv.h"
-#include "glistener.cuh"
+#include "gapp.cuh"
 
 #define FV_MCBUF 128 /* bytes a block reads a memcached reply line into */
 #define FV_IO_BYTES 256 /* per block: request header, response, memcached */

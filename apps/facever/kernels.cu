@@ -13,39 +13,6 @@
  */
 #include "fv_gpu.h"
 
-/*
- * Receive n bytes (all, or with all == 0 at least one) within timeout_ms
- * of quiet: the count received (short at EOF), or a negative errno.
- */
-GSOCK_DEVICE long fv_recv_timed(struct gsock_dev gs, int fd, uint8_t *buf,
-				uint64_t n, int all, int timeout_ms)
-{
-	GS_SHARED struct gpollfd pfd;
-	uint64_t got = 0;
-
-	while (got < n && (all || got == 0)) {
-		long r = grecv(gs, fd, buf + got, n - got, MSG_DONTWAIT);
-
-		if (r > 0) {
-			got += (uint64_t)r;
-			continue;
-		}
-		if (r == 0)
-			break;
-		if (r != -EAGAIN)
-			return r;
-		if (gs_tid() == 0)
-			pfd = (struct gpollfd){ fd, POLLIN, 0 };
-		gs_sync();
-		r = gpoll(gs, &pfd, 1, timeout_ms * 1000L); /* microseconds */
-		if (r < 0)
-			return r;
-		if (r == 0)
-			return -ETIMEDOUT;
-	}
-	return (long)got;
-}
-
 /* Thread 0: where the first "\n" of line[0, n) ends, or 0. */
 GSOCK_DEVICE uint32_t fv_line_end_t0(const uint8_t *line, uint32_t n)
 {
@@ -118,8 +85,8 @@ GSOCK_DEVICE int fv_mc_get(struct gsock_dev gs, struct fv_server_args *a,
 	if (gsend(gs, fd, line, (size_t)n, 0) != n)
 		return FV_E_STORE;
 	while (!end) {
-		r = fv_recv_timed(gs, fd, line + got, FV_MCBUF - got, 0,
-				  a->timeout_ms);
+		r = app_recv_timed(gs, fd, line + got, FV_MCBUF - got, 0,
+				   a->timeout_ms);
 		if (r <= 0)
 			return FV_E_STORE;
 		got += (uint32_t)r;
@@ -143,12 +110,12 @@ GSOCK_DEVICE int fv_mc_get(struct gsock_dev gs, struct fv_server_args *a,
 		value[k] = line[end + k];
 	gs_sync();
 	if (have < FV_FEAT_BYTES &&
-	    fv_recv_timed(gs, fd, value + have, FV_FEAT_BYTES - have, 1,
-			  a->timeout_ms) != FV_FEAT_BYTES - have)
+	    app_recv_timed(gs, fd, value + have, FV_FEAT_BYTES - have, 1,
+			   a->timeout_ms) != FV_FEAT_BYTES - have)
 		return FV_E_STORE;
 	have = have > FV_FEAT_BYTES ? have - FV_FEAT_BYTES : 0;
-	if (have < 2 &&
-	    fv_recv_timed(gs, fd, line, 2 - have, 1, a->timeout_ms) != 2 - have)
+	if (have < 2 && app_recv_timed(gs, fd, line, 2 - have, 1,
+				       a->timeout_ms) != 2 - have)
 		return FV_E_STORE;
 	return 0;
 }
@@ -223,8 +190,8 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 			fv_reply(gs, c, resp, seq, status, 0.0f);
 			return status == FV_E_PROTO ? -EPROTO : -EMSGSIZE;
 		}
-		n = fv_recv_timed(gs, c, img, (uint64_t)w * h, 1,
-				  a->timeout_ms);
+		n = app_recv_timed(gs, c, img, (uint64_t)w * h, 1,
+				   a->timeout_ms);
 		if (n != (long)(w * h))
 			return n < 0 ? n : -EPIPE;
 		fv_features(img, w, h, query, hist, cellsum);

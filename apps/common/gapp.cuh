@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The listening socket of a g-call server, shared by every block: block 0
- * opens it and publishes the descriptor, the other blocks wait for it,
- * and the host program waits (app_wait_listening) to say where it
- * listens. Device code for both backends.
+ * Device code the example g-call servers share, for both backends:
+ *
+ * - the listening socket, shared by every block: block 0 opens it and
+ *   publishes the descriptor, the other blocks wait for it, and the host
+ *   program waits (app_wait_listening) to say where it listens;
+ * - a receive bounded by a timeout, for bytes a peer owes (the rest of
+ *   a request, a store's reply), so that a stalled peer costs its
+ *   connection, never the block.
  */
 #ifndef GLISTENER_CUH
 #define GLISTENER_CUH
@@ -92,6 +96,39 @@ GSOCK_DEVICE long app_get_listener(struct gsock_dev gs, struct app_listener *l)
 			lfd = l->listen_fd;
 	}
 	return gs_bcast(lfd);
+}
+
+/*
+ * Receive n bytes (all, or with all == 0 at least one) within timeout_ms
+ * of quiet: the count received (short at EOF), or a negative errno.
+ */
+GSOCK_DEVICE long app_recv_timed(struct gsock_dev gs, int fd, uint8_t *buf,
+				 uint64_t n, int all, int timeout_ms)
+{
+	GS_SHARED struct gpollfd pfd;
+	uint64_t got = 0;
+
+	while (got < n && (all || got == 0)) {
+		long r = grecv(gs, fd, buf + got, n - got, MSG_DONTWAIT);
+
+		if (r > 0) {
+			got += (uint64_t)r;
+			continue;
+		}
+		if (r == 0)
+			break;
+		if (r != -EAGAIN)
+			return r;
+		if (gs_tid() == 0)
+			pfd = (struct gpollfd){ fd, POLLIN, 0 };
+		gs_sync();
+		r = gpoll(gs, &pfd, 1, timeout_ms * 1000L); /* microseconds */
+		if (r < 0)
+			return r;
+		if (r == 0)
+			return -ETIMEDOUT;
+	}
+	return (long)got;
 }
 
 #endif
