@@ -57,7 +57,7 @@ int gsock_bridge_gone(struct gsock_ctx *ctx);
 void *gsock_alloc(struct gsock_ctx *ctx, size_t size);
 void gsock_free(struct gsock_ctx *ctx, void *p);
 
-/* Memory for kernels' own buffers: device memory on cuda, heap on host. */
+/* Zeroed memory for kernels' own buffers: device memory on cuda, heap on host. */
 void *gsock_dev_alloc(struct gsock_ctx *ctx, size_t size);
 void gsock_dev_free(struct gsock_ctx *ctx, void *p);
 

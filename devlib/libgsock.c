@@ -647,9 +647,13 @@ void *gsock_dev_alloc(struct gsock_ctx *ctx, size_t size)
 
 	if (cudaMalloc(&p, size) != cudaSuccess)
 		return NULL;
+	if (cudaMemset(p, 0, size) != cudaSuccess) {
+		cudaFree(p);
+		return NULL;
+	}
 	return p;
 #else
-	return malloc(size);
+	return calloc(1, size);
 #endif
 }
 

@@ -13,7 +13,7 @@ plan 28
 
 FV=$GSOCK_BUILD/apps/facever
 G=$FV/facever-gserver-$BACKEND
-RAW="python3 $GSOCK_SRC/t/fv_raw.py"
+RAW="python3 $GSOCK_SRC/t/apps_raw.py"
 MCPORT=$(free_port)
 MC=127.0.0.1:$MCPORT
 PEOPLE=40

@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Hostile and hand-made face verification requests for t/facever.t.
+"""Hostile and hand-made requests for t/facever.t and t/matmul.t.
 
-  fv_raw.py badmagic PORT      wrong magic: expect FV_E_PROTO, then EOF
-  fv_raw.py badsize PORT       a 5000-pixel side: expect FV_E_SIZE, then EOF
-  fv_raw.py truncated PORT     half a picture, then close
-  fv_raw.py stall PORT SECS    half a picture, then wait for the server to cut
-  fv_raw.py pgm PATH 1|2       write a 96x80 PGM picture: waves (1) or noise
+  apps_raw.py badmagic PORT      wrong magic: expect FV_E_PROTO, then EOF
+  apps_raw.py badsize PORT       a 5000-pixel side: expect FV_E_SIZE, then EOF
+  apps_raw.py truncated PORT     half a picture, then close
+  apps_raw.py stall PORT SECS    half a picture, then wait for the server to cut
+  apps_raw.py pgm PATH 1|2       write a 96x80 PGM picture: waves (1) or noise
+  apps_raw.py mm-badmagic PORT   matmul: wrong magic: MM_E_PROTO, then EOF
+  apps_raw.py mm-badsize PORT N  matmul: side N: MM_E_SIZE, then EOF
+  apps_raw.py mm-truncated PORT  matmul: half of A, then close
 Prints what happened as one line: "status N eof" or "closed after S".
 """
 import socket
@@ -14,6 +17,7 @@ import sys
 import time
 
 REQ, RESP = 0x31515646, 0x31525646
+MM_REQ, MM_RESP = 0x31514d4d, 0x31524d4d
 
 
 def conn(port):
@@ -31,6 +35,17 @@ def answer(s):
         data += chunk
     magic, seq, status, dist = struct.unpack("<IIif", data)
     return status if magic == RESP else "badmagic"
+
+
+def mm_answer(s):
+    data = b""
+    while len(data) < 16:
+        chunk = s.recv(16 - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    magic, seq, status, n = struct.unpack("<IIiI", data)
+    return status if magic == MM_RESP else "badmagic"
 
 
 def eof(s):
@@ -66,6 +81,18 @@ def main():
         print("status", st, "eof" if eof(s) else "open")
     elif what == "truncated":
         s.sendall(struct.pack("<IIIHH", REQ, 3, 0, 128, 128) + bytes(5000))
+        s.close()
+        print("sent")
+    elif what == "mm-badmagic":
+        s.sendall(struct.pack("<IIII", 0xdeadbeef, 1, 4, 0) + bytes(2 * 16 * 4))
+        st = mm_answer(s)
+        print("status", st, "eof" if eof(s) else "open")
+    elif what == "mm-badsize":
+        s.sendall(struct.pack("<IIII", MM_REQ, 2, int(sys.argv[3]), 0))
+        st = mm_answer(s)
+        print("status", st, "eof" if eof(s) else "open")
+    elif what == "mm-truncated":
+        s.sendall(struct.pack("<IIII", MM_REQ, 3, 64, 0) + bytes(1000))
         s.close()
         print("sent")
     elif what == "stall":
