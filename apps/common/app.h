@@ -33,5 +33,16 @@ struct gsock_ctx *app_start(const char *prog, const struct gsock_opts *go,
 
 /* Wait until block 0 listens (0) or failed (-errno); the kernel runs. */
 int app_wait_listening(struct gsock_ctx *ctx, struct app_listener *l);
+/*
+ * A g-call server's life: launch kernel on blocks x threads with arg,
+ * wait until block 0 listens on l, say where ("PROG: listening on ADDR
+ * (BACKEND, blocks x threads, DETAIL)"), sleep until the kernel ends (a
+ * signal, gsockd's death). Returns 0, a <sysexits.h> status, or -1 when
+ * the kernel could not be launched (said on stderr).
+ */
+int app_run_server(struct gsock_ctx *ctx, const char *prog,
+		   const void *kernel, unsigned blocks, unsigned threads,
+		   void *arg, struct app_listener *l, const char *listen_at,
+		   const char *detail);
 
 #endif

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sysexits.h>
 #include <time.h>
 
 #include "app.h"
@@ -49,4 +50,39 @@ int app_wait_listening(struct gsock_ctx *ctx, struct app_listener *l)
 	       !gsock_bridge_gone(ctx))
 		nanosleep(&ts, NULL);
 	return l->ready == 1 ? 0 : l->ready ? l->ready : -ECONNABORTED;
+}
+
+int app_run_server(struct gsock_ctx *ctx, const char *prog, const void *kernel,
+		   unsigned blocks, unsigned threads, void *arg,
+		   struct app_listener *l, const char *listen_at,
+		   const char *detail)
+{
+	char where[160];
+	int r, status = 0;
+
+	r = gsock_launch(ctx, kernel, blocks, threads, arg);
+	if (r) {
+		fprintf(stderr, "%s: cannot launch %u blocks: %s\n", prog,
+			blocks, strerror(-r));
+		return -1;
+	}
+	r = app_wait_listening(ctx, l);
+	if (r) {
+		fprintf(stderr, "%s: cannot listen on %s: %s\n", prog,
+			listen_at, strerror(-r));
+		gsock_stop(ctx);
+		status = EX_UNAVAILABLE;
+	} else {
+		app_format_addr(&l->bound, where, sizeof(where));
+		printf("%s: listening on %s (%s backend, %u blocks x %u threads%s%s)\n",
+		       prog, where, gsock_backend(), blocks, threads,
+		       detail ? ", " : "", detail ? detail : "");
+		fflush(stdout);
+	}
+	gsock_wait(ctx);
+	if (gsock_bridge_gone(ctx)) {
+		fprintf(stderr, "%s: gsockd went away; exiting\n", prog);
+		status = EX_UNAVAILABLE;
+	}
+	return status;
 }

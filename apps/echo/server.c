@@ -53,8 +53,8 @@ int main(int argc, char **argv)
 	struct gsock_opts go = { 0 };
 	struct echo_server_args *a;
 	uint64_t conns = 0, bytes = 0;
-	char where[160];
-	int opt, r, status = 0;
+	char detail[64];
+	int opt, status = 0;
 
 	while ((opt = getopt_long(argc, argv, "l:b:t:B:m:r:s:h", opts, NULL)) !=
 	       -1) {
@@ -99,8 +99,8 @@ int main(int argc, char **argv)
 	if (!ctx)
 		return EX_UNAVAILABLE;
 	a = gsock_alloc(ctx, sizeof(*a));
-	if (!a || app_parse_addr(listen_at, &a->listen.addr,
-				     &a->listen.addrlen)) {
+	if (!a ||
+	    app_parse_addr(listen_at, &a->listen.addr, &a->listen.addrlen)) {
 		fprintf(stderr,
 			"gsock-echo-server: cannot use listen address %s\n",
 			listen_at);
@@ -122,31 +122,17 @@ int main(int argc, char **argv)
 		status = EX_OSERR;
 		goto out_fini;
 	}
-	r = gsock_launch(ctx,
-			 per_block ? (const void *)echo_mux_kernel :
-				     (const void *)echo_server_kernel,
-			 blocks, threads, a);
-	if (r) {
-		fprintf(stderr,
-			"gsock-echo-server: cannot launch %u blocks: %s\n",
-			blocks, strerror(-r));
+	snprintf(detail, sizeof(detail), "%u connections per block",
+		 per_block ? per_block : 1);
+	status = app_run_server(ctx, "gsock-echo-server",
+				per_block ? (const void *)echo_mux_kernel :
+					    (const void *)echo_server_kernel,
+				blocks, threads, a, &a->listen, listen_at,
+				detail);
+	if (status < 0) {
 		status = EX_SOFTWARE;
 		goto out_fini;
 	}
-	r = app_wait_listening(ctx, &a->listen);
-	if (r) {
-		fprintf(stderr, "gsock-echo-server: cannot listen on %s: %s\n",
-			listen_at, strerror(-r));
-		gsock_stop(ctx);
-		status = EX_UNAVAILABLE;
-	} else {
-		app_format_addr(&a->listen.bound, where, sizeof(where));
-		printf("gsock-echo-server: listening on %s (%s backend, %u blocks x %u threads, %u connections per block)\n",
-		       where, gsock_backend(), blocks, threads,
-		       per_block ? per_block : 1);
-		fflush(stdout);
-	}
-	gsock_wait(ctx);
 	for (unsigned b = 0; b < blocks; b++) {
 		conns += a->stats[b].conns;
 		bytes += a->stats[b].bytes;
@@ -154,11 +140,6 @@ int main(int argc, char **argv)
 			fprintf(stderr,
 				"gsock-echo-server: block %u: a connection ended with %s\n",
 				b, strerror((int)-a->stats[b].last_error));
-	}
-	if (gsock_bridge_gone(ctx)) {
-		fprintf(stderr,
-			"gsock-echo-server: gsockd went away; exiting\n");
-		status = EX_UNAVAILABLE;
 	}
 	printf("gsock-echo-server: served %llu connections, %llu bytes\n",
 	       (unsigned long long)conns, (unsigned long long)bytes);

@@ -70,8 +70,8 @@ int main(int argc, char **argv)
 	struct fv_server_args *a = NULL;
 	struct gsock_ctx *ctx;
 	float threshold = FV_THRESHOLD;
-	int opt, r, status = 0, reuseport = 0, timeout_ms = 2000;
-	char where[160];
+	int opt, status = 0, reuseport = 0, timeout_ms = 2000;
+	char detail[300];
 
 	while ((opt = getopt_long(argc, argv, "l:M:b:t:T:Pw:r:s:h", opts,
 				  NULL)) != -1) {
@@ -152,31 +152,13 @@ int main(int argc, char **argv)
 		status = EX_OSERR;
 		goto out_fini;
 	}
-	r = gsock_launch(ctx, (const void *)fv_server_kernel, blocks, threads,
-			 a);
-	if (r) {
-		fprintf(stderr,
-			"facever-gserver: cannot launch %u blocks: %s\n",
-			blocks, strerror(-r));
+	snprintf(detail, sizeof(detail), "memcached %s", mc_at);
+	status = app_run_server(ctx, "facever-gserver",
+				(const void *)fv_server_kernel, blocks, threads,
+				a, &a->listen, listen_at, detail);
+	if (status < 0) {
 		status = EX_SOFTWARE;
 		goto out_fini;
-	}
-	r = app_wait_listening(ctx, &a->listen);
-	if (r) {
-		fprintf(stderr, "facever-gserver: cannot listen on %s: %s\n",
-			listen_at, strerror(-r));
-		gsock_stop(ctx);
-		status = EX_UNAVAILABLE;
-	} else {
-		app_format_addr(&a->listen.bound, where, sizeof(where));
-		printf("facever-gserver: listening on %s (%s backend, %u blocks x %u threads, memcached %s)\n",
-		       where, gsock_backend(), blocks, threads, mc_at);
-		fflush(stdout);
-	}
-	gsock_wait(ctx);
-	if (gsock_bridge_gone(ctx)) {
-		fprintf(stderr, "facever-gserver: gsockd went away; exiting\n");
-		status = EX_UNAVAILABLE;
 	}
 	report(a, blocks);
 out_fini:

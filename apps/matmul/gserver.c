@@ -23,7 +23,8 @@ static void usage(FILE *f)
 		"usage: mm-gserver [options]\n"
 		"  -l, --listen ADDR        HOST:PORT, [V6]:PORT, PORT or /unix/path (default 7200)\n"
 		"  -g, --groups N           connections served at once (default 8)\n"
-		"  -k, --group-blocks N     blocks that compute each product (default 16)\n"
+		"  -k, --group-blocks N     blocks that compute each product (default 16);\n"
+		"                           groups x group-blocks must fit on the GPU at once\n"
 		"  -N, --max-n N            largest side taken (default 1024)\n"
 		"  -P, --reuseport          share the port with other servers (SO_REUSEPORT)\n"
 		"  -w, --timeout MS         bound on a request's matrices (default 5000)\n"
@@ -51,8 +52,8 @@ int main(int argc, char **argv)
 	struct mm_server_args *a = NULL;
 	struct gsock_ctx *ctx;
 	uint64_t conns = 0, products = 0;
-	int opt, r, status = 0, reuseport = 0, timeout_ms = 5000;
-	char where[160];
+	int opt, status = 0, reuseport = 0, timeout_ms = 5000;
+	char detail[64];
 
 	while ((opt = getopt_long(argc, argv, "l:g:k:N:Pw:r:s:h", opts,
 				  NULL)) != -1) {
@@ -123,30 +124,14 @@ int main(int argc, char **argv)
 		status = EX_OSERR;
 		goto out_fini;
 	}
-	r = gsock_launch(ctx, (const void *)mm_server_kernel, groups * k,
-			 threads, a);
-	if (r) {
-		fprintf(stderr, "mm-gserver: cannot launch %u blocks: %s\n",
-			groups * k, strerror(-r));
+	snprintf(detail, sizeof(detail), "%u groups of %u, n up to %u", groups,
+		 k, max_n);
+	status = app_run_server(ctx, "mm-gserver",
+				(const void *)mm_server_kernel, groups * k,
+				threads, a, &a->listen, listen_at, detail);
+	if (status < 0) {
 		status = EX_SOFTWARE;
 		goto out_fini;
-	}
-	r = app_wait_listening(ctx, &a->listen);
-	if (r) {
-		fprintf(stderr, "mm-gserver: cannot listen on %s: %s\n",
-			listen_at, strerror(-r));
-		gsock_stop(ctx);
-		status = EX_UNAVAILABLE;
-	} else {
-		app_format_addr(&a->listen.bound, where, sizeof(where));
-		printf("mm-gserver: listening on %s (%s backend, %u groups x %u blocks x %u threads, n up to %u)\n",
-		       where, gsock_backend(), groups, k, threads, max_n);
-		fflush(stdout);
-	}
-	gsock_wait(ctx);
-	if (gsock_bridge_gone(ctx)) {
-		fprintf(stderr, "mm-gserver: gsockd went away; exiting\n");
-		status = EX_UNAVAILABLE;
 	}
 	for (unsigned g = 0; g < groups; g++) {
 		conns += a->stats[g].conns;
