@@ -647,7 +647,9 @@ void *gsock_dev_alloc(struct gsock_ctx *ctx, size_t size)
 
 	if (cudaMalloc(&p, size) != cudaSuccess)
 		return NULL;
-	if (cudaMemset(p, 0, size) != cudaSuccess) {
+	/* synchronous: kernels run on a stream that does not wait for stream 0 */
+	if (cudaMemset(p, 0, size) != cudaSuccess ||
+	    cudaDeviceSynchronize() != cudaSuccess) {
 		cudaFree(p);
 		return NULL;
 	}

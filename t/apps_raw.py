@@ -4,6 +4,8 @@
   apps_raw.py badmagic PORT      wrong magic: expect FV_E_PROTO, then EOF
   apps_raw.py badsize PORT       a 5000-pixel side: expect FV_E_SIZE, then EOF
   apps_raw.py truncated PORT     half a picture, then close
+  apps_raw.py pipelined PORT    two requests for an unknown id and a wrong magic in
+                               one send: answers in order, then EOF
   apps_raw.py stall PORT SECS    half a picture, then wait for the server to cut
   apps_raw.py pgm PATH 1|2       write a 96x80 PGM picture: waves (1) or noise
   apps_raw.py mm-badmagic PORT   matmul: wrong magic: MM_E_PROTO, then EOF
@@ -79,6 +81,22 @@ def main():
         s.sendall(struct.pack("<IIIHH", REQ, 2, 0, 5000, 64))
         st = answer(s)
         print("status", st, "eof" if eof(s) else "open")
+    elif what == "pipelined":
+        good = lambda seq: struct.pack("<IIIHH", REQ, seq, 999999, 16, 16) + bytes(256)
+        s.sendall(good(1) + good(2) + struct.pack("<IIIHH", 0xdeadbeef, 3, 0, 16, 16))
+        got = []
+        for _ in range(3):
+            data = b""
+            while len(data) < 16:
+                chunk = s.recv(16 - len(data))
+                if not chunk:
+                    break
+                data += chunk
+            if len(data) < 16:
+                break
+            magic, seq, status, dist = struct.unpack("<IIif", data)
+            got.append("%d:%d" % (seq, status))
+        print(" ".join(got), "eof" if eof(s) else "open")
     elif what == "truncated":
         s.sendall(struct.pack("<IIIHH", REQ, 3, 0, 128, 128) + bytes(5000))
         s.close()

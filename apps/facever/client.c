@@ -257,7 +257,7 @@ static void *run(void *arg)
 	}
 	for (;;) {
 		uint64_t now = now_ns();
-		int busy = 0, n;
+		int busy = 0, sending = 0, n;
 
 		if (!t->stop_sending && ((o.requests && t->quota == 0) ||
 					 (!o.requests && now >= end))) {
@@ -294,17 +294,19 @@ static void *run(void *arg)
 			if (c->total && conn_push(c) < 0)
 				conn_broken(t, c);
 			busy |= c->fd >= 0 && c->tail != c->head;
+			sending |= c->fd >= 0 &&
+				   c->total; /* its socket was full */
 		}
 		if (t->stop_sending && (!busy || now >= drain_until))
 			break;
-		n = epoll_wait(t->ep, evs, 64, interval ? 0 : 50);
+		n = epoll_wait(t->ep, evs, 64, interval || sending ? 0 : 50);
 		for (int i = 0; i < n; i++) {
 			struct conn *c = evs[i].data.ptr;
 
 			if (c->fd >= 0 && conn_pull(t, c) < 0)
 				conn_broken(t, c);
 		}
-		if (interval && n == 0) {
+		if ((interval || sending) && n == 0) {
 			struct timespec ts = { 0, 20000 };
 
 			nanosleep(&ts, NULL);

@@ -108,7 +108,8 @@ static void conn_flush(struct worker *wk, struct conn *c)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			ev.events = EPOLLIN | EPOLLOUT;
+			/* closing: nothing more to read, wait only for room */
+			ev.events = c->closing ? EPOLLOUT : EPOLLIN | EPOLLOUT;
 			epoll_ctl(wk->ep, EPOLL_CTL_MOD, c->fd, &ev);
 			return;
 		}
@@ -134,6 +135,11 @@ static void conn_answer(struct worker *wk, struct conn *c, uint32_t seq,
 
 	if (c->dead)
 		return;
+	if (c->out_off) { /* a send left part unsent: move it to the front */
+		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+	}
 	if (c->out_len + sizeof(r) > CONN_OUT) {
 		conn_kill(wk, c); /* it reads none of its answers */
 		return;
@@ -186,6 +192,11 @@ static void conn_take(struct worker *wk, struct conn *c)
 		memcpy(&q, c->in + pos, sizeof(q));
 		if (q.magic != FV_REQ_MAGIC || !fv_side_ok(q.w) ||
 		    !fv_side_ok(q.h)) {
+			if (c->pending) { /* its earlier requests answer first */
+				run_batch(wk);
+				if (c->dead)
+					return;
+			}
 			conn_answer(wk, c, q.seq,
 				    q.magic != FV_REQ_MAGIC ? FV_E_PROTO :
 							      FV_E_SIZE,

@@ -175,8 +175,15 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 		uint32_t w, h, seq;
 		int32_t status = 0;
 		float d = 0.0f;
-		long n = grecv(gs, c, req, sizeof(*req), MSG_WAITALL);
+		long n = grecv(gs, c, req, sizeof(*req), 0); /* idle: wait */
 
+		if (n > 0 && n < (long)sizeof(*req)) { /* the rest is owed */
+			long more = app_recv_timed(gs, c, (uint8_t *)req + n,
+						   sizeof(*req) - (uint64_t)n,
+						   1, a->timeout_ms);
+
+			n = more < 0 ? more : n + more;
+		}
 		if (n != (long)sizeof(*req))
 			return n < 0 ? n : 0;
 		w = req->w;

@@ -134,6 +134,21 @@ static int mc_value(struct mc *m, void *dst, size_t n)
 	return 0;
 }
 
+/* Skip a value of n bytes and its "\r\n". */
+static int mc_skip(struct mc *m, size_t n)
+{
+	while (n) {
+		size_t k;
+
+		if (mc_fill(m, 1))
+			return -1;
+		k = m->len - m->off < n ? m->len - m->off : n;
+		m->off += k;
+		n -= k;
+	}
+	return mc_value(m, NULL, 0);
+}
+
 int mc_set(struct mc *m, uint32_t id, const void *val, size_t len, char *err,
 	   size_t errlen)
 {
@@ -188,8 +203,15 @@ static int mc_get_round(struct mc *m, const uint32_t *ids, unsigned n,
 				if (strncmp(line, "VA ", 3))
 					return -1;
 				len = strtol(line + 3, NULL, 10);
-				if (len != FV_FEAT_BYTES)
+				if (len < 0 || len > (1 << 20))
 					return -1;
+				if (len != FV_FEAT_BYTES) {
+					/* not features: skip it, fail only this one */
+					if (mc_skip(m, (size_t)len))
+						return -1;
+					status[sent] = FV_E_STORE;
+					continue;
+				}
 				if (mc_value(m, feats + (size_t)sent * FV_NFEAT,
 					     FV_FEAT_BYTES))
 					return -1;

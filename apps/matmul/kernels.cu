@@ -55,13 +55,16 @@ GSOCK_DEVICE void mm_follow(struct gsock_dev gs, struct mm_server_args *a,
 	uint32_t seen = 0;
 
 	for (;;) {
-		long v = gs_tid() == 0 ?
-				 mm_wait_change_t0(gs, &grp->gen, seen) :
-				 0;
+		long v = 0;
 		uint32_t n;
 
+		if (gs_tid() == 0) {
+			v = mm_wait_change_t0(gs, &grp->gen, seen);
+			if (v >= 0 && gs_ld32(&grp->stop))
+				v = -ECANCELED; /* one decision for the block */
+		}
 		v = gs_bcast(v);
-		if (v < 0 || gs_ld32(&grp->stop))
+		if (v < 0)
 			return;
 		seen = (uint32_t)v;
 		n = gs_ld32(&grp->n);
@@ -100,15 +103,23 @@ GSOCK_DEVICE long mm_serve(struct gsock_dev gs, struct mm_server_args *a,
 	for (;;) {
 		uint32_t n, seq;
 		uint64_t bytes;
-		long r = grecv(gs, c, h, sizeof(*h), MSG_WAITALL);
+		int proto;
+		long r = grecv(gs, c, h, sizeof(*h), 0); /* idle: wait */
 
+		if (r > 0 && r < (long)sizeof(*h)) { /* the rest is owed */
+			long more = app_recv_timed(gs, c, (uint8_t *)h + r,
+						   sizeof(*h) - (uint64_t)r, 1,
+						   a->timeout_ms);
+
+			r = more < 0 ? more : r + more;
+		}
 		if (r != (long)sizeof(*h))
 			return r < 0 ? r : 0;
 		n = h->n_or_status;
 		seq = h->seq;
-		if (h->magic != MM_REQ_MAGIC || n == 0 || n > a->max_n) {
-			int proto = h->magic != MM_REQ_MAGIC;
-
+		proto = h->magic != MM_REQ_MAGIC;
+		gs_sync(); /* every thread has read h before it is reused */
+		if (proto || n == 0 || n > a->max_n) {
 			mm_reply(gs, c, h, seq, proto ? MM_E_PROTO : MM_E_SIZE,
 				 n, A);
 			return proto ? -EPROTO : -EMSGSIZE;
