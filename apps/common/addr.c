@@ -104,6 +104,22 @@ int app_connect(const char *spec)
 	return fd;
 }
 
+int app_io_all(int fd, void *p, size_t n, int sending)
+{
+	while (n) {
+		ssize_t k = sending ? send(fd, p, n, MSG_NOSIGNAL) :
+				      recv(fd, p, n, 0);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p = (char *)p + k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
 int app_listen(const char *spec, int reuseport)
 {
 	struct sockaddr_storage ss;

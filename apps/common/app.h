@@ -18,6 +18,11 @@ int app_parse_addr(const char *spec, struct sockaddr_storage *ss,
 void app_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len);
 /* A connected blocking TCP or unix socket to spec, TCP_NODELAY; -1, errno. */
 int app_connect(const char *spec);
+/*
+ * Send (sending != 0) or receive exactly n bytes on a blocking socket,
+ * again after EINTR; 0, or -1 on an error or the peer's end.
+ */
+int app_io_all(int fd, void *p, size_t n, int sending);
 /* A listening socket on spec (SO_REUSEADDR, and SO_REUSEPORT if asked). */
 int app_listen(const char *spec, int reuseport);
 
@@ -40,9 +45,9 @@ int app_wait_listening(struct gsock_ctx *ctx, struct app_listener *l);
  * signal, gsockd's death). Returns 0, a <sysexits.h> status, or -1 when
  * the kernel could not be launched (said on stderr).
  */
-int app_run_server(struct gsock_ctx *ctx, const char *prog,
-		   const void *kernel, unsigned blocks, unsigned threads,
-		   void *arg, struct app_listener *l, const char *listen_at,
+int app_run_server(struct gsock_ctx *ctx, const char *prog, const void *kernel,
+		   unsigned blocks, unsigned threads, void *arg,
+		   struct app_listener *l, const char *listen_at,
 		   const char *detail);
 
 #endif

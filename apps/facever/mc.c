@@ -55,21 +55,6 @@ static int mc_open(struct mc *m)
 	return 0;
 }
 
-static int mc_write(struct mc *m, const void *p, size_t n)
-{
-	while (n) {
-		ssize_t k = send(m->fd, p, n, MSG_NOSIGNAL);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p = (const char *)p + k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* Make at least want bytes readable at buf + off; 0, or -1 (EOF counts). */
 static int mc_fill(struct mc *m, size_t want)
 {
@@ -157,8 +142,9 @@ int mc_set(struct mc *m, uint32_t id, const void *val, size_t len, char *err,
 
 	key[fv_key(key, id)] = 0;
 	n = snprintf(cmd, sizeof(cmd), "ms %s %zu T0\r\n", key, len);
-	if (mc_open(m) || mc_write(m, cmd, (size_t)n) ||
-	    mc_write(m, val, len) || mc_write(m, "\r\n", 2) ||
+	if (mc_open(m) || app_io_all(m->fd, cmd, (size_t)n, 1) ||
+	    app_io_all(m->fd, (void *)val, len, 1) ||
+	    app_io_all(m->fd, (void *)"\r\n", 2, 1) ||
 	    mc_line(m, line, sizeof(line)) < 0) {
 		snprintf(err, errlen, "memcached at %s: %s", m->addr,
 			 errno ? strerror(errno) : "connection closed");
@@ -188,7 +174,7 @@ static int mc_get_round(struct mc *m, const uint32_t *ids, unsigned n,
 		used += (size_t)snprintf(cmd + used, sizeof(cmd) - used,
 					 "mg %s v\r\n", key);
 		if (used + 32 > sizeof(cmd) || i + 1 == n) {
-			if (mc_write(m, cmd, used))
+			if (app_io_all(m->fd, cmd, used, 1))
 				return -1;
 			used = 0;
 			for (; sent <= i; sent++) {

@@ -114,22 +114,6 @@ static int right(const struct variant *v, const float *C)
 	return 1;
 }
 
-static int io_all(int fd, void *p, size_t len, int sending)
-{
-	while (len) {
-		ssize_t k = sending ? send(fd, p, len, MSG_NOSIGNAL) :
-				      recv(fd, p, len, 0);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p = (char *)p + k;
-		len -= (size_t)k;
-	}
-	return 0;
-}
-
 static void *run(void *arg)
 {
 	struct conn_result *r = arg;
@@ -150,11 +134,12 @@ static void *run(void *arg)
 		if (per_conn ? r->sent >= per_conn : t0 >= end)
 			break;
 		r->sent++;
-		if (io_all(fd, &h, sizeof(h), 1) ||
-		    io_all(fd, v->ab, 2 * n2 * sizeof(float), 1) ||
-		    io_all(fd, &h, sizeof(h), 0) || h.magic != MM_RESP_MAGIC ||
-		    h.seq != seq || h.n_or_status != MM_OK || h.n != n ||
-		    io_all(fd, C, n2 * sizeof(float), 0)) {
+		if (app_io_all(fd, &h, sizeof(h), 1) ||
+		    app_io_all(fd, v->ab, 2 * n2 * sizeof(float), 1) ||
+		    app_io_all(fd, &h, sizeof(h), 0) ||
+		    h.magic != MM_RESP_MAGIC || h.seq != seq ||
+		    h.n_or_status != MM_OK || h.n != n ||
+		    app_io_all(fd, C, n2 * sizeof(float), 0)) {
 			r->errors++;
 			break;
 		}

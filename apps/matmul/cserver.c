@@ -41,22 +41,6 @@ static void on_signal(int sig)
 	stopping = 1;
 }
 
-static int io_all(int fd, void *p, size_t n, int sending)
-{
-	while (n) {
-		ssize_t k = sending ? send(fd, p, n, MSG_NOSIGNAL) :
-				      recv(fd, p, n, 0);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p = (char *)p + k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 static void serve(int fd, struct mm_stage *st)
 {
 	for (;;) {
@@ -64,21 +48,21 @@ static void serve(int fd, struct mm_stage *st)
 		uint32_t n;
 		int32_t status = MM_OK;
 
-		if (io_all(fd, &h, sizeof(h), 0))
+		if (app_io_all(fd, &h, sizeof(h), 0))
 			return;
 		n = h.n_or_status;
 		if (h.magic != MM_REQ_MAGIC)
 			status = MM_E_PROTO;
 		else if (n == 0 || n > max_n)
 			status = MM_E_SIZE;
-		if (status == MM_OK &&
-		    (io_all(fd, mm_stage_in(st), 2 * (size_t)n * n * 4, 0) ||
-		     mm_stage_run(st, n)))
+		if (status == MM_OK && (app_io_all(fd, mm_stage_in(st),
+						   2 * (size_t)n * n * 4, 0) ||
+					mm_stage_run(st, n)))
 			return;
 		h = (struct mm_hdr){ MM_RESP_MAGIC, h.seq, (uint32_t)status,
 				     n };
-		if (io_all(fd, &h, sizeof(h), 1) || status != MM_OK ||
-		    io_all(fd, mm_stage_out(st), (size_t)n * n * 4, 1))
+		if (app_io_all(fd, &h, sizeof(h), 1) || status != MM_OK ||
+		    app_io_all(fd, mm_stage_out(st), (size_t)n * n * 4, 1))
 			return;
 		__atomic_add_fetch(&products, 1, __ATOMIC_RELAXED);
 	}
