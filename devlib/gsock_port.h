@@ -20,6 +20,14 @@
 #define GS_SHARED __shared__
 #define GSOCK_KERNEL(name, gs, arg) \
 	extern "C" __global__ void name(struct gsock_dev gs, void *arg)
+/*
+ * A kernel launched with up to `threads` threads a block that must fit
+ * `per_sm` blocks on a multiprocessor (the compiler keeps its registers
+ * within that): every block of a g-call kernel must be resident at once.
+ */
+#define GSOCK_KERNEL_FIT(name, gs, arg, threads, per_sm) \
+	extern "C" __global__ void __launch_bounds__(threads, per_sm) \
+		name(struct gsock_dev gs, void *arg)
 
 GSOCK_DEVICE unsigned gs_tid(void)
 {
@@ -156,6 +164,8 @@ GSOCK_DEVICE void gs_relax(unsigned i)
 #define GSOCK_HD static inline
 #define GS_SHARED
 #define GSOCK_KERNEL(name, gs, arg) void name(struct gsock_dev gs, void *arg)
+#define GSOCK_KERNEL_FIT(name, gs, arg, threads, per_sm) \
+	GSOCK_KERNEL(name, gs, arg)
 
 /* Set by libgsock for each host thread that runs a block. */
 extern __thread unsigned gsock_host_block_id;

@@ -480,8 +480,26 @@ static int gs_start(struct gs_launch *l, const void *kernel,
 {
 	dim3 grid = { blocks, 1, 1 }, block = { threads, 1, 1 };
 	void *args[] = { &dev, &arg };
+	int per_sm = 0, sms = 0, device = 0;
 	cudaError_t e;
 
+	/*
+	 * A g-call block waits on the network and on other blocks: one that
+	 * is not resident never runs while the resident ones spin, and what
+	 * it would serve waits for ever. Refuse what cannot all be resident
+	 * (counting this kernel alone on an idle GPU).
+	 */
+	if (cudaGetDevice(&device) == cudaSuccess &&
+	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+				   device) == cudaSuccess &&
+	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+		    &per_sm, kernel, (int)threads, 0) == cudaSuccess &&
+	    (uint64_t)blocks > (uint64_t)per_sm * (unsigned)sms) {
+		fprintf(stderr,
+			"gsock: %u blocks of %u threads cannot all run at once: this kernel fits %d on each of the GPU's %d multiprocessors (%d in all), and g-call blocks must all be resident\n",
+			blocks, threads, per_sm, sms, per_sm * sms);
+		return -E2BIG;
+	}
 	e = cudaStreamCreateWithFlags(&l->stream, cudaStreamNonBlocking);
 	if (e != cudaSuccess)
 		return -ENOMEM;

@@ -13,6 +13,9 @@
 
 #define FV_MCBUF 128 /* bytes a block reads a memcached reply line into */
 #define FV_IO_BYTES 256 /* per block: request header, response, memcached */
+/* At most this many threads a block, two blocks on a multiprocessor. */
+#define FV_THREADS 256
+#define FV_PER_SM 2
 
 struct fv_block_stats {
 	uint64_t conns;
@@ -37,7 +40,7 @@ struct fv_server_args {
 #ifdef __cplusplus
 extern "C" {
 #endif
-GSOCK_KERNEL(fv_server_kernel, gs, arg);
+GSOCK_KERNEL_FIT(fv_server_kernel, gs, arg, FV_THREADS, FV_PER_SM);
 #ifdef __cplusplus
 }
 #endif

@@ -25,7 +25,7 @@ static void usage(FILE *f)
 		"  -l, --listen ADDR      HOST:PORT, [V6]:PORT, PORT or /unix/path (default 7100)\n"
 		"  -M, --memcached ADDR   where the reference features are (default 127.0.0.1:11211)\n"
 		"  -b, --blocks N         threadblocks, one connection each at a time (default 64)\n"
-		"  -t, --threads N        threads per block (default 256; host backend: 1)\n"
+		"  -t, --threads N        threads per block, at most 256 (default 256; host backend: 1)\n"
 		"  -T, --threshold D      largest chi-square distance of a match (default %.2f)\n"
 		"  -P, --reuseport        share the port with other servers (SO_REUSEPORT)\n"
 		"  -w, --timeout MS       bound on a request's body and a memcached reply (default 2000)\n"
@@ -111,10 +111,11 @@ int main(int argc, char **argv)
 			return EX_USAGE;
 		}
 	}
-	if (!blocks || !threads || threads > 1024 || timeout_ms <= 0 ||
+	if (!blocks || !threads || threads > FV_THREADS || timeout_ms <= 0 ||
 	    !(threshold > 0)) {
 		fprintf(stderr,
-			"facever-gserver: blocks, threads (1..1024), timeout and threshold must be positive\n");
+			"facever-gserver: blocks, threads (1..%d), timeout and threshold must be positive\n",
+			FV_THREADS);
 		return EX_USAGE;
 	}
 	go.nslots = blocks;

@@ -155,7 +155,7 @@ GSOCK_DEVICE long mm_serve(struct gsock_dev gs, struct mm_server_args *a,
 	}
 }
 
-GSOCK_KERNEL(mm_server_kernel, gs, arg)
+GSOCK_KERNEL_FIT(mm_server_kernel, gs, arg, MM_THREADS, 2)
 {
 	struct mm_server_args *a = (struct mm_server_args *)arg;
 	uint32_t g = gs_bid() / a->group_blocks, r = gs_bid() % a->group_blocks;

@@ -41,7 +41,7 @@ struct mm_server_args {
 #ifdef __cplusplus
 extern "C" {
 #endif
-GSOCK_KERNEL(mm_server_kernel, gs, arg);
+GSOCK_KERNEL_FIT(mm_server_kernel, gs, arg, MM_THREADS, 2);
 #ifdef __cplusplus
 }
 #endif
