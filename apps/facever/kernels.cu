@@ -3,9 +3,10 @@
  * The g-call face verification server G, written once with g-calls: nvcc
  * builds it for the GPU, the C compiler (kernels_host.c) for the host
  * backend. Each block accepts a connection and serves its requests one
- * after another: receive the picture, compute its features, fetch the
- * claimed person's reference features from memcached over the block's own
- * connection, compare, answer. No CPU code is on this path.
+ * after another: read the request's header, ask memcached for the claimed
+ * person's reference features over the block's own connection, receive
+ * the picture and compute its features while the answer travels, read the
+ * answer, compare, reply. No CPU code is on this path.
  *
  * Every wait that depends on a peer other than the client's next request
  * is bounded (a->timeout_ms): a stalled client or memcached costs that
@@ -60,16 +61,11 @@ GSOCK_DEVICE int fv_mc_open(struct gsock_dev gs, struct fv_server_args *a)
 	return fd;
 }
 
-/*
- * One "mg fv:<id> v" on the open connection fd into dst: 0, FV_E_UNKNOWN,
- * or FV_E_STORE (then the connection is no longer usable).
- */
-GSOCK_DEVICE int fv_mc_get(struct gsock_dev gs, struct fv_server_args *a,
-			   int fd, uint32_t id, float *dst, uint8_t *line)
+/* Send "mg fv:<id> v" on the open connection fd: 0 or FV_E_STORE. */
+GSOCK_DEVICE int fv_mc_ask(struct gsock_dev gs, int fd, uint32_t id,
+			   uint8_t *line)
 {
-	uint8_t *value = (uint8_t *)dst;
-	long n = 0, r;
-	uint32_t got = 0, end = 0, have;
+	long n = 0;
 
 	if (gs_tid() == 0) {
 		line[0] = 'm';
@@ -82,8 +78,20 @@ GSOCK_DEVICE int fv_mc_get(struct gsock_dev gs, struct fv_server_args *a,
 		line[n++] = '\n';
 	}
 	n = gs_bcast(n);
-	if (gsend(gs, fd, line, (size_t)n, 0) != n)
-		return FV_E_STORE;
+	return gsend(gs, fd, line, (size_t)n, 0) == n ? 0 : FV_E_STORE;
+}
+
+/*
+ * The reply to the "mg" asked on fd, its value into dst: 0, FV_E_UNKNOWN,
+ * or FV_E_STORE (then the connection is no longer usable).
+ */
+GSOCK_DEVICE int fv_mc_reply(struct gsock_dev gs, struct fv_server_args *a,
+			     int fd, float *dst, uint8_t *line)
+{
+	uint8_t *value = (uint8_t *)dst;
+	long r;
+	uint32_t got = 0, end = 0, have;
+
 	while (!end) {
 		r = app_recv_timed(gs, fd, line + got, FV_MCBUF - got, 0,
 				   a->timeout_ms);
@@ -120,28 +128,52 @@ GSOCK_DEVICE int fv_mc_get(struct gsock_dev gs, struct fv_server_args *a,
 	return 0;
 }
 
+/* Close the memcached connection (a reply owed on it, or it failed). */
+GSOCK_DEVICE void fv_mc_drop(struct gsock_dev gs, int *mcfd)
+{
+	if (*mcfd >= 0)
+		gclose(gs, *mcfd);
+	*mcfd = -1;
+}
+
 /*
- * The reference features of id into dst through *mcfd, connecting when
- * there is no connection, and once more on a fresh one when a connection
- * made earlier fails (memcached may have restarted since).
+ * Ask for the reference features of id on *mcfd, connecting when there is
+ * no connection (*fresh says so): 0, or FV_E_STORE with no connection
+ * left. The request asks before it reads its picture, so that memcached's
+ * answer travels while the picture comes in and its features are computed.
+ */
+GSOCK_DEVICE int fv_ask(struct gsock_dev gs, struct fv_server_args *a,
+			int *mcfd, uint32_t id, uint8_t *line, int *fresh)
+{
+	*fresh = *mcfd < 0;
+	if (*mcfd < 0)
+		*mcfd = fv_mc_open(gs, a);
+	if (*mcfd >= 0 && fv_mc_ask(gs, *mcfd, id, line) == 0)
+		return 0;
+	fv_mc_drop(gs, mcfd);
+	return FV_E_STORE;
+}
+
+/*
+ * The reference features of id into dst: the reply to what fv_ask asked
+ * (asked: what it returned), and once more on a fresh connection when a
+ * connection made earlier fails (memcached may have restarted since).
  */
 GSOCK_DEVICE int fv_fetch(struct gsock_dev gs, struct fv_server_args *a,
-			  int *mcfd, uint32_t id, float *dst, uint8_t *line)
+			  int *mcfd, uint32_t id, float *dst, uint8_t *line,
+			  int asked, int fresh)
 {
-	for (int tries = *mcfd >= 0 ? 2 : 1; tries; tries--) {
-		int r;
+	for (;;) {
+		int r = asked == 0 ? fv_mc_reply(gs, a, *mcfd, dst, line) :
+				     FV_E_STORE;
 
-		if (*mcfd < 0)
-			*mcfd = fv_mc_open(gs, a);
-		if (*mcfd < 0)
-			return FV_E_STORE;
-		r = fv_mc_get(gs, a, *mcfd, id, dst, line);
 		if (r != FV_E_STORE)
 			return r;
-		gclose(gs, *mcfd);
-		*mcfd = -1;
+		fv_mc_drop(gs, mcfd);
+		if (fresh)
+			return FV_E_STORE;
+		asked = fv_ask(gs, a, mcfd, id, line, &fresh);
 	}
-	return FV_E_STORE;
 }
 
 /* Answer one request; < 0 when the connection is gone. */
@@ -174,6 +206,7 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 	for (;;) {
 		uint32_t w, h, seq;
 		int32_t status = 0;
+		int asked, fresh;
 		float d = 0.0f;
 		long n = grecv(gs, c, req, sizeof(*req), 0); /* idle: wait */
 
@@ -197,12 +230,16 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 			fv_reply(gs, c, resp, seq, status, 0.0f);
 			return status == FV_E_PROTO ? -EPROTO : -EMSGSIZE;
 		}
+		asked = fv_ask(gs, a, mcfd, req->id, line, &fresh);
 		n = app_recv_timed(gs, c, img, (uint64_t)w * h, 1,
 				   a->timeout_ms);
-		if (n != (long)(w * h))
+		if (n != (long)(w * h)) {
+			fv_mc_drop(gs, mcfd); /* the reply to the ask is owed */
 			return n < 0 ? n : -EPIPE;
+		}
 		fv_features(img, w, h, query, hist, cellsum);
-		status = fv_fetch(gs, a, mcfd, req->id, stored, line);
+		status = fv_fetch(gs, a, mcfd, req->id, stored, line, asked,
+				  fresh);
 		if (status == 0) {
 			d = fv_chi2(query, stored, scratch);
 			status = d <= a->threshold ? FV_MATCH : FV_NO_MATCH;
@@ -218,7 +255,7 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 	}
 }
 
-GSOCK_KERNEL(fv_server_kernel, gs, arg)
+GSOCK_KERNEL_FIT(fv_server_kernel, gs, arg, FV_THREADS, FV_PER_SM)
 {
 	struct fv_server_args *a = (struct fv_server_args *)arg;
 	struct fv_block_stats *st = &a->stats[gs_bid()];
