@@ -45,7 +45,10 @@ static void reply(int fd, int status, const char *fmt, ...)
 		       strerror(errno));
 }
 
-/* Receive the hello and its memfd. Returns the fd, or -1 with why set. */
+/*
+ * Receive the hello and its memfd. Returns the fd, -2 when the peer
+ * closed without a word, or -1 with why set.
+ */
 static int recv_hello(int fd, struct gs_ctl_hello *h, char *why, size_t len)
 {
 	char cbuf[CMSG_SPACE(4 * sizeof(int))];
@@ -75,6 +78,8 @@ static int recv_hello(int fd, struct gs_ctl_hello *h, char *why, size_t len)
 				close(got);
 		}
 	}
+	if (n == 0 && nfds == 0)
+		return -2;
 	if (n != (ssize_t)sizeof(*h) ||
 	    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
 		snprintf(why, len, "malformed hello (%zd bytes, expected %zu)",
@@ -95,7 +100,10 @@ static int recv_hello(int fd, struct gs_ctl_hello *h, char *why, size_t len)
 	return -1;
 }
 
-/* Check the memfd and the header it holds; map it into a. */
+/*
+ * Check the memfd and the header it holds; map it into a. Returns 0, or
+ * -E2BIG past a limit of gsock.conf, -EINVAL for anything else, with why.
+ */
 static int map_arena(struct br_app *a, int memfd, uint64_t size, char *why,
 		     size_t len)
 {
@@ -108,27 +116,27 @@ static int map_arena(struct br_app *a, int memfd, uint64_t size, char *why,
 	    (uint64_t)st.st_size != size) {
 		snprintf(why, len, "the descriptor is not a %llu-byte memfd",
 			 (unsigned long long)size);
-		return -1;
+		return -EINVAL;
 	}
 	if ((fcntl(memfd, F_GET_SEALS) & seals) != seals) {
 		snprintf(
 			why, len,
 			"the arena memfd is not sealed against shrinking (F_SEAL_SHRINK | F_SEAL_SEAL)");
-		return -1;
+		return -EINVAL;
 	}
 	if (size < sizeof(h) || size > (uint64_t)br.conf.max_arena_mb << 20) {
 		snprintf(
 			why, len,
-			"arena of %llu bytes is outside 1 page..max_arena_mb (%ld MiB)",
+			"arena of %llu bytes is outside 1 page..%ld MiB (max_arena_mb in gsock.conf)",
 			(unsigned long long)size, br.conf.max_arena_mb);
-		return -1;
+		return -E2BIG;
 	}
 	a->base =
 		mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (a->base == MAP_FAILED) {
 		a->base = NULL;
 		snprintf(why, len, "cannot map the arena: %s", strerror(errno));
-		return -1;
+		return -EINVAL;
 	}
 	a->size = size;
 	memcpy(&h, a->base, sizeof(h));
@@ -136,7 +144,15 @@ static int map_arena(struct br_app *a, int memfd, uint64_t size, char *why,
 	    h.hdr_size != sizeof(h) || h.arena_size != size) {
 		snprintf(why, len,
 			 "arena header has a bad magic, version or size");
-		return -1;
+		return -EINVAL;
+	}
+	if (h.nsocks > (uint64_t)br.conf.max_sockets ||
+	    h.nslots > (uint64_t)br.conf.max_slots) {
+		snprintf(why, len,
+			 "the arena asks for %u sockets and %u command slots; at most %ld and %ld (max_sockets, max_slots in gsock.conf)",
+			 h.nsocks, h.nslots, br.conf.max_sockets,
+			 br.conf.max_slots);
+		return -E2BIG;
 	}
 	if (gs_arena_layout(h.nslots, h.nsocks, h.ring_size, h.db_size,
 			    h.nqueues, &l) ||
@@ -147,7 +163,7 @@ static int map_arena(struct br_app *a, int memfd, uint64_t size, char *why,
 			why, len,
 			"arena geometry is inconsistent (slots %u, sockets %u, ring %u, doorbell %u x %u)",
 			h.nslots, h.nsocks, h.ring_size, h.nqueues, h.db_size);
-		return -1;
+		return -EINVAL;
 	}
 	a->nslots = h.nslots;
 	a->nsocks = h.nsocks;
@@ -250,9 +266,62 @@ static void welcome(int fd)
 		       strerror(errno));
 }
 
+/* Drop a connection that has not said hello, telling it why. */
+static void drop_pending(struct br_app *a, int status, const char *why)
+{
+	br_warn("dropping the control connection of pid %d: %s", (int)a->pid,
+		why);
+	reply(a->ctl_fd, status, "%s", why);
+	br_app_kill(a);
+}
+
+/*
+ * Control thread, each loop turn: drop the connections whose hello is
+ * late (a hung or hostile client must not hold a place for long).
+ */
+void br_app_sweep(uint64_t now)
+{
+	char why[128];
+
+	if (!br.npending)
+		return;
+	for (struct br_app *a = br.apps; a; a = a->next)
+		if (a->pending && !br_app_dead(a) && now >= a->hello_by_ns) {
+			snprintf(why, sizeof(why),
+				 "no hello within %ld ms (hello_timeout_ms)",
+				 br.conf.hello_timeout_ms);
+			drop_pending(a, -ETIMEDOUT, why);
+		}
+}
+
+/*
+ * As many connections as max_apps may wait for their hello; one more
+ * drops the one that has waited longest, so that connections that never
+ * speak cannot lock applications out (a real one says hello at once).
+ */
+static void make_room(void)
+{
+	struct br_app *oldest = NULL;
+	uint32_t waiting = 0;
+	char why[128];
+
+	for (struct br_app *a = br.apps; a; a = a->next)
+		if (a->pending && !br_app_dead(a)) {
+			waiting++;
+			if (!oldest || a->hello_by_ns <= oldest->hello_by_ns)
+				oldest = a;
+		}
+	if (oldest && waiting >= (uint32_t)br.conf.max_apps) {
+		snprintf(why, sizeof(why),
+			 "no hello yet, and %u newer connections wait (max_apps %ld)",
+			 waiting, br.conf.max_apps);
+		drop_pending(oldest, -EAGAIN, why);
+	}
+}
+
 /*
  * A new control connection: check who it is and wait (in epoll, never
- * blocking the loop) for its hello.
+ * blocking the loop) for its hello, until hello_timeout_ms.
  */
 void br_app_accept(int ctl_listen_fd)
 {
@@ -279,10 +348,12 @@ void br_app_accept(int ctl_listen_fd)
 	if (br.napps >= (uint32_t)br.conf.max_apps) {
 		br_warn("refusing application pid %d: %ld applications registered already (max_apps)",
 			(int)cred.pid, br.conf.max_apps);
-		reply(fd, -EUSERS, "too many applications (max_apps is %ld)",
+		reply(fd, -EUSERS,
+		      "too many applications: %ld are registered (max_apps in gsock.conf)",
 		      br.conf.max_apps);
 		goto err_close;
 	}
+	make_room();
 	a = calloc(1, sizeof(*a));
 	if (!a) {
 		br_warn("refusing application pid %d: out of memory",
@@ -294,6 +365,8 @@ void br_app_accept(int ctl_listen_fd)
 	a->pid = cred.pid;
 	a->uid = cred.uid;
 	a->pending = true;
+	a->hello_by_ns =
+		br_now_ns() + (uint64_t)br.conf.hello_timeout_ms * 1000000u;
 	a->refs = 1; /* the control thread's */
 	pthread_mutex_init(&a->ids_lock, NULL);
 	ev.data.ptr = &a->ev;
@@ -306,7 +379,7 @@ void br_app_accept(int ctl_listen_fd)
 	}
 	a->next = br.apps;
 	br.apps = a;
-	br.napps++;
+	br.npending++;
 	welcome(fd);
 	return;
 err_close:
@@ -334,20 +407,38 @@ static void app_hello(struct br_app *a)
 {
 	struct gs_ctl_hello hello;
 	char why[200];
-	int memfd;
+	int memfd, status = -EINVAL;
 
 	memfd = recv_hello(a->ctl_fd, &hello, why, sizeof(why));
+	if (memfd == -2) {
+		br_dbg("control connection of pid %d closed before its hello",
+		       (int)a->pid);
+		br_app_kill(a);
+		return;
+	}
 	if (memfd < 0)
 		goto err_reject;
-	if (map_arena(a, memfd, hello.arena_size, why, sizeof(why)))
+	status = map_arena(a, memfd, hello.arena_size, why, sizeof(why));
+	if (status)
 		goto err_reject;
-	if (app_tables(a)) {
-		snprintf(why, sizeof(why), "out of memory");
+	if (br.napps >= (uint32_t)br.conf.max_apps) {
+		snprintf(why, sizeof(why),
+			 "too many applications: %ld are registered (max_apps in gsock.conf)",
+			 br.conf.max_apps);
+		status = -EUSERS;
 		goto err_reject;
 	}
-	a->pending = false;
+	if (app_tables(a)) {
+		snprintf(why, sizeof(why), "out of memory");
+		status = -ENOMEM;
+		goto err_reject;
+	}
+	a->pending = false; /* counted as registered from here on */
+	br.npending--;
+	br.napps++;
 	if (attach_workers(a)) {
 		snprintf(why, sizeof(why), "out of memory");
+		status = -ENOMEM;
 		goto err_reject;
 	}
 	close(memfd);
@@ -358,7 +449,7 @@ static void app_hello(struct br_app *a)
 	return;
 err_reject:
 	br_warn("rejecting application pid %d: %s", (int)a->pid, why);
-	reply(a->ctl_fd, -EINVAL, "%s", why);
+	reply(a->ctl_fd, status, "%s", why);
 	if (memfd >= 0)
 		close(memfd);
 	br_app_kill(a);
@@ -554,7 +645,10 @@ void br_reap(void)
 			continue;
 		}
 		*pp = a->next;
-		br.napps--;
+		if (a->pending)
+			br.npending--;
+		else
+			br.napps--;
 		epoll_ctl(br.epfd, EPOLL_CTL_DEL, a->ctl_fd, NULL);
 		br_app_put(a);
 	}

@@ -125,6 +125,7 @@ struct br_app {
 	pid_t pid;
 	uid_t uid;
 	bool pending; /* control: its hello (and arena) not yet received */
+	uint64_t hello_by_ns; /* control: when a pending one is dropped */
 	int dead; /* atomic: rejected or gone; no new work */
 	uint32_t refs; /* atomic: see the contract above */
 	uint8_t *base; /* the arena, mapped */
@@ -186,7 +187,8 @@ struct br {
 	int epfd; /* the control thread's */
 	int wake_fd; /* the control thread's eventfd: an application died */
 	struct br_app *apps; /* control */
-	uint32_t napps; /* control */
+	uint32_t napps; /* control: registered applications */
+	uint32_t npending; /* control: connections waiting for their hello */
 	uint32_t nworkers;
 	bool io_uring; /* workers move bytes with io_uring */
 	struct br_worker *workers;
@@ -217,6 +219,7 @@ void br_wake(int eventfd);
 /* app.c */
 void br_app_accept(int ctl_listen_fd);
 void br_app_event(struct br_app *a, uint32_t events);
+void br_app_sweep(uint64_t now);
 int br_app_poll(struct br_worker *w, struct br_app *a);
 int br_app_pending(struct br_app *a, uint32_t q);
 void br_app_reject(struct br_app *a, const char *fmt, ...)

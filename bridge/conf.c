@@ -24,6 +24,9 @@ void br_conf_defaults(struct br_conf *c)
 	c->log_level = BR_LOG_INFO;
 	c->max_apps = 64;
 	c->max_arena_mb = 4096;
+	c->max_sockets = 65536;
+	c->max_slots = 65536;
+	c->hello_timeout_ms = 2000;
 	c->accept_queue = 128;
 	c->linger_ms = 5000;
 	c->workers = 0;
@@ -59,6 +62,9 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 		{ "idle_sleep_us", offsetof(struct br_conf, idle_sleep_us) },
 		{ "max_apps", offsetof(struct br_conf, max_apps) },
 		{ "max_arena_mb", offsetof(struct br_conf, max_arena_mb) },
+		{ "max_sockets", offsetof(struct br_conf, max_sockets) },
+		{ "max_slots", offsetof(struct br_conf, max_slots) },
+		{ "hello_timeout_ms", offsetof(struct br_conf, hello_timeout_ms) },
 		{ "accept_queue", offsetof(struct br_conf, accept_queue) },
 		{ "linger_ms", offsetof(struct br_conf, linger_ms) },
 		{ "workers", offsetof(struct br_conf, workers) },

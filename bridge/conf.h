@@ -15,8 +15,12 @@ struct br_conf {
 	long idle_sleep_us; /* then sleep in epoll this long per turn */
 	int log_level; /* enum br_log_level */
 	int log_syslog; /* 1: syslog, 0: stderr */
-	long max_apps; /* applications registered at once */
+	long max_apps; /* applications registered at once (and control
+			  connections waiting for their hello) */
 	long max_arena_mb; /* largest arena an application may register */
+	long max_sockets; /* sockets in one application's arena */
+	long max_slots; /* command slots in one application's arena */
+	long hello_timeout_ms; /* a control connection's time to say hello */
 	long accept_queue; /* connections accepted ahead of gaccept */
 	long linger_ms; /* how long a closed socket may drain its tx ring */
 	long workers; /* worker threads; 0: automatic */

@@ -224,7 +224,9 @@ static void run(int ctl_fd)
 
 		for (int i = 0; i < n; i++)
 			dispatch(&evs[i], ctl_fd, &stop);
+		br_app_sweep(br_now_ns());
 		br_reap();
+		br_log_flush();
 		if (watch() || n > 0)
 			quiet_since = br_now_ns();
 	}

@@ -41,6 +41,8 @@ static const struct {
 	{ "max_apps", 1, 4096 },	 { "max_arena_mb", 1, 1 << 20 },
 	{ "accept_queue", 1, 65536 },	 { "linger_ms", 0, 3600000 },
 	{ "workers", 0, 64 },		 { "numa_node", -1, 1023 },
+	{ "hello_timeout_ms", 10, 600000 }, { "max_sockets", 1, 1 << 20 },
+	{ "max_slots", 1, 1 << 20 },
 };
 
 static int validate_int(cfg_t *cfg, cfg_opt_t *opt)
@@ -163,6 +165,9 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_STR("log", "stderr", CFGF_NONE),
 		CFG_INT("max_apps", 64, CFGF_NONE),
 		CFG_INT("max_arena_mb", 4096, CFGF_NONE),
+		CFG_INT("max_sockets", 65536, CFGF_NONE),
+		CFG_INT("max_slots", 65536, CFGF_NONE),
+		CFG_INT("hello_timeout_ms", 2000, CFGF_NONE),
 		CFG_INT("accept_queue", 128, CFGF_NONE),
 		CFG_INT("linger_ms", 5000, CFGF_NONE),
 		CFG_INT("workers", 0, CFGF_NONE),

@@ -280,8 +280,19 @@ static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &ctx->memfd, sizeof(int));
 	if (sendmsg(ctx->ctl_fd, &msg, MSG_NOSIGNAL) < 0) {
-		say(err, len, "cannot send the arena to gsockd: %s",
-		    strerror(errno));
+		int e = errno;
+
+		/* gsockd may have said why before it closed */
+		n = recv(ctx->ctl_fd, &reply, sizeof(reply), MSG_DONTWAIT);
+		if (n == (ssize_t)sizeof(reply) &&
+		    reply.magic == GS_CTL_MAGIC && reply.status) {
+			reply.msg[sizeof(reply.msg) - 1] = 0;
+			say(err, len, "gsockd refused the arena: %s",
+			    reply.msg);
+		} else {
+			say(err, len, "cannot send the arena to gsockd: %s",
+			    strerror(e));
+		}
 		return -1;
 	}
 	n = recv(ctx->ctl_fd, &reply, sizeof(reply), 0);

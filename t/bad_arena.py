@@ -158,7 +158,7 @@ def main(path, echo_port):
     a.m[0:8] = b"notgsock"
     refused(path, "bad-arena-magic", hello_bytes(a.size), [a.fd])
     a = Arena()
-    struct.pack_into("<I", a.m, 24, 1 << 20)  # nslots lies
+    struct.pack_into("<I", a.m, 24, 1000)  # nslots lies (within max_slots)
     refused(path, "bad-geometry", hello_bytes(a.size), [a.fd])
     a = Arena()
     refused(path, "size-mismatch", hello_bytes(a.size + 4096), [a.fd])

@@ -1,0 +1,80 @@
+#!/bin/sh
+# The control socket under abuse: connections that never say hello are
+# dropped (the oldest first when max_apps of them wait, all of them after
+# hello_timeout_ms) with a reply that says why, and never lock a real
+# application out; a refusal reaches the application with its reason;
+# limits on an arena's sockets and slots are named; gsockd's log holds
+# back a flood of like lines and says how many it held.
+. "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
+need_backend
+time_limit 120
+plan 17
+
+ABUSE="python3 $GSOCK_SRC/t/ctl_abuse.py"
+GSOCKD_CONF=$TMP/gsock.conf
+cat >"$GSOCKD_CONF" <<EOF
+max_apps = 4
+hello_timeout_ms = 500
+max_sockets = 4096
+max_slots = 1024
+EOF
+start_gsockd
+
+# 70 connections that never say hello, and a real application after them.
+$ABUSE idle "$GSOCK_CONTROL" 70 6 >"$TMP/idle" 2>"$TMP/idle.err" &
+IDLE=$!
+sleep 0.3
+start_server -l 127.0.0.1:0 -b 2
+ok $? "a GPU server registers while 70 connections hold their hello back"
+timeout 30 python3 "$PY" sizes "$PORT" 10 10000 >/dev/null 2>&1
+ok $? "and serves its clients"
+wait $IDLE
+is "$(grep -c '^dropped' "$TMP/idle")" 70 "gsockd dropped all 70 silent connections"
+is "$(grep -c '^dropped -' "$TMP/idle")" 70 "each with a refusal before the close"
+n=$(grep -c '^dropped -110 .* no hello within 500 ms' "$TMP/idle")
+[ "$n" -ge 1 ]
+ok $? "the last ones after hello_timeout_ms, told so ($n)"
+n=$(grep -c '^dropped -11 .*newer connections wait (max_apps 4)' "$TMP/idle")
+[ "$n" -ge 1 ]
+ok $? "the oldest ones when max_apps wait, told so ($n)"
+late=$(awk '$1 == "dropped" && $3 > m { m = $3 } END { print m + 0 }' "$TMP/idle")
+[ "$late" -lt 3000 ]
+ok $? "none waited much past the timeout (last dropped after $late ms)"
+
+# The log: at most BR_LOG_BURST (10) like lines a second, and the count.
+sleep 1.2
+n=$(grep -c 'dropping the control connection of pid' "$TMP/gsockd.log")
+[ "$n" -ge 1 ] && [ "$n" -le 30 ]
+ok $? "70 drops made $n log lines (at most 10 a second)"
+grep -Eq 'not logged|more like it not logged' "$TMP/gsockd.log"
+ok $? "and the log says how many lines it held back"
+
+# max_apps: the echo server and 3 more fit; the next is refused with why.
+$ABUSE hold "$GSOCK_CONTROL" 4 3 >"$TMP/hold" 2>&1 &
+HOLD=$!
+sleep 1
+is "$(grep -c '^registered' "$TMP/hold")" 3 "3 more applications register beside the server (max_apps 4)"
+grep -q '^refused -87 too many applications: 4 are registered (max_apps in gsock.conf)' "$TMP/hold"
+ok $? "the fifth is refused with the reason ($(grep refused "$TMP/hold" | head -1))"
+"$SERVER" -l 127.0.0.1:0 -b 1 >"$TMP/s2.out" 2>"$TMP/s2.err" &
+S2=$!
+wait $S2
+grep -q 'too many applications.*max_apps' "$TMP/s2.err"
+ok $? "a GPU server refused for max_apps says so: $(head -1 "$TMP/s2.err")"
+wait $HOLD
+
+# Limits on one arena.
+$ABUSE big "$GSOCK_CONTROL" 5000 4 >"$TMP/big" 2>&1
+grep -q '^refused -7 the arena asks for 5000 sockets.*max_sockets' "$TMP/big"
+ok $? "5000 sockets are refused naming max_sockets: $(cat "$TMP/big")"
+$ABUSE big "$GSOCK_CONTROL" 4 2000 >"$TMP/big" 2>&1
+grep -q '^refused -7 .*2000 command slots.*max_slots' "$TMP/big"
+ok $? "2000 slots are refused naming max_slots: $(cat "$TMP/big")"
+$ABUSE big "$GSOCK_CONTROL" 4096 1024 >"$TMP/big" 2>&1
+is "$(cat "$TMP/big")" registered "the limits themselves are allowed"
+
+kill -0 "$GSOCKD_PID"
+ok $? "gsockd still runs"
+timeout 30 python3 "$PY" sizes "$PORT" 10 100000 >/dev/null 2>&1
+ok $? "and the GPU server still serves"
+finish

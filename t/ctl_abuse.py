@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Clients that abuse gsockd's control socket, for t/control-hygiene.t.
+
+  idle PATH N SECONDS    N connections that read the welcome and never say
+                         hello; for each, how gsockd ended it:
+                         "dropped STATUS MS MESSAGE" or "open" (still open
+                         after SECONDS)
+  hold PATH K SECONDS    register K valid arenas and hold them SECONDS; one
+                         line each: "registered" or "refused STATUS MESSAGE"
+  big PATH NSOCKS NSLOTS one arena of that geometry: "registered" or
+                         "refused STATUS MESSAGE"
+"""
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bad_arena import CTL_MAGIC, Arena, hello_bytes  # noqa: E402
+
+
+def reply_of(data):
+    """(status, message) of a gs_ctl_reply, or None."""
+    if len(data) < 8 or struct.unpack_from("<I", data)[0] != CTL_MAGIC:
+        return None
+    status = struct.unpack_from("<i", data, 4)[0]
+    return status, data[8:].split(b"\0")[0].decode(errors="replace")
+
+
+def connect(path):
+    """A control connection, its welcome (or refusal) not yet read."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(5)
+    s.connect(path)
+    return s
+
+
+def idle(path, n, secs):
+    t0 = time.monotonic()
+    socks = [connect(path) for _ in range(n)]
+    ended = {}
+    reasons = {}
+    deadline = t0 + secs
+    while len(ended) < n and time.monotonic() < deadline:
+        live = [s for s in socks if s not in ended]
+        ready, _, _ = select.select(live, [], [], 0.05)
+        for s in ready:
+            try:
+                data = s.recv(512)
+            except OSError:
+                data = b""
+            if data:
+                reasons[s] = reply_of(data) or reasons.get(s)
+            else:
+                ended[s] = (time.monotonic() - t0) * 1000
+    for s in socks:
+        if s in ended:
+            st, msg = reasons.get(s) or (0, "")
+            print("dropped %d %.0f %s" % (st, ended[s], msg or "-"), flush=True)
+        else:
+            print("open", flush=True)
+        s.close()
+
+
+def register(path, nsocks=4, nslots=4):
+    a = Arena(nslots=nslots, nsocks=nsocks)
+    s = connect(path)
+    r = reply_of(s.recv(512))  # the welcome, or a refusal
+    if not r:
+        socket.send_fds(s, [hello_bytes(a.size)], [a.fd])
+        r = reply_of(s.recv(512))
+    if r and r[0] == 0:
+        print("registered", flush=True)
+        return s, a
+    print("refused %d %s" % r if r else "refused 0 (no reply)", flush=True)
+    s.close()
+    return None, a
+
+
+def main(argv):
+    what, path = argv[1], argv[2]
+    if what == "idle":
+        idle(path, int(argv[3]), float(argv[4]))
+    elif what == "hold":
+        held = [register(path) for _ in range(int(argv[3]))]
+        time.sleep(float(argv[4]))
+        for s, _ in held:
+            if s:
+                s.close()
+    elif what == "big":
+        register(path, int(argv[3]), int(argv[4]))
+    else:
+        sys.exit(__doc__)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
