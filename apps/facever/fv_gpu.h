@@ -3,7 +3,8 @@
  * The g-call face verification server G: what its host program and its
  * kernel share. Everything lives in gsock_alloc() memory (reached by
  * both) or device memory (the kernel's own buffers); each block writes
- * only its own entries.
+ * only its own entries, but for a server block's struct fv_ask, where
+ * its fetcher writes what the block waits for (kernels.cu).
  */
 #ifndef FV_GPU_H
 #define FV_GPU_H
@@ -11,8 +12,13 @@
 #include "fv.h"
 #include "gapp.cuh"
 
-#define FV_MCBUF 128 /* bytes a block reads a memcached reply line into */
-#define FV_IO_BYTES 256 /* per block: request header, response, memcached */
+#define FV_MCBUF 128 /* longest memcached reply line read */
+#define FV_IO_BYTES 64 /* per block: request header, response */
+#define FV_FETCHERS 4 /* fetcher blocks by default */
+#define FV_BATCH 64 /* keys a fetcher asks memcached for in one write */
+#define FV_FETCH_TEXT (FV_BATCH * 32) /* a batch's "mg fv:<id> v" lines */
+/* a fetcher's buffer: the batch's text, then its replies */
+#define FV_FETCH_BUF (FV_FETCH_TEXT + FV_BATCH * (FV_FEAT_BYTES + 64))
 /* At most this many threads a block, two blocks on a multiprocessor. */
 #define FV_THREADS 256
 #define FV_PER_SM 2
@@ -25,16 +31,34 @@ struct fv_block_stats {
 	int64_t last_error; /* the last error that ended a connection */
 };
 
+/*
+ * A server block's request for reference features, to its fetcher (device
+ * memory). The block writes id, then seq; the fetcher takes it (taken =
+ * seq), writes the features into the block's buffer and status, then done
+ * = seq.
+ */
+struct fv_ask {
+	uint64_t seq; /* block: the number of its latest request */
+	uint64_t taken; /* fetcher: the latest it has taken */
+	uint64_t done; /* fetcher: the latest it has answered */
+	uint32_t id; /* block: whose features */
+	int32_t status; /* fetcher: 0, FV_E_UNKNOWN or FV_E_STORE */
+};
+
 struct fv_server_args {
 	struct app_listener listen;
 	struct sockaddr_storage mc; /* memcached */
 	uint32_t mclen;
 	float threshold;
 	int32_t timeout_ms; /* a request's body, a memcached reply */
+	uint32_t blocks; /* server blocks; fetchers follow them */
+	uint32_t fetchers;
 	uint8_t *imgs; /* device memory: blocks * FV_MAX_PIXELS */
-	float *feats; /* device memory: blocks * 2 * FV_NFEAT */
+	float *feats; /* device memory: blocks * 2 * FV_NFEAT (query, stored) */
 	uint8_t *io; /* device memory: blocks * FV_IO_BYTES */
-	struct fv_block_stats *stats; /* one per block */
+	struct fv_ask *asks; /* device memory: one per server block */
+	uint8_t *fetch_buf; /* device memory: fetchers * FV_FETCH_BUF */
+	struct fv_block_stats *stats; /* one per block, fetchers too */
 };
 
 #ifdef __cplusplus

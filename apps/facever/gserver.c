@@ -25,6 +25,7 @@ static void usage(FILE *f)
 		"  -l, --listen ADDR      HOST:PORT, [V6]:PORT, PORT or /unix/path (default 7100)\n"
 		"  -M, --memcached ADDR   where the reference features are (default 127.0.0.1:11211)\n"
 		"  -b, --blocks N         threadblocks, one connection each at a time (default 64)\n"
+		"  -F, --fetchers N       blocks that fetch from memcached for them, in batches (default 4)\n"
 		"  -t, --threads N        threads per block, at most 256 (default 256; host backend: 1)\n"
 		"  -T, --threshold D      largest chi-square distance of a match (default %.2f)\n"
 		"  -P, --reuseport        share the port with other servers (SO_REUSEPORT)\n"
@@ -34,11 +35,16 @@ static void usage(FILE *f)
 		FV_THRESHOLD);
 }
 
-static void report(struct fv_server_args *a, unsigned blocks)
+static void report(struct fv_server_args *a)
 {
-	uint64_t conns = 0, reqs = 0, matches = 0, errors = 0;
+	uint64_t conns = 0, reqs = 0, matches = 0, errors = 0, batches = 0,
+		 keys = 0;
 
-	for (unsigned b = 0; b < blocks; b++) {
+	for (unsigned f = 0; f < a->fetchers; f++) {
+		batches += a->stats[a->blocks + f].conns;
+		keys += a->stats[a->blocks + f].requests;
+	}
+	for (unsigned b = 0; b < a->blocks; b++) {
 		conns += a->stats[b].conns;
 		reqs += a->stats[b].requests;
 		matches += a->stats[b].matches;
@@ -47,6 +53,9 @@ static void report(struct fv_server_args *a, unsigned blocks)
 	printf("facever-gserver: served %llu requests on %llu connections (%llu matches, %llu errors)\n",
 	       (unsigned long long)reqs, (unsigned long long)conns,
 	       (unsigned long long)matches, (unsigned long long)errors);
+	printf("facever-gserver: memcached asked for %llu keys in %llu batches (%.1f a batch)\n",
+	       (unsigned long long)keys, (unsigned long long)batches,
+	       batches ? (double)keys / (double)batches : 0.0);
 }
 
 int main(int argc, char **argv)
@@ -55,6 +64,7 @@ int main(int argc, char **argv)
 		{ "listen", required_argument, NULL, 'l' },
 		{ "memcached", required_argument, NULL, 'M' },
 		{ "blocks", required_argument, NULL, 'b' },
+		{ "fetchers", required_argument, NULL, 'F' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "threshold", required_argument, NULL, 'T' },
 		{ "reuseport", no_argument, NULL, 'P' },
@@ -65,7 +75,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *listen_at = "7100", *mc_at = "127.0.0.1:11211";
-	unsigned blocks = 64, threads = 256;
+	unsigned blocks = 64, threads = 256, fetchers = FV_FETCHERS;
 	struct gsock_opts go = { .ring_size = 131072 };
 	struct fv_server_args *a = NULL;
 	struct gsock_ctx *ctx;
@@ -73,7 +83,7 @@ int main(int argc, char **argv)
 	int opt, status = 0, reuseport = 0, timeout_ms = 2000;
 	char detail[300];
 
-	while ((opt = getopt_long(argc, argv, "l:M:b:t:T:Pw:r:s:h", opts,
+	while ((opt = getopt_long(argc, argv, "l:M:b:F:t:T:Pw:r:s:h", opts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'l':
@@ -84,6 +94,9 @@ int main(int argc, char **argv)
 			break;
 		case 'b':
 			blocks = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'F':
+			fetchers = (unsigned)strtoul(optarg, NULL, 0);
 			break;
 		case 't':
 			threads = (unsigned)strtoul(optarg, NULL, 0);
@@ -112,14 +125,15 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!blocks || !threads || threads > FV_THREADS || timeout_ms <= 0 ||
-	    !(threshold > 0)) {
+	    !(threshold > 0) || !fetchers || fetchers > blocks) {
 		fprintf(stderr,
-			"facever-gserver: blocks, threads (1..%d), timeout and threshold must be positive\n",
+			"facever-gserver: blocks, threads (1..%d), fetchers (1..blocks), timeout and threshold must be positive\n",
 			FV_THREADS);
 		return EX_USAGE;
 	}
-	go.nslots = blocks;
-	go.nsocks = 2 * blocks + 8; /* a client and memcached per block */
+	go.nslots = blocks + fetchers;
+	/* a client per block, memcached per fetcher */
+	go.nsocks = blocks + fetchers + 8;
 	ctx = app_start("facever-gserver", &go, &threads);
 	if (!ctx)
 		return EX_UNAVAILABLE;
@@ -142,31 +156,40 @@ int main(int argc, char **argv)
 	a->listen.reuseport = reuseport;
 	a->threshold = threshold;
 	a->timeout_ms = timeout_ms;
+	a->blocks = blocks;
+	a->fetchers = fetchers;
 	a->imgs = gsock_dev_alloc(ctx, (size_t)blocks * FV_MAX_PIXELS);
 	a->feats = gsock_dev_alloc(ctx, (size_t)blocks * 2 * FV_FEAT_BYTES);
 	a->io = gsock_dev_alloc(ctx, (size_t)blocks * FV_IO_BYTES);
-	a->stats = gsock_alloc(ctx, blocks * sizeof(*a->stats));
-	if (!a->imgs || !a->feats || !a->io || !a->stats) {
+	a->asks = gsock_dev_alloc(ctx, (size_t)blocks * sizeof(*a->asks));
+	a->fetch_buf = gsock_dev_alloc(ctx, (size_t)fetchers * FV_FETCH_BUF);
+	a->stats = gsock_alloc(ctx, (blocks + fetchers) * sizeof(*a->stats));
+	if (!a->imgs || !a->feats || !a->io || !a->asks || !a->fetch_buf ||
+	    !a->stats) {
 		fprintf(stderr,
 			"facever-gserver: out of memory for %u blocks' buffers\n",
 			blocks);
 		status = EX_OSERR;
 		goto out_fini;
 	}
-	snprintf(detail, sizeof(detail), "memcached %s", mc_at);
+	snprintf(detail, sizeof(detail), "memcached %s through %u fetcher blocks",
+		 mc_at, fetchers);
 	status = app_run_server(ctx, "facever-gserver",
-				(const void *)fv_server_kernel, blocks, threads,
+				(const void *)fv_server_kernel,
+				blocks + fetchers, threads,
 				a, &a->listen, listen_at, detail);
 	if (status < 0) {
 		status = EX_SOFTWARE;
 		goto out_fini;
 	}
-	report(a, blocks);
+	report(a);
 out_fini:
 	if (a) {
 		gsock_dev_free(ctx, a->imgs);
 		gsock_dev_free(ctx, a->feats);
 		gsock_dev_free(ctx, a->io);
+		gsock_dev_free(ctx, a->asks);
+		gsock_dev_free(ctx, a->fetch_buf);
 		gsock_free(ctx, a->stats);
 	}
 	gsock_free(ctx, a);

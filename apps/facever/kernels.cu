@@ -2,11 +2,12 @@
 /*
  * The g-call face verification server G, written once with g-calls: nvcc
  * builds it for the GPU, the C compiler (kernels_host.c) for the host
- * backend. Each block accepts a connection and serves its requests one
- * after another: read the request's header, ask memcached for the claimed
- * person's reference features over the block's own connection, receive
- * the picture and compute its features while the answer travels, read the
- * answer, compare, reply. No CPU code is on this path.
+ * backend. Each server block accepts a connection and serves its requests
+ * one after another: read the request's header, ask its fetcher block for
+ * the claimed person's reference features, receive the picture and compute
+ * its features while the fetcher gets them from memcached (in one batch
+ * with other blocks' requests), compare, reply. No CPU code is on this
+ * path.
  *
  * Every wait that depends on a peer other than the client's next request
  * is bounded (a->timeout_ms): a stalled client or memcached costs that
@@ -43,7 +44,7 @@ GSOCK_DEVICE long fv_mc_parse_t0(const uint8_t *line, uint32_t len)
 	return v;
 }
 
-/* Open the block's memcached connection; the descriptor or FV_E_STORE. */
+/* Open a memcached connection; the descriptor or FV_E_STORE. */
 GSOCK_DEVICE int fv_mc_open(struct gsock_dev gs, struct fv_server_args *a)
 {
 	int family = ((struct sockaddr *)&a->mc)->sa_family, one = 1;
@@ -61,119 +62,226 @@ GSOCK_DEVICE int fv_mc_open(struct gsock_dev gs, struct fv_server_args *a)
 	return fd;
 }
 
-/* Send "mg fv:<id> v" on the open connection fd: 0 or FV_E_STORE. */
-GSOCK_DEVICE int fv_mc_ask(struct gsock_dev gs, int fd, uint32_t id,
-			   uint8_t *line)
-{
-	long n = 0;
+/*
+ * ---- fetchers ----
+ * A fetcher block takes the requests of its server blocks (b % fetchers)
+ * that are waiting, asks memcached for all of them in one write ("mg
+ * fv:<id> v" each) and reads the replies in order, straight into each
+ * block's buffer; memcached reads and answers a batch with one system
+ * call each way instead of one per request.
+ */
 
-	if (gs_tid() == 0) {
-		line[0] = 'm';
-		line[1] = 'g';
-		line[2] = ' ';
-		n = 3 + fv_key((char *)line + 3, id);
-		line[n++] = ' ';
-		line[n++] = 'v';
-		line[n++] = '\r';
-		line[n++] = '\n';
+/* Thread 0: one batch's text into out; its length. */
+GSOCK_DEVICE uint32_t fv_batch_text_t0(struct fv_server_args *a,
+				       const uint32_t *who, uint32_t nb,
+				       char *out)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < nb; i++) {
+		out[n++] = 'm';
+		out[n++] = 'g';
+		out[n++] = ' ';
+		n += fv_key(out + n, gs_ld32(&a->asks[who[i]].id));
+		out[n++] = ' ';
+		out[n++] = 'v';
+		out[n++] = '\r';
+		out[n++] = '\n';
 	}
-	n = gs_bcast(n);
-	return gsend(gs, fd, line, (size_t)n, 0) == n ? 0 : FV_E_STORE;
+	return n;
 }
 
 /*
- * The reply to the "mg" asked on fd, its value into dst: 0, FV_E_UNKNOWN,
- * or FV_E_STORE (then the connection is no longer usable).
+ * Read the replies of a batch of nb on fd into the askers' buffers and
+ * statuses. Returns how many replies were read before the connection
+ * failed (nb when it did not).
  */
-GSOCK_DEVICE int fv_mc_reply(struct gsock_dev gs, struct fv_server_args *a,
-			     int fd, float *dst, uint8_t *line)
+GSOCK_DEVICE uint32_t fv_batch_read(struct gsock_dev gs,
+				    struct fv_server_args *a, int fd,
+				    const uint32_t *who, uint32_t nb,
+				    uint8_t *buf, uint32_t cap)
 {
-	uint8_t *value = (uint8_t *)dst;
-	long r;
-	uint32_t got = 0, end = 0, have;
+	uint32_t pos = 0, have = 0, i = 0;
 
-	while (!end) {
-		r = app_recv_timed(gs, fd, line + got, FV_MCBUF - got, 0,
+	while (i < nb) {
+		uint32_t end = 0;
+		long v = 0, r;
+
+		if (gs_tid() == 0)
+			end = fv_line_end_t0(buf + pos, have - pos);
+		end = (uint32_t)gs_bcast(end);
+		if (end) {
+			if (gs_tid() == 0)
+				v = fv_mc_parse_t0(buf + pos, end);
+			v = gs_bcast(v);
+		}
+		/* a whole reply in buf[pos, have)? */
+		if (end && (v < 0 || pos + end + (uint32_t)v + 2 <= have)) {
+			struct fv_ask *k = &a->asks[who[i]];
+			int32_t status = v == FV_E_UNKNOWN ? FV_E_UNKNOWN : 0;
+
+			if (v == FV_E_STORE)
+				return i; /* not a reply we can read past */
+			if (v >= 0 && v != FV_FEAT_BYTES)
+				status = FV_E_STORE; /* a wrong value: this one */
+			if (status == 0)
+				gs_copy(a->feats +
+						((size_t)who[i] * 2 + 1) * FV_NFEAT,
+					buf + pos + end, FV_FEAT_BYTES);
+			gs_sync();
+			if (gs_tid() == 0)
+				k->status = status;
+			pos += end + (v >= 0 ? (uint32_t)v + 2 : 0);
+			i++;
+			continue;
+		}
+		if ((!end && have - pos >= FV_MCBUF) ||
+		    (end && v > (long)cap - pos - end - 2))
+			return i; /* a line or a value that cannot fit */
+		r = app_recv_timed(gs, fd, buf + have, cap - have, 0,
 				   a->timeout_ms);
 		if (r <= 0)
-			return FV_E_STORE;
-		got += (uint32_t)r;
-		if (gs_tid() == 0)
-			end = fv_line_end_t0(line, got);
-		end = (uint32_t)gs_bcast(end);
-		if (!end && got == FV_MCBUF)
-			return FV_E_STORE;
+			return i;
+		have += (uint32_t)r;
 	}
-	r = gs_tid() == 0 ? fv_mc_parse_t0(line, end) : 0;
-	r = gs_bcast(r);
-	if (r == FV_E_UNKNOWN && got != end)
-		r = FV_E_STORE; /* bytes after "EN": not the reply we asked for */
-	if (r < 0)
-		return (int)r;
-	if (r != FV_FEAT_BYTES || got - end > FV_FEAT_BYTES + 2)
-		return FV_E_STORE;
-	have = got - end; /* value bytes (and perhaps "\r\n") already read */
-	for (uint32_t k = gs_tid(); k < have && k < FV_FEAT_BYTES;
-	     k += gs_bdim())
-		value[k] = line[end + k];
+	return nb;
+}
+
+/*
+ * Block-wide: take the waiting requests of fetcher f's blocks (at most
+ * FV_BATCH) into who; how many. Each thread looks at its own blocks.
+ */
+GSOCK_DEVICE uint32_t fv_batch_take(struct fv_server_args *a, uint32_t f,
+				    uint32_t *who)
+{
+	GS_SHARED unsigned long long nb;
+	uint32_t mine = (a->blocks - f + a->fetchers - 1) / a->fetchers;
+
+	if (gs_tid() == 0)
+		nb = 0;
 	gs_sync();
-	if (have < FV_FEAT_BYTES &&
-	    app_recv_timed(gs, fd, value + have, FV_FEAT_BYTES - have, 1,
-			   a->timeout_ms) != FV_FEAT_BYTES - have)
-		return FV_E_STORE;
-	have = have > FV_FEAT_BYTES ? have - FV_FEAT_BYTES : 0;
-	if (have < 2 && app_recv_timed(gs, fd, line, 2 - have, 1,
-				       a->timeout_ms) != 2 - have)
-		return FV_E_STORE;
-	return 0;
-}
+	for (uint32_t j = gs_tid(); j < mine; j += gs_bdim()) {
+		uint32_t b = f + j * a->fetchers;
+		struct fv_ask *k = &a->asks[b];
+		uint64_t seq = gs_ld64(&k->seq), i;
 
-/* Close the memcached connection (a reply owed on it, or it failed). */
-GSOCK_DEVICE void fv_mc_drop(struct gsock_dev gs, int *mcfd)
-{
-	if (*mcfd >= 0)
-		gclose(gs, *mcfd);
-	*mcfd = -1;
-}
-
-/*
- * Ask for the reference features of id on *mcfd, connecting when there is
- * no connection (*fresh says so): 0, or FV_E_STORE with no connection
- * left. The request asks before it reads its picture, so that memcached's
- * answer travels while the picture comes in and its features are computed.
- */
-GSOCK_DEVICE int fv_ask(struct gsock_dev gs, struct fv_server_args *a,
-			int *mcfd, uint32_t id, uint8_t *line, int *fresh)
-{
-	*fresh = *mcfd < 0;
-	if (*mcfd < 0)
-		*mcfd = fv_mc_open(gs, a);
-	if (*mcfd >= 0 && fv_mc_ask(gs, *mcfd, id, line) == 0)
-		return 0;
-	fv_mc_drop(gs, mcfd);
-	return FV_E_STORE;
-}
-
-/*
- * The reference features of id into dst: the reply to what fv_ask asked
- * (asked: what it returned), and once more on a fresh connection when a
- * connection made earlier fails (memcached may have restarted since).
- */
-GSOCK_DEVICE int fv_fetch(struct gsock_dev gs, struct fv_server_args *a,
-			  int *mcfd, uint32_t id, float *dst, uint8_t *line,
-			  int asked, int fresh)
-{
-	for (;;) {
-		int r = asked == 0 ? fv_mc_reply(gs, a, *mcfd, dst, line) :
-				     FV_E_STORE;
-
-		if (r != FV_E_STORE)
-			return r;
-		fv_mc_drop(gs, mcfd);
-		if (fresh)
-			return FV_E_STORE;
-		asked = fv_ask(gs, a, mcfd, id, line, &fresh);
+		if (seq == k->taken)
+			continue;
+		i = gs_fetch_add64(&nb, 1);
+		if (i < FV_BATCH) { /* else it waits for the next batch */
+			k->taken = seq;
+			who[i] = b;
+		}
 	}
+	gs_sync();
+	return nb < FV_BATCH ? (uint32_t)nb : FV_BATCH;
+}
+
+/* Fetcher f's loop, until the application stops. */
+GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
+			     uint32_t f)
+{
+	GS_SHARED uint32_t who[FV_BATCH];
+	uint8_t *text = a->fetch_buf + (size_t)f * FV_FETCH_BUF;
+	uint8_t *buf = text + FV_FETCH_TEXT;
+	struct fv_block_stats *st = &a->stats[a->blocks + f];
+	unsigned idle = 0;
+	int fd = -1;
+
+	for (;;) {
+		uint32_t nb = 0, done = 0, len = 0;
+		long err = 0;
+
+		nb = fv_batch_take(a, f, who);
+		if (gs_tid() == 0 && !nb) {
+			err = gs_world_error(gs);
+			if (!err)
+				gs_relax(idle++);
+		}
+		if (gs_bcast(err))
+			break;
+		if (!nb)
+			continue;
+		idle = 0;
+		if (gs_tid() == 0)
+			len = fv_batch_text_t0(a, who, nb, (char *)text);
+		len = (uint32_t)gs_bcast(len);
+		/* a connection made earlier may be dead (memcached restarted): once more */
+		for (int fresh = fd < 0, tries = 2; tries && done < nb;
+		     tries--) {
+			if (fd < 0) {
+				fd = fv_mc_open(gs, a);
+				fresh = 1;
+			}
+			if (fd < 0)
+				break;
+			if (gsend(gs, fd, text, len, 0) == (long)len)
+				done = fv_batch_read(gs, a, fd, who, nb, buf,
+						     FV_FETCH_BUF - FV_FETCH_TEXT);
+			if (done < nb) {
+				gclose(gs, fd);
+				fd = -1;
+			}
+			if (done || fresh)
+				break; /* asked again, the replies read would repeat */
+		}
+		if (gs_tid() == 0) {
+			for (uint32_t i = 0; i < nb; i++) {
+				struct fv_ask *k = &a->asks[who[i]];
+
+				if (i >= done)
+					k->status = FV_E_STORE;
+				gs_st64(&k->done, k->taken);
+			}
+			st->conns++; /* batches */
+			st->requests += nb; /* keys */
+		}
+		gs_sync();
+	}
+	if (fd >= 0)
+		gclose(gs, fd);
+}
+
+/* The block's request for the features of id goes to its fetcher. */
+GSOCK_DEVICE void fv_ask(struct fv_server_args *a, uint32_t b, uint32_t id,
+			 uint64_t *seq)
+{
+	struct fv_ask *k = &a->asks[b];
+
+	if (gs_tid() == 0) {
+		gs_st32(&k->id, id);
+		gs_st64(&k->seq, ++*seq);
+	}
+	gs_sync();
+}
+
+/*
+ * Wait for the fetcher's answer to request seq of block b: 0 (the
+ * features are in the block's buffer), FV_E_UNKNOWN or FV_E_STORE. The
+ * fetcher bounds each memcached wait by the timeout; this wait by twice
+ * that, in case the fetcher itself is stuck.
+ */
+GSOCK_DEVICE int fv_answer(struct gsock_dev gs, struct fv_server_args *a,
+			   uint32_t b, uint64_t seq)
+{
+	struct fv_ask *k = &a->asks[b];
+	long r = 0;
+
+	if (gs_tid() == 0) {
+		uint64_t until = gs_now_ns() + 2000000ull * a->timeout_ms;
+		unsigned turn = 0;
+
+		while (gs_ld64(&k->done) != seq) {
+			if (gs_world_error(gs) || gs_now_ns() > until) {
+				r = FV_E_STORE;
+				break;
+			}
+			gs_relax(turn++);
+		}
+		if (!r)
+			r = (int32_t)gs_ld32((const uint32_t *)&k->status);
+	}
+	return (int)gs_bcast(r);
 }
 
 /* Answer one request; < 0 when the connection is gone. */
@@ -189,7 +297,7 @@ GSOCK_DEVICE long fv_reply(struct gsock_dev gs, int c, struct fv_resp *resp,
 
 /* Serve connection c until it ends; the error that ended it, or 0. */
 GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
-			   int *mcfd)
+			   uint64_t *seq)
 {
 	GS_SHARED uint32_t hist[FV_NFEAT], cellsum[FV_GRID * FV_GRID];
 	GS_SHARED float scratch[1024];
@@ -201,12 +309,10 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 	uint8_t *io = a->io + (size_t)b * FV_IO_BYTES;
 	struct fv_req *req = (struct fv_req *)io;
 	struct fv_resp *resp = (struct fv_resp *)(io + 16);
-	uint8_t *line = io + 64;
 
 	for (;;) {
-		uint32_t w, h, seq;
+		uint32_t w, h, seqno;
 		int32_t status = 0;
-		int asked, fresh;
 		float d = 0.0f;
 		long n = grecv(gs, c, req, sizeof(*req), 0); /* idle: wait */
 
@@ -221,30 +327,28 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 			return n < 0 ? n : 0;
 		w = req->w;
 		h = req->h;
-		seq = req->seq;
+		seqno = req->seq;
 		if (req->magic != FV_REQ_MAGIC)
 			status = FV_E_PROTO;
 		else if (!fv_side_ok(w) || !fv_side_ok(h))
 			status = FV_E_SIZE;
 		if (status) {
-			fv_reply(gs, c, resp, seq, status, 0.0f);
+			fv_reply(gs, c, resp, seqno, status, 0.0f);
 			return status == FV_E_PROTO ? -EPROTO : -EMSGSIZE;
 		}
-		asked = fv_ask(gs, a, mcfd, req->id, line, &fresh);
+		/* asked now, the answer travels while the picture comes in */
+		fv_ask(a, b, req->id, seq);
 		n = app_recv_timed(gs, c, img, (uint64_t)w * h, 1,
 				   a->timeout_ms);
-		if (n != (long)(w * h)) {
-			fv_mc_drop(gs, mcfd); /* the reply to the ask is owed */
+		if (n != (long)(w * h))
 			return n < 0 ? n : -EPIPE;
-		}
 		fv_features(img, w, h, query, hist, cellsum);
-		status = fv_fetch(gs, a, mcfd, req->id, stored, line, asked,
-				  fresh);
+		status = fv_answer(gs, a, b, *seq);
 		if (status == 0) {
 			d = fv_chi2(query, stored, scratch);
 			status = d <= a->threshold ? FV_MATCH : FV_NO_MATCH;
 		}
-		n = fv_reply(gs, c, resp, seq, status, d);
+		n = fv_reply(gs, c, resp, seqno, status, d);
 		if (gs_tid() == 0) {
 			st->requests++;
 			st->matches += status == FV_MATCH;
@@ -259,9 +363,14 @@ GSOCK_KERNEL_FIT(fv_server_kernel, gs, arg, FV_THREADS, FV_PER_SM)
 {
 	struct fv_server_args *a = (struct fv_server_args *)arg;
 	struct fv_block_stats *st = &a->stats[gs_bid()];
-	long lfd = app_get_listener(gs, &a->listen);
-	int mcfd = -1;
+	uint64_t seq = 0; /* this block's requests to its fetcher */
+	long lfd;
 
+	if (gs_bid() >= a->blocks) {
+		fv_fetcher(gs, a, gs_bid() - a->blocks);
+		return;
+	}
+	lfd = app_get_listener(gs, &a->listen);
 	if (lfd < 0)
 		return;
 	for (;;) {
@@ -272,7 +381,7 @@ GSOCK_KERNEL_FIT(fv_server_kernel, gs, arg, FV_THREADS, FV_PER_SM)
 			break;
 		if (c < 0)
 			continue;
-		r = fv_serve(gs, a, c, &mcfd);
+		r = fv_serve(gs, a, c, &seq);
 		gclose(gs, c);
 		if (gs_tid() == 0) {
 			st->conns++;
@@ -282,6 +391,4 @@ GSOCK_KERNEL_FIT(fv_server_kernel, gs, arg, FV_THREADS, FV_PER_SM)
 		if (r == -ECANCELED || r == -ECONNABORTED)
 			break;
 	}
-	if (mcfd >= 0)
-		gclose(gs, mcfd);
 }
