@@ -16,8 +16,9 @@
 #define FV_IO_BYTES 64 /* per block: request header, response */
 #define FV_FETCHERS 4 /* fetcher blocks by default */
 #define FV_BATCH 64 /* keys a fetcher asks memcached for in one write */
-#define FV_FETCH_TEXT (FV_BATCH * 32) /* a batch's "mg fv:<id> v" lines */
-/* a fetcher's buffer: the batch's text, then its replies */
+#define FV_FIFO 256 /* keys a fetcher has in flight at most */
+#define FV_FETCH_TEXT (FV_FIFO * 32) /* "mg fv:<id> v" lines of those */
+/* a fetcher's buffer: a write's text, then replies not yet handed out */
 #define FV_FETCH_BUF (FV_FETCH_TEXT + FV_BATCH * (FV_FEAT_BYTES + 64))
 /* At most this many threads a block, two blocks on a multiprocessor. */
 #define FV_THREADS 256

@@ -64,99 +64,49 @@ GSOCK_DEVICE int fv_mc_open(struct gsock_dev gs, struct fv_server_args *a)
 
 /*
  * ---- fetchers ----
- * A fetcher block takes the requests of its server blocks (b % fetchers)
- * that are waiting, asks memcached for all of them in one write ("mg
- * fv:<id> v" each) and reads the replies in order, straight into each
- * block's buffer; memcached reads and answers a batch with one system
- * call each way instead of one per request.
+ * A fetcher block serves the requests of its server blocks (b % fetchers)
+ * over one memcached connection, pipelined: it takes every request that
+ * waits, asks memcached for all of them in one write ("mg fv:<id> v"
+ * each) without waiting for earlier answers, and reads the replies as
+ * they come (memcached answers in order) straight into each block's
+ * buffer. memcached then reads and answers many keys per system call.
  */
 
-/* Thread 0: one batch's text into out; its length. */
-GSOCK_DEVICE uint32_t fv_batch_text_t0(struct fv_server_args *a,
-				       const uint32_t *who, uint32_t nb,
-				       char *out)
-{
-	uint32_t n = 0;
+/* A fetcher's state (shared memory; thread 0 writes, all read after a sync). */
+struct fv_fetch {
+	uint32_t fifo[FV_FIFO]; /* blocks asked for, in order (| FV_RETRIED) */
+	uint32_t head, tail; /* replies read, keys asked (counts) */
+	uint32_t pos, have; /* reply buffer: parsed up to, received up to */
+	int fd; /* memcached; >= 0 whenever head != tail */
+	uint64_t quiet_since; /* ns: last reply byte, or first key in flight */
+};
 
-	for (uint32_t i = 0; i < nb; i++) {
-		out[n++] = 'm';
-		out[n++] = 'g';
-		out[n++] = ' ';
-		n += fv_key(out + n, gs_ld32(&a->asks[who[i]].id));
-		out[n++] = ' ';
-		out[n++] = 'v';
-		out[n++] = '\r';
-		out[n++] = '\n';
-	}
-	return n;
+#define FV_RETRIED 0x80000000u /* asked again on a fresh connection once */
+
+/* Thread 0: the answer for fifo entry e is in; its block may go on. */
+GSOCK_DEVICE void fv_publish_t0(struct fv_server_args *a, uint32_t e,
+				int32_t status)
+{
+	struct fv_ask *k = &a->asks[e & ~FV_RETRIED];
+
+	k->status = status;
+	gs_st64(&k->done, k->taken);
 }
 
 /*
- * Read the replies of a batch of nb on fd into the askers' buffers and
- * statuses. Returns how many replies were read before the connection
- * failed (nb when it did not).
+ * Block-wide: take the waiting requests of fetcher f's blocks into the
+ * fifo (at most FV_BATCH, and what the fifo holds); how many. Each thread
+ * looks at its own blocks.
  */
-GSOCK_DEVICE uint32_t fv_batch_read(struct gsock_dev gs,
-				    struct fv_server_args *a, int fd,
-				    const uint32_t *who, uint32_t nb,
-				    uint8_t *buf, uint32_t cap)
-{
-	uint32_t pos = 0, have = 0, i = 0;
-
-	while (i < nb) {
-		uint32_t end = 0;
-		long v = 0, r;
-
-		if (gs_tid() == 0)
-			end = fv_line_end_t0(buf + pos, have - pos);
-		end = (uint32_t)gs_bcast(end);
-		if (end) {
-			if (gs_tid() == 0)
-				v = fv_mc_parse_t0(buf + pos, end);
-			v = gs_bcast(v);
-		}
-		/* a whole reply in buf[pos, have)? */
-		if (end && (v < 0 || pos + end + (uint32_t)v + 2 <= have)) {
-			struct fv_ask *k = &a->asks[who[i]];
-			int32_t status = v == FV_E_UNKNOWN ? FV_E_UNKNOWN : 0;
-
-			if (v == FV_E_STORE)
-				return i; /* not a reply we can read past */
-			if (v >= 0 && v != FV_FEAT_BYTES)
-				status = FV_E_STORE; /* a wrong value: this one */
-			if (status == 0)
-				gs_copy(a->feats +
-						((size_t)who[i] * 2 + 1) * FV_NFEAT,
-					buf + pos + end, FV_FEAT_BYTES);
-			gs_sync();
-			if (gs_tid() == 0)
-				k->status = status;
-			pos += end + (v >= 0 ? (uint32_t)v + 2 : 0);
-			i++;
-			continue;
-		}
-		if ((!end && have - pos >= FV_MCBUF) ||
-		    (end && v > (long)cap - pos - end - 2))
-			return i; /* a line or a value that cannot fit */
-		r = app_recv_timed(gs, fd, buf + have, cap - have, 0,
-				   a->timeout_ms);
-		if (r <= 0)
-			return i;
-		have += (uint32_t)r;
-	}
-	return nb;
-}
-
-/*
- * Block-wide: take the waiting requests of fetcher f's blocks (at most
- * FV_BATCH) into who; how many. Each thread looks at its own blocks.
- */
-GSOCK_DEVICE uint32_t fv_batch_take(struct fv_server_args *a, uint32_t f,
-				    uint32_t *who)
+GSOCK_DEVICE uint32_t fv_take(struct fv_server_args *a, uint32_t f,
+			      struct fv_fetch *fs)
 {
 	GS_SHARED unsigned long long nb;
 	uint32_t mine = (a->blocks - f + a->fetchers - 1) / a->fetchers;
+	uint32_t room = FV_FIFO - (fs->tail - fs->head), n;
 
+	if (room > FV_BATCH)
+		room = FV_BATCH;
 	if (gs_tid() == 0)
 		nb = 0;
 	gs_sync();
@@ -168,78 +118,233 @@ GSOCK_DEVICE uint32_t fv_batch_take(struct fv_server_args *a, uint32_t f,
 		if (seq == k->taken)
 			continue;
 		i = gs_fetch_add64(&nb, 1);
-		if (i < FV_BATCH) { /* else it waits for the next batch */
+		if (i < room) { /* else it waits for the next turn */
 			k->taken = seq;
-			who[i] = b;
+			fs->fifo[(fs->tail + (uint32_t)i) % FV_FIFO] = b;
 		}
 	}
 	gs_sync();
-	return nb < FV_BATCH ? (uint32_t)nb : FV_BATCH;
+	n = nb < room ? (uint32_t)nb : room;
+	if (gs_tid() == 0) {
+		if (n && fs->head == fs->tail)
+			fs->quiet_since = gs_now_ns();
+		fs->tail += n;
+	}
+	gs_sync();
+	return n;
+}
+
+/*
+ * Block-wide: ask for fifo entries [from, tail) on the connection,
+ * opening one if there is none: 0, or -1 with the connection closed.
+ */
+GSOCK_DEVICE int fv_ask_batch(struct gsock_dev gs, struct fv_server_args *a,
+			      struct fv_fetch *fs, uint32_t from, char *text)
+{
+	long len = 0;
+	int fd;
+
+	if (gs_tid() == 0)
+		for (uint32_t i = from; i != fs->tail; i++) {
+			uint32_t b = fs->fifo[i % FV_FIFO] & ~FV_RETRIED;
+
+			text[len++] = 'm';
+			text[len++] = 'g';
+			text[len++] = ' ';
+			len += fv_key(text + len, gs_ld32(&a->asks[b].id));
+			text[len++] = ' ';
+			text[len++] = 'v';
+			text[len++] = '\r';
+			text[len++] = '\n';
+		}
+	len = gs_bcast(len);
+	fd = fs->fd;
+	if (fd < 0)
+		fd = fv_mc_open(gs, a);
+	if (fd >= 0 && gsend(gs, fd, text, (size_t)len, 0) != len) {
+		gclose(gs, fd);
+		fd = -1;
+	}
+	if (gs_tid() == 0)
+		fs->fd = fd;
+	gs_sync();
+	return fd < 0 ? -1 : 0;
+}
+
+/*
+ * Block-wide: the connection failed. Keys asked on it once already get
+ * FV_E_STORE; the others are asked once more on a fresh connection
+ * (memcached may have restarted since it was opened), in order; if that
+ * fails too, they all get FV_E_STORE.
+ */
+GSOCK_DEVICE void fv_fetch_fail(struct gsock_dev gs, struct fv_server_args *a,
+				struct fv_fetch *fs, char *text)
+{
+	if (fs->fd >= 0)
+		gclose(gs, fs->fd);
+	if (gs_tid() == 0) {
+		uint32_t n = 0;
+
+		fs->fd = -1;
+		for (uint32_t i = fs->head; i != fs->tail; i++) {
+			uint32_t e = fs->fifo[i % FV_FIFO];
+
+			if (e & FV_RETRIED)
+				fv_publish_t0(a, e, FV_E_STORE);
+			else
+				fs->fifo[(fs->head + n++) % FV_FIFO] =
+					e | FV_RETRIED;
+		}
+		fs->tail = fs->head + n;
+		fs->pos = fs->have = 0;
+		fs->quiet_since = gs_now_ns();
+	}
+	gs_sync();
+	if (fs->head != fs->tail && fv_ask_batch(gs, a, fs, fs->head, text)) {
+		if (gs_tid() == 0) {
+			for (; fs->head != fs->tail; fs->head++)
+				fv_publish_t0(a, fs->fifo[fs->head % FV_FIFO],
+					      FV_E_STORE);
+		}
+		gs_sync();
+	}
+}
+
+/*
+ * Block-wide: hand out every whole reply in the buffer; -1 when memcached
+ * said something that is no reply to "mg".
+ */
+GSOCK_DEVICE int fv_fetch_parse(struct fv_server_args *a, struct fv_fetch *fs,
+				const uint8_t *buf, uint32_t cap)
+{
+	for (;;) {
+		long v = 0, act = 0;
+		uint32_t end = 0, e;
+
+		if (gs_tid() == 0 && fs->head != fs->tail) {
+			end = fv_line_end_t0(buf + fs->pos, fs->have - fs->pos);
+			if (end)
+				v = fv_mc_parse_t0(buf + fs->pos, end);
+			if (!end)
+				act = fs->have - fs->pos >= FV_MCBUF ? -1 : 0;
+			else if (v == FV_E_STORE || (v > 0 && end + v + 2 > cap))
+				act = -1;
+			else
+				act = v < 0 || fs->pos + end + v + 2 <= fs->have;
+		}
+		act = gs_bcast(act);
+		if (act <= 0)
+			return (int)act;
+		v = gs_bcast(v);
+		end = (uint32_t)gs_bcast(end);
+		e = fs->fifo[fs->head % FV_FIFO] & ~FV_RETRIED;
+		if (v == FV_FEAT_BYTES)
+			gs_copy(a->feats + ((size_t)e * 2 + 1) * FV_NFEAT,
+				buf + fs->pos + end, FV_FEAT_BYTES);
+		gs_sync();
+		if (gs_tid() == 0) {
+			/* a value of the wrong size fails that key only */
+			fv_publish_t0(a, e,
+				      v == FV_FEAT_BYTES ? 0 :
+				      v == FV_E_UNKNOWN	 ? FV_E_UNKNOWN :
+							   FV_E_STORE);
+			fs->pos += end + (v >= 0 ? (uint32_t)v + 2 : 0);
+			fs->head++;
+			if (fs->pos == fs->have)
+				fs->pos = fs->have = 0;
+		}
+		gs_sync();
+	}
+}
+
+/* Block-wide: move the unparsed bytes of a full buffer to its start. */
+GSOCK_DEVICE void fv_fetch_compact(struct fv_fetch *fs, uint8_t *buf)
+{
+	uint32_t pos = fs->pos, n = fs->have - fs->pos;
+
+	/* in pieces no longer than the gap, so that no piece overlaps itself */
+	for (uint32_t o = 0; o < n; o += pos) {
+		gs_copy(buf + o, buf + pos + o, n - o < pos ? n - o : pos);
+		gs_sync();
+	}
+	if (gs_tid() == 0) {
+		fs->pos = 0;
+		fs->have = n;
+	}
+	gs_sync();
 }
 
 /* Fetcher f's loop, until the application stops. */
 GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 			     uint32_t f)
 {
-	GS_SHARED uint32_t who[FV_BATCH];
-	uint8_t *text = a->fetch_buf + (size_t)f * FV_FETCH_BUF;
-	uint8_t *buf = text + FV_FETCH_TEXT;
+	GS_SHARED struct fv_fetch fs;
+	char *text = (char *)a->fetch_buf + (size_t)f * FV_FETCH_BUF;
+	uint8_t *buf = (uint8_t *)text + FV_FETCH_TEXT;
+	const uint32_t cap = FV_FETCH_BUF - FV_FETCH_TEXT;
 	struct fv_block_stats *st = &a->stats[a->blocks + f];
 	unsigned idle = 0;
-	int fd = -1;
 
+	if (gs_tid() == 0) {
+		fs.head = fs.tail = fs.pos = fs.have = 0;
+		fs.fd = -1;
+	}
+	gs_sync();
 	for (;;) {
-		uint32_t nb = 0, done = 0, len = 0;
-		long err = 0;
+		uint32_t from = fs.tail, nb = fv_take(a, f, &fs);
+		int busy = nb != 0;
+		long r, err = 0;
 
-		nb = fv_batch_take(a, f, who);
-		if (gs_tid() == 0 && !nb) {
+		if (nb) {
+			if (gs_tid() == 0) {
+				st->conns++; /* batches */
+				st->requests += nb; /* keys */
+			}
+			if (fv_ask_batch(gs, a, &fs, from, text))
+				fv_fetch_fail(gs, a, &fs, text);
+		}
+		if (fs.head != fs.tail) {
+			if (fs.have == cap && fs.pos)
+				fv_fetch_compact(&fs, buf);
+			r = grecv(gs, fs.fd, buf + fs.have, cap - fs.have,
+				  MSG_DONTWAIT);
+			if (r > 0) {
+				if (gs_tid() == 0) {
+					fs.have += (uint32_t)r;
+					fs.quiet_since = gs_now_ns();
+				}
+				gs_sync();
+				busy = 1;
+				if (fv_fetch_parse(a, &fs, buf, cap) < 0)
+					fv_fetch_fail(gs, a, &fs, text);
+			} else {
+				long gone = r != -EAGAIN;
+
+				if (gs_tid() == 0 && !gone)
+					gone = gs_now_ns() - fs.quiet_since >
+					       1000000ull * a->timeout_ms;
+				if (gs_bcast(gone)) /* gone, or silent too long */
+					fv_fetch_fail(gs, a, &fs, text);
+			}
+		}
+		if (busy) {
+			idle = 0;
+			continue;
+		}
+		if (gs_tid() == 0) {
 			err = gs_world_error(gs);
 			if (!err)
 				gs_relax(idle++);
 		}
 		if (gs_bcast(err))
 			break;
-		if (!nb)
-			continue;
-		idle = 0;
-		if (gs_tid() == 0)
-			len = fv_batch_text_t0(a, who, nb, (char *)text);
-		len = (uint32_t)gs_bcast(len);
-		/* a connection made earlier may be dead (memcached restarted): once more */
-		for (int fresh = fd < 0, tries = 2; tries && done < nb;
-		     tries--) {
-			if (fd < 0) {
-				fd = fv_mc_open(gs, a);
-				fresh = 1;
-			}
-			if (fd < 0)
-				break;
-			if (gsend(gs, fd, text, len, 0) == (long)len)
-				done = fv_batch_read(gs, a, fd, who, nb, buf,
-						     FV_FETCH_BUF - FV_FETCH_TEXT);
-			if (done < nb) {
-				gclose(gs, fd);
-				fd = -1;
-			}
-			if (done || fresh)
-				break; /* asked again, the replies read would repeat */
-		}
-		if (gs_tid() == 0) {
-			for (uint32_t i = 0; i < nb; i++) {
-				struct fv_ask *k = &a->asks[who[i]];
-
-				if (i >= done)
-					k->status = FV_E_STORE;
-				gs_st64(&k->done, k->taken);
-			}
-			st->conns++; /* batches */
-			st->requests += nb; /* keys */
-		}
-		gs_sync();
 	}
-	if (fd >= 0)
-		gclose(gs, fd);
+	if (gs_tid() == 0)
+		for (; fs.head != fs.tail; fs.head++)
+			fv_publish_t0(a, fs.fifo[fs.head % FV_FIFO],
+				      FV_E_STORE);
+	if (fs.fd >= 0)
+		gclose(gs, fs.fd);
 }
 
 /* The block's request for the features of id goes to its fetcher. */
@@ -258,8 +363,9 @@ GSOCK_DEVICE void fv_ask(struct fv_server_args *a, uint32_t b, uint32_t id,
 /*
  * Wait for the fetcher's answer to request seq of block b: 0 (the
  * features are in the block's buffer), FV_E_UNKNOWN or FV_E_STORE. The
- * fetcher bounds each memcached wait by the timeout; this wait by twice
- * that, in case the fetcher itself is stuck.
+ * fetcher bounds its memcached waits by the timeout (twice, when it asks
+ * again on a fresh connection); this wait by three times that, in case the
+ * fetcher itself is stuck.
  */
 GSOCK_DEVICE int fv_answer(struct gsock_dev gs, struct fv_server_args *a,
 			   uint32_t b, uint64_t seq)
@@ -268,7 +374,7 @@ GSOCK_DEVICE int fv_answer(struct gsock_dev gs, struct fv_server_args *a,
 	long r = 0;
 
 	if (gs_tid() == 0) {
-		uint64_t until = gs_now_ns() + 2000000ull * a->timeout_ms;
+		uint64_t until = gs_now_ns() + 3000000ull * a->timeout_ms;
 		unsigned turn = 0;
 
 		while (gs_ld64(&k->done) != seq) {
