@@ -14,7 +14,7 @@
 
 #define FV_MCBUF 128 /* longest memcached reply line read */
 #define FV_IO_BYTES 64 /* per block: request header, response */
-#define FV_FETCHERS 4 /* fetcher blocks by default */
+#define FV_FETCHERS 8 /* fetcher blocks by default */
 #define FV_BATCH 64 /* keys a fetcher asks memcached for in one write */
 #define FV_FIFO 256 /* keys a fetcher has in flight at most */
 #define FV_FETCH_TEXT (FV_FIFO * 32) /* "mg fv:<id> v" lines of those */

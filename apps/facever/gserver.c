@@ -25,7 +25,7 @@ static void usage(FILE *f)
 		"  -l, --listen ADDR      HOST:PORT, [V6]:PORT, PORT or /unix/path (default 7100)\n"
 		"  -M, --memcached ADDR   where the reference features are (default 127.0.0.1:11211)\n"
 		"  -b, --blocks N         threadblocks, one connection each at a time (default 64)\n"
-		"  -F, --fetchers N       blocks that fetch from memcached for them, in batches (default 4)\n"
+		"  -F, --fetchers N       blocks that fetch from memcached for them, in batches (default 8)\n"
 		"  -t, --threads N        threads per block, at most 256 (default 256; host backend: 1)\n"
 		"  -T, --threshold D      largest chi-square distance of a match (default %.2f)\n"
 		"  -P, --reuseport        share the port with other servers (SO_REUSEPORT)\n"
