@@ -25,7 +25,7 @@ static void usage(FILE *f)
 		"  -l, --listen ADDR      HOST:PORT, [V6]:PORT, PORT or /unix/path (default 7100)\n"
 		"  -M, --memcached ADDR   where the reference features are (default 127.0.0.1:11211)\n"
 		"  -b, --blocks N         threadblocks, one connection each at a time (default 64)\n"
-		"  -F, --fetchers N       blocks that fetch from memcached for them, in batches (default 8)\n"
+		"  -F, --fetchers N       blocks that fetch from memcached for them, in batches (default 8, or -b if fewer)\n"
 		"  -t, --threads N        threads per block, at most 256 (default 256; host backend: 1)\n"
 		"  -T, --threshold D      largest chi-square distance of a match (default %.2f)\n"
 		"  -P, --reuseport        share the port with other servers (SO_REUSEPORT)\n"
@@ -75,7 +75,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *listen_at = "7100", *mc_at = "127.0.0.1:11211";
-	unsigned blocks = 64, threads = 256, fetchers = FV_FETCHERS;
+	unsigned blocks = 64, threads = 256, fetchers = 0; /* 0: automatic */
 	struct gsock_opts go = { .ring_size = 131072 };
 	struct fv_server_args *a = NULL;
 	struct gsock_ctx *ctx;
@@ -124,6 +124,8 @@ int main(int argc, char **argv)
 			return EX_USAGE;
 		}
 	}
+	if (!fetchers)
+		fetchers = blocks < FV_FETCHERS ? blocks : FV_FETCHERS;
 	if (!blocks || !threads || threads > FV_THREADS || timeout_ms <= 0 ||
 	    !(threshold > 0) || !fetchers || fetchers > blocks) {
 		fprintf(stderr,
