@@ -115,7 +115,8 @@ GSOCK_DEVICE uint32_t fv_take(struct fv_server_args *a, uint32_t f,
 		struct fv_ask *k = &a->asks[b];
 		uint64_t seq = gs_ld64(&k->seq), i;
 
-		if (seq == k->taken)
+		/* nor while an earlier one of the block is in flight (it gave up) */
+		if (seq == k->taken || k->done != k->taken)
 			continue;
 		i = gs_fetch_add64(&nb, 1);
 		if (i < room) { /* else it waits for the next turn */
