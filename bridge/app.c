@@ -325,10 +325,8 @@ static void make_room(void)
  */
 void br_app_accept(int ctl_listen_fd)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
-	struct br_app *a;
 	int fd;
 
 	fd = accept4(ctl_listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -343,8 +341,22 @@ void br_app_accept(int ctl_listen_fd)
 		br_warn("refusing control connection from uid %d (pid %d): gsockd serves uid %d only",
 			(int)cred.uid, (int)cred.pid, (int)br.uid);
 		reply(fd, -EACCES, "gsockd serves another user");
-		goto err_close;
+		close(fd);
+		return;
 	}
+	br_app_new(fd, &cred);
+}
+
+/*
+ * Control connection fd of a peer already checked: a pending application
+ * (or a refusal and fd closed). The fuzzer (t/fuzz_ctl.c) comes in here.
+ */
+struct br_app *br_app_new(int fd, const struct ucred *peer)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct ucred cred = *peer;
+	struct br_app *a;
+
 	if (br.napps >= (uint32_t)br.conf.max_apps) {
 		br_warn("refusing application pid %d: %ld applications registered already (max_apps)",
 			(int)cred.pid, br.conf.max_apps);
@@ -381,9 +393,10 @@ void br_app_accept(int ctl_listen_fd)
 	br.apps = a;
 	br.npending++;
 	welcome(fd);
-	return;
+	return a;
 err_close:
 	close(fd);
+	return NULL;
 }
 
 /* Hand the application to the workers that serve its queues. */

@@ -218,6 +218,8 @@ void br_wake(int eventfd);
 
 /* app.c */
 void br_app_accept(int ctl_listen_fd);
+struct ucred;
+struct br_app *br_app_new(int fd, const struct ucred *peer);
 void br_app_event(struct br_app *a, uint32_t events);
 void br_app_sweep(uint64_t now);
 int br_app_poll(struct br_worker *w, struct br_app *a);
@@ -235,6 +237,13 @@ void br_reap(void);
 
 /* worker.c */
 int br_workers_start(void);
+/* Worker i's epoll set and wake-up, no thread: 0 or -1 (logged). */
+int br_worker_init(struct br_worker *w, uint32_t i);
+/*
+ * One turn of worker w on the calling thread, waiting for nothing: what
+ * the fuzzer (t/fuzz_ctl.c) drives in place of worker threads.
+ */
+int br_worker_turn(struct br_worker *w);
 void br_workers_stop(void);
 void br_worker_post(struct br_worker *w, struct br_msg *m);
 struct br_worker *br_self(void);

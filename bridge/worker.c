@@ -257,6 +257,37 @@ static uint32_t worker_count(void)
 	return n < 1 ? 1 : n > 8 ? 8 : (uint32_t)n;
 }
 
+int br_worker_init(struct br_worker *w, uint32_t i)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &w->wake_ev };
+
+	w->idx = i;
+	w->wake_ev.kind = BR_EV_WAKE;
+	w->inbox_tail = &w->inbox;
+	snprintf(w->name, sizeof(w->name), "gsockd-w%u", i % 100u);
+	pthread_mutex_init(&w->lock, NULL);
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->epfd < 0 || w->wake_fd < 0 ||
+	    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0) {
+		br_err("cannot create worker %u's epoll set: %s", i,
+		       strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int br_worker_turn(struct br_worker *w)
+{
+	int work;
+
+	self = w;
+	work = io_turn(w, 0);
+	work |= drain_inbox(w) > 0;
+	work |= poll_apps(w);
+	return work;
+}
+
 int br_workers_start(void)
 {
 	br.nworkers = worker_count();
@@ -265,22 +296,9 @@ int br_workers_start(void)
 		return -1;
 	for (uint32_t i = 0; i < br.nworkers; i++) {
 		struct br_worker *w = &br.workers[i];
-		struct epoll_event ev = { .events = EPOLLIN,
-					  .data.ptr = &w->wake_ev };
 
-		w->idx = i;
-		w->wake_ev.kind = BR_EV_WAKE;
-		w->inbox_tail = &w->inbox;
-		snprintf(w->name, sizeof(w->name), "gsockd-w%u", i % 100u);
-		pthread_mutex_init(&w->lock, NULL);
-		w->epfd = epoll_create1(EPOLL_CLOEXEC);
-		w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (w->epfd < 0 || w->wake_fd < 0 ||
-		    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0) {
-			br_err("cannot create worker %u's epoll set: %s", i,
-			       strerror(errno));
+		if (br_worker_init(w, i))
 			return -1;
-		}
 		errno = pthread_create(&w->thread, NULL, worker_main, w);
 		if (errno) {
 			br_err("cannot start worker %u: %s", i,
