@@ -4,11 +4,12 @@
 # hello_timeout_ms) with a reply that says why, and never lock a real
 # application out; a refusal reaches the application with its reason;
 # limits on an arena's sockets and slots are named; gsockd's log holds
-# back a flood of like lines and says how many it held.
+# back a flood of like lines and says how many it held; more clients than
+# a GPU server holds wait their turn without breaking the others.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
-plan 17
+plan 20
 
 ABUSE="python3 $GSOCK_SRC/t/ctl_abuse.py"
 GSOCKD_CONF=$TMP/gsock.conf
@@ -73,6 +74,18 @@ ok $? "2000 slots are refused naming max_slots: $(cat "$TMP/big")"
 $ABUSE big "$GSOCK_CONTROL" 4096 1024 >"$TMP/big" 2>&1
 is "$(cat "$TMP/big")" registered "the limits themselves are allowed"
 
+# More clients than a GPU server holds: the ones it holds are served, the
+# rest wait in the listen queue (as at any full server), nothing breaks.
+"$SERVER" -l 127.0.0.1:0 -b 2 -m 8 >"$TMP/crowd-server.out" 2>&1 &
+CS=$!
+PIDS="$PIDS $CS"
+for _ in $(seq 100); do grep -q 'listening on' "$TMP/crowd-server.out" && break; sleep 0.05; done
+CPORT=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/crowd-server.out")
+timeout 60 $ABUSE crowd "$CPORT" 60 >"$TMP/crowd" 2>&1
+is "$(head -1 "$TMP/crowd")" "echoed 16 waiting 44 other 0" "60 clients at a server of 2 x 8 connections: 16 served, 44 wait, none broken"
+is "$(sed -n 2p "$TMP/crowd")" "again 16" "the 16 go on being served"
+is "$(sed -n 3p "$TMP/crowd")" "after ok" "once they leave, a new client is served"
+kill "$CS"
 kill -0 "$GSOCKD_PID"
 ok $? "gsockd still runs"
 timeout 30 python3 "$PY" sizes "$PORT" 10 100000 >/dev/null 2>&1

@@ -10,6 +10,10 @@
                          line each: "registered" or "refused STATUS MESSAGE"
   big PATH NSOCKS NSLOTS one arena of that geometry: "registered" or
                          "refused STATUS MESSAGE"
+  crowd PORT N           N clients at once at an echo server on PORT, each
+                         sends a line: "echoed E waiting W other O", then
+                         whether the echoed ones still echo ("again A") and,
+                         once all are closed, a new client ("after ok")
 """
 import os
 import select
@@ -80,6 +84,46 @@ def register(path, nsocks=4, nslots=4):
     return None, a
 
 
+def crowd(port, n):
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    echoed, waiting, other = [], 0, 0
+    for i, s in enumerate(socks):
+        s.settimeout(1)
+        msg = b"crowd %d\n" % i
+        try:
+            s.sendall(msg)
+            got = b""
+            while len(got) < len(msg):
+                d = s.recv(len(msg) - len(got))
+                if not d:
+                    break
+                got += d
+            if got == msg:
+                echoed.append(s)
+            else:
+                other += 1
+        except socket.timeout:
+            waiting += 1
+        except OSError:
+            other += 1
+    print("echoed %d waiting %d other %d" % (len(echoed), waiting, other), flush=True)
+    again = 0
+    for s in echoed:
+        try:
+            s.sendall(b"again\n")
+            again += s.recv(16) == b"again\n"
+        except OSError:
+            pass
+    print("again %d" % again, flush=True)
+    for s in socks:
+        s.close()
+    time.sleep(0.5)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(5)
+    s.sendall(b"after\n")
+    print("after " + ("ok" if s.recv(16) == b"after\n" else "bad"), flush=True)
+
+
 def main(argv):
     what, path = argv[1], argv[2]
     if what == "idle":
@@ -90,6 +134,8 @@ def main(argv):
         for s, _ in held:
             if s:
                 s.close()
+    elif what == "crowd":
+        crowd(int(path), int(argv[3]))
     elif what == "big":
         register(path, int(argv[3]), int(argv[4]))
     else:
