@@ -26,7 +26,7 @@ void br_conf_defaults(struct br_conf *c)
 	c->max_arena_mb = 4096;
 	c->max_sockets = 65536;
 	c->max_slots = 65536;
-	c->hello_timeout_ms = 2000;
+	c->hello_timeout_ms = 10000;
 	c->accept_queue = 128;
 	c->linger_ms = 5000;
 	c->workers = 0;

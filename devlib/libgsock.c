@@ -316,6 +316,36 @@ static size_t gs_local_size(const struct gsock_ctx *ctx)
 	       ctx->hdr->nsocks * sizeof(struct gs_lsock);
 }
 
+/*
+ * Make the device's context before gsockd is asked for anything: it can
+ * take seconds, and gsockd gives a connection hello_timeout_ms to hand
+ * over its arena.
+ */
+static int gs_device_open(char *err, size_t len)
+{
+#ifdef GSOCK_USE_CUDA
+	cudaError_t e = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync |
+					   cudaDeviceMapHost);
+
+	if (e != cudaSuccess && e != cudaErrorSetOnActiveProcess) {
+		say(err, len, "cannot set up the GPU: %s",
+		    cudaGetErrorString(e));
+		return -1;
+	}
+	(void)cudaGetLastError();
+	e = cudaFree(NULL); /* the context, now */
+	if (e != cudaSuccess) {
+		say(err, len, "cannot set up the GPU: %s",
+		    cudaGetErrorString(e));
+		return -1;
+	}
+#else
+	(void)err;
+	(void)len;
+#endif
+	return 0;
+}
+
 /* Map the arena into the device's address space; make the local state. */
 static int gs_device_map(struct gsock_ctx *ctx, char *err, size_t len)
 {
@@ -323,11 +353,6 @@ static int gs_device_map(struct gsock_ctx *ctx, char *err, size_t len)
 	cudaError_t e;
 	void *dev = NULL;
 
-	e = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync |
-			       cudaDeviceMapHost);
-	if (e != cudaSuccess && e != cudaErrorSetOnActiveProcess)
-		goto err_cuda;
-	(void)cudaGetLastError();
 	e = cudaHostRegister(ctx->base, ctx->layout.size,
 			     cudaHostRegisterMapped);
 	if (e != cudaSuccess)
@@ -445,6 +470,8 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 		say(err, errlen, "cannot create a pipe: %s", strerror(errno));
 		goto err_free;
 	}
+	if (gs_device_open(err, errlen))
+		goto err_free;
 	ctx->ctl_fd = gs_connect_control(opts ? opts : &none, err, errlen);
 	if (ctx->ctl_fd < 0)
 		goto err_free;
