@@ -51,13 +51,13 @@ grep -Eq 'not logged|more like it not logged' "$TMP/gsockd.log"
 ok $? "and the log says how many lines it held back"
 
 # max_apps: the echo server and 3 more fit; the next is refused with why.
-$ABUSE hold "$GSOCK_CONTROL" 4 3 >"$TMP/hold" 2>&1 &
+$ABUSE hold "$GSOCK_CONTROL" 4 8 >"$TMP/hold" 2>&1 &
 HOLD=$!
-sleep 1
+for _ in $(seq 200); do [ "$(wc -l <"$TMP/hold")" -ge 4 ] && break; sleep 0.05; done
 is "$(grep -c '^registered' "$TMP/hold")" 3 "3 more applications register beside the server (max_apps 4)"
 grep -q '^refused -87 too many applications: 4 are registered (max_apps in gsock.conf)' "$TMP/hold"
 ok $? "the fifth is refused with the reason ($(grep refused "$TMP/hold" | head -1))"
-"$SERVER" -l 127.0.0.1:0 -b 1 >"$TMP/s2.out" 2>"$TMP/s2.err" &
+timeout 10 "$SERVER" -l 127.0.0.1:0 -b 1 >"$TMP/s2.out" 2>"$TMP/s2.err" &
 S2=$!
 wait $S2
 grep -q 'too many applications.*max_apps' "$TMP/s2.err"

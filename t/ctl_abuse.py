@@ -86,19 +86,18 @@ def register(path, nsocks=4, nslots=4):
 
 def crowd(port, n):
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    msgs = [b"crowd %d\n" % i for i in range(n)]
+    for s, m in zip(socks, msgs):
+        s.sendall(m)
+    time.sleep(1.5)  # the served ones answer well within this
     echoed, waiting, other = [], 0, 0
-    for i, s in enumerate(socks):
-        s.settimeout(1)
-        msg = b"crowd %d\n" % i
+    for s, m in zip(socks, msgs):
+        s.settimeout(0.2)
         try:
-            s.sendall(msg)
-            got = b""
-            while len(got) < len(msg):
-                d = s.recv(len(msg) - len(got))
-                if not d:
-                    break
-                got += d
-            if got == msg:
+            got = s.recv(len(m))
+            while got and len(got) < len(m):
+                got += s.recv(len(m) - len(got))
+            if got == m:
                 echoed.append(s)
             else:
                 other += 1
@@ -109,6 +108,7 @@ def crowd(port, n):
     print("echoed %d waiting %d other %d" % (len(echoed), waiting, other), flush=True)
     again = 0
     for s in echoed:
+        s.settimeout(5)
         try:
             s.sendall(b"again\n")
             again += s.recv(16) == b"again\n"
