@@ -321,9 +321,10 @@ static void make_room(void)
 
 /*
  * A new control connection: check who it is and wait (in epoll, never
- * blocking the loop) for its hello, until hello_timeout_ms.
+ * blocking the loop) for its hello, until hello_timeout_ms. Returns
+ * whether there was one.
  */
-void br_app_accept(int ctl_listen_fd)
+int br_app_accept(int ctl_listen_fd)
 {
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
@@ -334,7 +335,7 @@ void br_app_accept(int ctl_listen_fd)
 		if (errno != EAGAIN)
 			br_warn("accept on the control socket failed: %s",
 				strerror(errno));
-		return;
+		return 0;
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
 	    (cred.uid != br.uid && cred.uid != 0)) {
@@ -342,9 +343,10 @@ void br_app_accept(int ctl_listen_fd)
 			(int)cred.uid, (int)cred.pid, (int)br.uid);
 		reply(fd, -EACCES, "gsockd serves another user");
 		close(fd);
-		return;
+		return 1;
 	}
 	br_app_new(fd, &cred);
+	return 1;
 }
 
 /*

@@ -217,7 +217,7 @@ uint64_t br_now_ns(void);
 void br_wake(int eventfd);
 
 /* app.c */
-void br_app_accept(int ctl_listen_fd);
+int br_app_accept(int ctl_listen_fd);
 struct ucred;
 struct br_app *br_app_new(int fd, const struct ucred *peer);
 void br_app_event(struct br_app *a, uint32_t events);

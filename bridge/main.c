@@ -118,7 +118,7 @@ static int control_open(const char *path)
 	}
 	umask(old);
 	/* rename() replaces a stale socket of a dead gsockd, atomically. */
-	if (chmod(tmp, 0600) < 0 || listen(fd, 64) < 0 || rename(tmp, path) < 0) {
+	if (chmod(tmp, 0600) < 0 || listen(fd, SOMAXCONN) < 0 || rename(tmp, path) < 0) {
 		br_err("cannot listen on the control socket %s: %s", path,
 		       strerror(errno));
 		goto err_unlink;
@@ -149,7 +149,8 @@ static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
 
 	switch (e->kind) {
 	case BR_EV_CONTROL:
-		br_app_accept(ctl_fd);
+		for (int i = 0; i < 64 && br_app_accept(ctl_fd); i++)
+			; /* a burst in one turn, and the loop goes on */
 		break;
 	case BR_EV_APP:
 		br_app_event((struct br_app *)e, ev->events);

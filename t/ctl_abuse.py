@@ -38,8 +38,13 @@ def connect(path):
     """A control connection, its welcome (or refusal) not yet read."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.settimeout(5)
-    s.connect(path)
-    return s
+    for _ in range(500):  # a full listen queue: EAGAIN on a unix socket
+        try:
+            s.connect(path)
+            return s
+        except BlockingIOError:
+            time.sleep(0.01)
+    raise SystemExit("cannot connect to %s: its listen queue stays full" % path)
 
 
 def idle(path, n, secs):
