@@ -470,7 +470,7 @@ GSOCK_KERNEL_FIT(fv_server_kernel, gs, arg, FV_THREADS, FV_PER_SM)
 {
 	struct fv_server_args *a = (struct fv_server_args *)arg;
 	struct fv_block_stats *st = &a->stats[gs_bid()];
-	uint64_t seq = 0; /* this block's requests to its fetcher */
+	uint64_t seq = 0; /* requests to the fetcher: thread 0 counts, reads */
 	long lfd;
 
 	if (gs_bid() >= a->blocks) {
