@@ -39,14 +39,6 @@ static struct br_ev control_ev = { BR_EV_CONTROL };
 static struct br_ev signal_ev = { BR_EV_SIGNAL };
 static struct br_ev wake_ev = { BR_EV_WAKE };
 
-uint64_t br_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bridge.h"
@@ -27,6 +28,14 @@ static __thread struct br_worker *self;
 struct br_worker *br_self(void)
 {
 	return self;
+}
+
+uint64_t br_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 void br_wake(int eventfd)

@@ -45,14 +45,6 @@
 
 struct br br; /* gsockd's state; main.c's, which is not linked here */
 
-uint64_t br_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 enum {
 	F_HELLO = 1,
 	F_MEMFD = 2,
