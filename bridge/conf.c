@@ -24,7 +24,7 @@ void br_conf_defaults(struct br_conf *c)
 	c->log_level = BR_LOG_INFO;
 	c->max_apps = 64;
 	c->max_arena_mb = 4096;
-	c->max_sockets = 65536;
+	c->max_sockets = 262144;
 	c->max_slots = 65536;
 	c->hello_timeout_ms = 10000;
 	c->accept_queue = 128;

@@ -165,7 +165,7 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_STR("log", "stderr", CFGF_NONE),
 		CFG_INT("max_apps", 64, CFGF_NONE),
 		CFG_INT("max_arena_mb", 4096, CFGF_NONE),
-		CFG_INT("max_sockets", 65536, CFGF_NONE),
+		CFG_INT("max_sockets", 262144, CFGF_NONE),
 		CFG_INT("max_slots", 65536, CFGF_NONE),
 		CFG_INT("hello_timeout_ms", 10000, CFGF_NONE),
 		CFG_INT("accept_queue", 128, CFGF_NONE),
