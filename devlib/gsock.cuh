@@ -74,6 +74,7 @@ struct gsock_dev {
 	uint32_t ring_size;
 	uint32_t db_size;
 	uint32_t nqueues;
+	uint32_t poll_ns; /* gsock_opts.poll_ns */
 };
 
 /* gsetsockopt level for options that live on the device side. */
@@ -127,6 +128,8 @@ GSOCK_DEVICE int gs_wait_turn(struct gsock_dev gs, unsigned *turn)
 	if (err)
 		return err;
 	gs_relax((*turn)++);
+	if (gs.poll_ns && *turn > 2)
+		gs_pause(gs.poll_ns);
 	return 0;
 }
 

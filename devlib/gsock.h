@@ -24,6 +24,13 @@ struct gsock_opts {
 	uint32_t nslots; /* blocks that may run g-calls at once (256) */
 	uint32_t nsocks; /* sockets open at once (128) */
 	uint32_t ring_size; /* bytes per rx and per tx ring, power of two (64 KiB) */
+	/*
+	 * cuda: a block that has waited a few turns sleeps this long between
+	 * its reads of host memory (0: $GSOCK_POLL_NS, else none). Fewer
+	 * reads cross PCIe from many waiting blocks, for at most this much
+	 * more latency. The host backend's waits already yield.
+	 */
+	uint32_t poll_ns;
 };
 
 /* The backend this library was built for: "cuda" or "host". */

@@ -142,6 +142,12 @@ GSOCK_DEVICE uint64_t gs_now_ns(void)
 	return t;
 }
 
+/* Sleep about ns nanoseconds (the hardware caps one sleep at 1 ms). */
+GSOCK_DEVICE void gs_pause(uint32_t ns)
+{
+	__nanosleep(ns);
+}
+
 /* Back off in a wait loop: iteration i of the wait. */
 GSOCK_DEVICE void gs_relax(unsigned i)
 {
@@ -252,6 +258,12 @@ GSOCK_DEVICE uint64_t gs_now_ns(void)
  * briefly, then yield, then sleep, so that waiting blocks leave the CPU to
  * the bridge and to the blocks that have work.
  */
+/* The host backend's waits yield already (gs_relax): no extra pause. */
+GSOCK_DEVICE void gs_pause(uint32_t ns)
+{
+	(void)ns;
+}
+
 GSOCK_DEVICE void gs_relax(unsigned i)
 {
 	struct timespec ts = { 0, 20000 };

@@ -66,6 +66,7 @@ struct gsock_ctx {
 	int watching;
 	pthread_mutex_t lock;
 	uint32_t next_slot;
+	uint32_t poll_ns; /* gsock_opts.poll_ns or $GSOCK_POLL_NS */
 	struct gs_launch *launches;
 #ifdef GSOCK_USE_CUDA
 	int device;
@@ -452,6 +453,26 @@ static int gs_arena_create(struct gsock_ctx *ctx, const struct gsock_opts *o,
 	return 0;
 }
 
+/* $GSOCK_POLL_NS: nanoseconds, 0 to 1000000; anything else is ignored. */
+static uint32_t env_poll_ns(void)
+{
+	const char *s = getenv("GSOCK_POLL_NS");
+	char *end;
+	unsigned long v;
+
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v > 1000000) {
+		fprintf(stderr,
+			"libgsock: GSOCK_POLL_NS=%s is not 0 to 1000000 nanoseconds; ignored\n",
+			s);
+		return 0;
+	}
+	return (uint32_t)v;
+}
+
 struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 			     size_t errlen)
 {
@@ -484,6 +505,7 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 		goto err_free;
 	}
 	ctx->watching = 1;
+	ctx->poll_ns = opts && opts->poll_ns ? opts->poll_ns : env_poll_ns();
 	return ctx;
 err_free:
 	gsock_fini(ctx);
@@ -508,6 +530,7 @@ static struct gsock_dev gs_dev_view(struct gsock_ctx *ctx, uint32_t base)
 	d.ring_size = h->ring_size;
 	d.db_size = h->db_size;
 	d.nqueues = h->nqueues;
+	d.poll_ns = ctx->poll_ns;
 	return d;
 }
 
