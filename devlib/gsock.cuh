@@ -229,6 +229,22 @@ GSOCK_DEVICE long gs_bcast(long v)
 	return v;
 }
 
+/* The sum of every thread's v, to every thread. */
+GSOCK_DEVICE uint64_t gs_sum64(uint64_t v)
+{
+	GS_SHARED unsigned long long shared_sum;
+
+	if (gs_tid() == 0)
+		shared_sum = 0;
+	gs_sync();
+	if (v)
+		gs_fetch_add64(&shared_sum, v);
+	gs_sync();
+	v = shared_sum;
+	gs_sync();
+	return v;
+}
+
 /* Block-wide command; out_addr (any thread's own) receives the reply's sockaddr. */
 GSOCK_DEVICE long gs_command(struct gsock_dev gs, uint32_t op, int fd,
 			     int64_t a0, int64_t a1, int64_t a2,
@@ -829,7 +845,9 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 		return gs_ld32(&s->accept_pending) ? (p->events & POLLIN) : 0;
 	if (gs_rx_refresh_t0(s, ls) || (st & GS_ST_RX_EOF))
 		ev |= POLLIN;
-	if ((ls->flags & GS_LS_CONNECTED) && !(ls->flags & GS_LS_TX_SHUT)) {
+	/* Each read here is a PCIe round trip: none for events not asked. */
+	if ((p->events & POLLOUT) && (ls->flags & GS_LS_CONNECTED) &&
+	    !(ls->flags & GS_LS_TX_SHUT)) {
 		ls->tx_head_seen = gs_ld64(&s->tx_head);
 		if (ls->tx_tail - ls->tx_head_seen < gs.ring_size)
 			ev |= POLLOUT;
@@ -866,6 +884,23 @@ GSOCK_DEVICE uint64_t gs_events_all(struct gsock_dev gs)
 	return n;
 }
 
+/*
+ * The same count, read by the block's threads side by side (one PCIe
+ * round trip, not one per worker), leaving thread 0 free for a read of
+ * its own meanwhile where the block has other threads; every thread
+ * gets it.
+ */
+GSOCK_DEVICE uint64_t gs_events_all_block(struct gsock_dev gs)
+{
+	unsigned n = gs_bdim(), first = n > 1, t = gs_tid();
+	uint64_t v = 0;
+
+	if (t >= first)
+		for (uint32_t q = t - first; q < gs.nqueues; q += n - first)
+			v += gs_ld64(&gs.dbq[q].events);
+	return gs_sum64(v);
+}
+
 GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		       long timeout_us)
 {
@@ -892,12 +927,11 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 	for (;;) {
 		int mine = 0;
 
-		/* What the bridge did before this scan is in it. */
-		if (gs_tid() == 0) {
+		/* What the bridge did before this scan is in it (the sum's
+		 * barriers order these reads before the scan's). */
+		if (gs_tid() == 0)
 			seen = gs_ld64(wake);
-			all = gs_events_all(gs);
-		}
-		gs_sync();
+		all = gs_events_all_block(gs);
 		for (int k = (int)gs_tid(); k < nfds; k += (int)gs_bdim()) {
 			fds[k].revents = gs_poll_one(gs, &fds[k]);
 			mine |= fds[k].revents != 0;
