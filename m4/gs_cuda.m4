@@ -1,4 +1,4 @@
-# serial 1
+# serial 2
 # GS_CHECK_CUDA: find the CUDA toolkit, after openucx/ucx config/m4/cuda.m4.
 #
 # --with-cuda[=DIR] (default guess): host code links libcudart; the stub
@@ -28,6 +28,7 @@ AS_IF([test "x$with_cuda" != xno], [
 		[gs_cuda_dir=$with_cuda])
 	CUDA_CPPFLAGS="-I$gs_cuda_dir/include"
 	CUDA_LDFLAGS="-L$gs_cuda_dir/lib64 -L$gs_cuda_dir/lib64/stubs"
+	CUDA_RT_LDFLAGS="-L$gs_cuda_dir/lib64" # for gsock-cuda.pc: no stubs at run time
 	gs_save_CPPFLAGS=$CPPFLAGS
 	gs_save_LDFLAGS=$LDFLAGS
 	CPPFLAGS="$CPPFLAGS $CUDA_CPPFLAGS"
@@ -45,12 +46,13 @@ AS_IF([test "x$with_cuda" != xno], [
 AS_IF([test "x$gs_nvcc_happy" != xyes], [
 	AS_IF([test "x$with_cuda" = xguess],
 		[AC_MSG_WARN([no CUDA toolkit found: building the host backend only])])
-	CUDA_CPPFLAGS= ; CUDA_LDFLAGS= ; CUDA_LIBS=
+	CUDA_CPPFLAGS= ; CUDA_LDFLAGS= ; CUDA_LIBS= ; CUDA_RT_LDFLAGS=
 ])
 AM_CONDITIONAL([HAVE_CUDA], [test "x$gs_cuda_happy" = xyes])
 AM_CONDITIONAL([HAVE_NVCC], [test "x$gs_nvcc_happy" = xyes])
 AC_SUBST([CUDA_CPPFLAGS])
 AC_SUBST([CUDA_LDFLAGS])
 AC_SUBST([CUDA_LIBS])
+AC_SUBST([CUDA_RT_LDFLAGS])
 AC_SUBST([NVCC_GENCODE])
 ])
