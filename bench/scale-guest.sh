@@ -7,7 +7,7 @@
 # open-file limit can be raised past 20,000. Prints TAP and "# key=value"
 # figures for bench/scale-vm to record.
 N=${SCALE_N:-65536}
-B=256
+B=64
 M=$(((N + 1 + B - 1) / B + 1)) # connections per block: all of them, and a spare
 T=/tmp/scale
 mkdir -p $T
@@ -25,7 +25,7 @@ G=$!
 i=0
 until [ -S $GSOCK_CONTROL ] || [ $i -gt 600 ]; do sleep 0.1; i=$((i + 1)); done
 rss0=$(awk '/^VmRSS/ { print $2 }' /proc/$G/status)
-gsock-echo-server-host -l 7000 -b $B -m $M -r 4096 -B 4096 -s $GSOCK_CONTROL 2>$T/server.log &
+gsock-echo-server-host -l 7000 -b $B -m $M -r 4096 -B 4096 -s $GSOCK_CONTROL >$T/server.log 2>&1 &
 S=$!
 i=0
 until grep -q listening $T/server.log || [ $i -gt 1200 ]; do sleep 0.1; i=$((i + 1)); done
