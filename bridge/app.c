@@ -47,7 +47,8 @@ static void reply(int fd, int status, const char *fmt, ...)
 
 /*
  * Receive the hello and its memfd. Returns the fd, -2 when the peer
- * closed without a word, or -1 with why set.
+ * closed without a word, -3 for a gsock-stat request (no descriptor), or
+ * -1 with why set.
  */
 static int recv_hello(int fd, struct gs_ctl_hello *h, char *why, size_t len)
 {
@@ -80,6 +81,9 @@ static int recv_hello(int fd, struct gs_ctl_hello *h, char *why, size_t len)
 	}
 	if (n == 0 && nfds == 0)
 		return -2;
+	if (n == (ssize_t)sizeof(*h) && nfds == 0 &&
+	    h->magic == GS_CTL_STATS_MAGIC && h->version == GS_STATS_VERSION)
+		return -3;
 	if (n != (ssize_t)sizeof(*h) ||
 	    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
 		snprintf(why, len, "malformed hello (%zd bytes, expected %zu)",
@@ -428,6 +432,15 @@ static void app_hello(struct br_app *a)
 	if (memfd == -2) {
 		br_dbg("control connection of pid %d closed before its hello",
 		       (int)a->pid);
+		br_app_kill(a);
+		return;
+	}
+	if (memfd == -3) { /* gsock-stat: the connection is the answer's */
+		int fd = dup(a->ctl_fd);
+
+		br_dbg("gsock-stat request from pid %d", (int)a->pid);
+		if (fd >= 0)
+			br_stat_start(fd);
 		br_app_kill(a);
 		return;
 	}

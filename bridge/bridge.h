@@ -24,7 +24,8 @@
  *   request), the socket id free list (br_app.ids_lock), and messages in
  *   a worker's inbox (br_worker.lock): "attach this application", "adopt
  *   this socket" (an accepted connection handed to another worker), "serve
- *   this command" (a request for a socket another worker owns).
+ *   this command" (a request for a socket another worker owns), "add your
+ *   sockets to this gsock-stat answer" (stat.c: the last to add sends it).
  * - An application lives while anything holds a reference: the control
  *   thread until it sees it die, each attached worker until it has closed
  *   its sockets of it, each message in an inbox. The last br_app_put()
@@ -105,6 +106,7 @@ struct br_sock {
 	uint32_t acceptq_len, acceptq_cap;
 	uint32_t next_worker; /* listener: where the next connection goes */
 	uint64_t close_deadline_ns; /* BS_CLOSING: give up draining then */
+	uint64_t last_ns; /* when bytes last moved (for gsock-stat) */
 	char unix_path[108]; /* AF_UNIX path we bound, unlinked on close */
 	struct br_sock *next_free; /* under br_app.ids_lock */
 	/* io_uring: what the receive and the send in flight move */
@@ -151,7 +153,10 @@ enum br_msg_kind {
 	BR_MSG_ATTACH, /* serve app's queues; the reference becomes the worker's */
 	BR_MSG_ADOPT, /* take socket id (generation gen) into the epoll set */
 	BR_MSG_CMD, /* serve req from slot: its socket is this worker's */
+	BR_MSG_STAT, /* add its sockets to stat (app is NULL) */
 };
+
+struct br_stat;
 
 struct br_msg {
 	struct br_msg *next;
@@ -159,6 +164,7 @@ struct br_msg {
 	struct br_app *app;
 	uint32_t id, gen, slot;
 	struct gs_cmd req;
+	struct br_stat *stat;
 };
 
 struct io_uring;
@@ -179,6 +185,7 @@ struct br_worker {
 	struct br_app **apps;
 	uint32_t napps, apps_cap;
 	uint32_t nclosing; /* its sockets in BS_CLOSING */
+	uint64_t now_ns; /* the time this loop turn (after any wait) */
 	char name[16];
 };
 
@@ -266,5 +273,12 @@ void br_sock_pump(struct br_sock *s);
 void br_sock_close_owned(struct br_app *a);
 void br_sock_close_all(struct br_app *a);
 void br_sock_tick(struct br_app *a);
+void br_sock_stat(struct br_app *a, struct br_stat *st);
+
+/* stat.c */
+struct gs_stat_rec;
+void br_stat_start(int fd);
+void br_stat_add(struct br_stat *st, const struct gs_stat_rec *r);
+void br_stat_done(struct br_stat *st);
 
 #endif

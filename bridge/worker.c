@@ -108,6 +108,12 @@ static int drain_inbox(struct br_worker *w)
 			if (!br_app_dead(a))
 				br_sock_command(a, m->slot, &m->req);
 			break;
+		case BR_MSG_STAT:
+			for (uint32_t i = 0; i < w->napps; i++)
+				if (!br_app_dead(w->apps[i]))
+					br_sock_stat(w->apps[i], m->stat);
+			br_stat_done(m->stat);
+			break;
 		}
 		if (a)
 			br_app_put(a);
@@ -214,10 +220,12 @@ static void *worker_main(void *p)
 	place(w);
 	open_ring(w);
 	while (!__atomic_load_n(&br.stopping, __ATOMIC_ACQUIRE)) {
-		int busy = br_now_ns() - last_busy < busy_ns, work;
+		uint64_t now = br_now_ns();
+		int busy = now - last_busy < busy_ns, work;
 		/* Closing sockets have deadlines: look at them now and then. */
 		int timeout = busy ? 0 : w->nclosing ? tick_ms : -1;
 
+		w->now_ns = now;
 		if (!busy) {
 			/* The watch looks at our queues from now on. */
 			__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
@@ -229,8 +237,10 @@ static void *worker_main(void *p)
 			}
 		}
 		work = io_turn(w, timeout);
-		if (!busy)
+		if (!busy) {
 			__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
+			w->now_ns = br_now_ns(); /* it may have slept */
+		}
 		work |= drain_inbox(w) > 0;
 		work |= poll_apps(w);
 		if (work)
@@ -291,6 +301,7 @@ int br_worker_turn(struct br_worker *w)
 	int work;
 
 	self = w;
+	w->now_ns = br_now_ns();
 	work = io_turn(w, 0);
 	work |= drain_inbox(w) > 0;
 	work |= poll_apps(w);

@@ -12,6 +12,15 @@
  *   bridge -> app   gs_ctl_reply: status 0, or -errno and a sentence
  *
  * A reply and a welcome are told apart by their magic.
+ *
+ * A live view (gsock-stat) asks on a connection of its own, and has no
+ * arena: after the welcome it sends a gs_ctl_hello with magic
+ * GS_CTL_STATS_MAGIC, version GS_STATS_VERSION, arena_size 0 and no
+ * descriptor; gsockd answers with messages of whole gs_stat_rec records
+ * (one GS_STAT_BRIDGE, then each application, then each socket, in no
+ * order), then a message of one GS_STAT_END record that counts the ones
+ * before it, and closes; an answer without it was cut short. It reads counters gsockd
+ * keeps anyway; the data path pays nothing while nobody asks.
  */
 #ifndef GSOCK_CTL_H
 #define GSOCK_CTL_H
@@ -42,6 +51,50 @@ struct gs_ctl_reply {
 	uint32_t magic; /* GS_CTL_MAGIC */
 	int32_t status; /* 0 accepted, else negative errno */
 	char msg[248]; /* why, as a sentence, when status != 0 */
+};
+
+#define GS_CTL_STATS_MAGIC 0x61747367u /* "gsta" */
+#define GS_STATS_VERSION 1
+
+enum gs_stat_kind { GS_STAT_BRIDGE = 1, GS_STAT_APP, GS_STAT_SOCK, GS_STAT_END };
+
+/* A socket's state, as gsock-stat names it. */
+enum gs_stat_state {
+	GS_SS_OPEN = 1, /* created, neither listening nor connected */
+	GS_SS_LISTEN,
+	GS_SS_CONNECTING,
+	GS_SS_CONNECTED,
+	GS_SS_CLOSING, /* closed by the application; unsent bytes draining */
+};
+
+struct gs_stat_rec {
+	uint32_t kind; /* gs_stat_kind */
+	int32_t pid; /* BRIDGE: gsockd's; APP, SOCK: the application's */
+	union {
+		struct {
+			uint32_t workers, napps, io_uring, pad;
+		} bridge;
+		struct {
+			uint32_t nslots, nsocks, ring_size, nworkers;
+			uint64_t arena_size;
+			char comm[16]; /* /proc/PID/comm */
+		} app;
+		struct {
+			uint32_t id; /* the application's descriptor */
+			uint32_t worker; /* the gsockd worker that owns it */
+			uint32_t state; /* gs_stat_state */
+			uint32_t status; /* GS_ST_* as the application sees it */
+			int32_t error; /* the socket's error (negative errno), or 0 */
+			uint32_t poll_slot; /* 1 + the command slot (block) polling it, or 0 */
+			uint64_t rx_bytes, tx_bytes; /* received into / sent from its rings */
+			uint64_t rx_queued, tx_queued; /* in the rings: unread, unsent */
+			uint64_t idle_ms; /* since bytes last moved (or it was made) */
+			char local[64], peer[64]; /* addresses, printable */
+		} sock;
+		struct {
+			uint64_t records; /* sent before this one */
+		} end;
+	} u;
 };
 
 /*

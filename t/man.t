@@ -7,8 +7,8 @@
 time_limit 60
 command -v mandoc >/dev/null 2>&1 || skip_all "mandoc is not installed (scripts/setup installs it)"
 M=$GSOCK_SRC/man
-pages="gsock.7 gsockd.8 gsock.conf.5 gsock-calls.3 libgsock.3 gsock-preload.8 gsock-run.1"
-plan 11
+pages="gsock.7 gsockd.8 gsock.conf.5 gsock-calls.3 libgsock.3 gsock-preload.8 gsock-run.1 gsock-stat.1"
+plan 12
 bad=""
 for p in $pages; do
 	out=$(mandoc -T lint -W warning "$M/$p" 2>&1)
@@ -50,10 +50,11 @@ lost=""
 for r in $refs; do
 	name=${r%(*} sec=${r#*(}
 	sec=${sec%)}
-	case $r in gsock-stat\(1\)) continue ;; esac # not written yet: issue 13
 	[ -f "$M/$name.$sec" ] || lost="$lost $r"
 done
 is "$lost" "" "every gsock page a page refers to exists ($(echo $refs | wc -w) names)"
 runhelp=$("$GSOCK_BUILD/preload/gsock-run" --help 2>&1 | grep -o -- '--[a-z-]*' | sort -u)
 is "$(missing gsock-run.1 $runhelp)" "" "gsock-run(1) names every option of gsock-run --help"
+stathelp=$("$GSOCK_BUILD/bridge/gsock-stat" --help 2>&1 | grep -o -- '--[a-z-]*' | sort -u)
+is "$(missing gsock-stat.1 $stathelp)" "" "gsock-stat(1) names every option of gsock-stat --help"
 finish
