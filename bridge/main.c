@@ -13,6 +13,8 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -67,6 +69,46 @@ static int read_unpriv_port(void)
 		fclose(f);
 	}
 	return port;
+}
+
+/*
+ * systemd socket activation (gsockd.socket): the control socket comes as
+ * descriptor 3 (LISTEN_FDS=1, LISTEN_PID ours), bound and with the unit's
+ * mode; its path is the unit's, which gsockd must not remove. Returns 3,
+ * -1 when not activated, or -2 (said why) when what came is unusable.
+ */
+static int control_inherited(char *path, size_t len)
+{
+	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+	struct sockaddr_un sa = { 0 };
+	socklen_t sl = sizeof(sa), il = sizeof(int);
+	int type = 0, listening = 0;
+
+	if (!pid || !fds || atol(pid) != (long)getpid())
+		return -1;
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	if (strcmp(fds, "1") != 0) {
+		br_err("socket activation passed %s descriptors; gsockd takes one, its control socket",
+		       fds);
+		return -2;
+	}
+	if (getsockopt(3, SOL_SOCKET, SO_TYPE, &type, &il) < 0 ||
+	    type != SOCK_SEQPACKET ||
+	    getsockopt(3, SOL_SOCKET, SO_ACCEPTCONN, &listening, &il) < 0 ||
+	    !listening || getsockname(3, (struct sockaddr *)&sa, &sl) < 0 ||
+	    sa.sun_family != AF_UNIX || !sa.sun_path[0]) {
+		br_err("socket activation: descriptor 3 is not a listening AF_UNIX SOCK_SEQPACKET socket with a path (gsockd.socket needs ListenSequentialPacket=PATH)");
+		return -2;
+	}
+	if (fcntl(3, F_SETFD, FD_CLOEXEC) < 0 ||
+	    fcntl(3, F_SETFL, fcntl(3, F_GETFL) | O_NONBLOCK) < 0) {
+		br_err("socket activation: descriptor 3: %s", strerror(errno));
+		return -2;
+	}
+	snprintf(path, len, "%.*s", (int)sizeof(sa.sun_path), sa.sun_path);
+	return 3;
 }
 
 /*
@@ -289,6 +331,7 @@ int main(int argc, char **argv)
 	};
 	const char *conf = NULL, *control = NULL;
 	int level = -1, use_syslog = 0, check = 0, opt, ctl_fd, sig_fd;
+	bool activated;
 	int required = 1;
 	long workers = -1;
 	int io = -1;
@@ -400,17 +443,24 @@ int main(int argc, char **argv)
 		       strerror(errno));
 		return EX_OSERR;
 	}
-	ctl_fd = control_open(br.conf.control);
+	ctl_fd = control_inherited(br.conf.control, sizeof(br.conf.control));
+	if (ctl_fd == -2)
+		return EX_CONFIG;
+	activated = ctl_fd >= 0;
+	if (!activated)
+		ctl_fd = control_open(br.conf.control);
 	if (ctl_fd < 0)
 		return EX_UNAVAILABLE;
 	br_numa_decide(br.conf.numa_node);
 	if (br_io_decide() < 0) {
-		unlink(br.conf.control);
+		if (!activated)
+			unlink(br.conf.control);
 		return EX_CONFIG;
 	}
 	if (br_workers_start() < 0) {
 		br_workers_stop();
-		unlink(br.conf.control);
+		if (!activated)
+			unlink(br.conf.control);
 		return EX_OSERR;
 	}
 	ev.data.ptr = &control_ev;
@@ -419,8 +469,9 @@ int main(int argc, char **argv)
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, sig_fd, &ev);
 	ev.data.ptr = &wake_ev;
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, br.wake_fd, &ev);
-	br_info("listening on %s (%u workers%s, busy poll %ld us, idle sleep %ld us, transport %s)",
-		br.conf.control, br.nworkers,
+	br_info("listening on %s%s (%u workers%s, busy poll %ld us, idle sleep %ld us, transport %s)",
+		br.conf.control, activated ? ", from socket activation" : "",
+		br.nworkers,
 		br.conf.workers ? "" : ", automatic: a quarter of the cores",
 		br.conf.busy_poll_us, br.conf.idle_sleep_us,
 		br.conf.rsocket ? "rsocket" : "tcp");
@@ -431,7 +482,8 @@ int main(int argc, char **argv)
 		__atomic_store_n(&a->dead, 1, __ATOMIC_RELEASE);
 	br_reap();
 	close(ctl_fd);
-	unlink(br.conf.control);
+	if (!activated) /* else the socket unit's, still listening */
+		unlink(br.conf.control);
 	close(sig_fd);
 	close(br.wake_fd);
 	close(br.epfd);

@@ -21,20 +21,21 @@ prefix=$(var prefix)
 dirs=$(make -s -C "$GSOCK_BUILD" -f - gs-dirs <<'MK'
 include Makefile
 gs-dirs:
-	@echo "$(bindir) $(libdir) $(includedir) $(sysconfdir) $(mandir)"
+	@echo "$(bindir) $(libdir) $(includedir) $(sysconfdir) $(mandir) $(systemduserunitdir)"
 MK
 )
 set -- $dirs
-bindir=$1 libdir=$2 includedir=$3 sysconfdir=$4 mandir=$5
+bindir=$1 libdir=$2 includedir=$3 sysconfdir=$4 mandir=$5 unitdir=$6
 missing=""
 for f in "$bindir/gsockd" "$bindir/gsock-run" "$bindir/gsock-stat" "$mandir/man1/gsock-stat.1" "$libdir/libgsock-preload.so" \
 	"$libdir/libgsock-host.a" "$libdir/pkgconfig/gsock-host.pc" \
 	"$includedir/gsock.h" "$includedir/gsock.cuh" "$includedir/gsock_port.h" \
 	"$sysconfdir/gsock.conf" "$mandir/man8/gsockd.8" "$mandir/man5/gsock.conf.5" \
-	"$mandir/man3/gsock-calls.3" "$mandir/man7/gsock.7" "$mandir/man1/gsock-run.1"; do
+	"$mandir/man3/gsock-calls.3" "$mandir/man7/gsock.7" "$mandir/man1/gsock-run.1" \
+	"$unitdir/gsockd.service" "$unitdir/gsockd.socket"; do
 	[ -e "$D$f" ] || missing="$missing $f"
 done
-is "$missing" "" "installed under $prefix: gsockd, gsock-run, gsock-stat, the preload, libgsock, headers, gsock.conf, pkg-config files, man pages"
+is "$missing" "" "installed under $prefix: gsockd, gsock-run, gsock-stat, the preload, libgsock, headers, gsock.conf, pkg-config files, man pages, systemd user units"
 
 # Installed into a DESTDIR: the files' prefix moved there.
 export PKG_CONFIG_PATH="$D$libdir/pkgconfig"
