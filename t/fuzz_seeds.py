@@ -49,6 +49,9 @@ def main(d):
     seed(d, "silent", 0, hello_bytes(a.size), img)
     seed(d, "hangup", HANGUP, hello_bytes(a.size), img)
     seed(d, "old-version", ok, struct.pack("<IIQ", 0x6C746367, 2, a.size), img)
+    # gsock-stat's request: the stats magic, no descriptor; and with one.
+    seed(d, "stats", HELLO, struct.pack("<IIQ", 0x61747367, 1, 0), b"")
+    seed(d, "stats-with-fd", ok, struct.pack("<IIQ", 0x61747367, 1, 0), img)
     bad = bytearray(img)
     struct.pack_into("<I", bad, 24, 1000)  # nslots lies
     seed(d, "bad-geometry", ok, hello_bytes(a.size), bytes(bad))
