@@ -46,9 +46,12 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 /*
  * Launch kernel (declared with GSOCK_KERNEL) on blocks x threads, passing
  * arg (memory from gsock_alloc, or any device pointer). Returns 0 or a
- * negative errno; -ENOSPC when more blocks are running than nslots;
+ * negative errno; -ENOSPC when the blocks launched since the last
+ * gsock_wait() would exceed nslots;
  * -E2BIG (cuda) when the blocks cannot all be resident on the GPU at once
- * (the sentence on stderr says how many fit).
+ * (the sentence on stderr says how many fit); -EAGAIN (host) when only
+ * some blocks could be started: those run on, and gsock_stop() then
+ * gsock_wait() ends them.
  */
 int gsock_launch(struct gsock_ctx *ctx, const void *kernel, unsigned blocks,
 		 unsigned threads, void *arg);

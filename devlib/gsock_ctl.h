@@ -108,7 +108,7 @@ static inline void gs_ctl_default_path(char *buf, size_t len)
 	if (dir && *dir)
 		snprintf(buf, len, "%s/gsockd.sock", dir);
 	else
-		snprintf(buf, len, "/tmp/gsockd-%u.sock", (unsigned)getuid());
+		snprintf(buf, len, "/tmp/gsockd-%u.sock", (unsigned)geteuid());
 }
 
 #endif /* GSOCK_CTL_H */

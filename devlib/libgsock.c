@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -574,6 +575,13 @@ static int gs_start(struct gs_launch *l, const void *kernel,
 	return 0;
 }
 
+/* After gs_start failed: whether blocks run that gs_finish must wait for. */
+static bool gs_started_some(struct gs_launch *l)
+{
+	(void)l; /* a launch starts all its blocks or none; no stream is left */
+	return false;
+}
+
 static int gs_finish(struct gs_launch *l)
 {
 	cudaError_t e = cudaStreamSynchronize(l->stream);
@@ -612,7 +620,20 @@ static int gs_start(struct gs_launch *l, const void *kernel,
 	}
 	pthread_attr_destroy(&attr);
 	l->blocks = i;
-	return r;
+	return r ? -EAGAIN : 0;
+}
+
+/*
+ * After gs_start failed: whether blocks run that gs_finish must wait for
+ * (threads that started before one could not); else let go of the rest.
+ */
+static bool gs_started_some(struct gs_launch *l)
+{
+	if (l->blocks)
+		return true;
+	free(l->threads);
+	free(l->args);
+	return false;
 }
 
 static int gs_finish(struct gs_launch *l)
@@ -641,10 +662,13 @@ int gsock_launch(struct gsock_ctx *ctx, const void *kernel, unsigned blocks,
 		goto out_unlock;
 	r = gs_start(l, kernel, gs_dev_view(ctx, ctx->next_slot), blocks,
 		     threads, arg);
-	if (r) {
-		gs_finish(l);
+	/*
+	 * Blocks that started before the launch failed run on: they stay a
+	 * launch, with their slots, for gsock_stop() and gsock_wait() to
+	 * end (waiting for them here could wait for ever).
+	 */
+	if (r && !gs_started_some(l))
 		goto out_unlock;
-	}
 	ctx->next_slot += blocks;
 	l->next = ctx->launches;
 	ctx->launches = l;

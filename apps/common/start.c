@@ -64,6 +64,9 @@ int app_run_server(struct gsock_ctx *ctx, const char *prog, const void *kernel,
 	if (r) {
 		fprintf(stderr, "%s: cannot launch %u blocks: %s\n", prog,
 			blocks, strerror(-r));
+		/* Blocks that did start (host backend, -EAGAIN) end here. */
+		gsock_stop(ctx);
+		gsock_wait(ctx);
 		return -1;
 	}
 	r = app_wait_listening(ctx, l);
