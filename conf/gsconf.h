@@ -50,7 +50,8 @@ typedef void (*gs_conf_report)(const char *msg);
 /*
  * Parse path with the whole schema. required: a missing file is an
  * error, else it reads as an empty file. Returns the parsed cfg_t (free
- * with cfg_free) or NULL after reporting every problem.
+ * with cfg_free) or NULL after reporting the first problem (parsing
+ * stops there).
  */
 cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report);
 
