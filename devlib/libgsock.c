@@ -620,6 +620,10 @@ static int gs_start(struct gs_launch *l, const void *kernel,
 	}
 	pthread_attr_destroy(&attr);
 	l->blocks = i;
+	if (r)
+		fprintf(stderr,
+			"gsock: block %u of %u could not start: %s; the %u started run until gsock_stop()\n",
+			i, blocks, strerror(-r), i);
 	return r ? -EAGAIN : 0;
 }
 
