@@ -175,6 +175,12 @@ static int map_arena(struct br_app *a, int memfd, uint64_t size, char *why,
 	a->db_size = h.db_size;
 	a->nqueues = h.nqueues;
 	a->nworkers = h.nqueues < br.nworkers ? h.nqueues : br.nworkers;
+	/* untrusted text: printable ASCII up to the first NUL, '?' else */
+	for (size_t i = 0; i + 1 < sizeof(a->device) && h.device[i]; i++)
+		a->device[i] = h.device[i] > ' ' && h.device[i] < 0x7f ?
+				       h.device[i] :
+			       h.device[i] == ' ' ? ' ' :
+						    '?';
 	a->hdr = (struct gs_arena_hdr *)a->base;
 	a->slots = (struct gs_cmd *)(a->base + l.slots_off);
 	a->socks = (struct gs_sock *)(a->base + l.socks_off);
@@ -471,8 +477,9 @@ static void app_hello(struct br_app *a)
 	}
 	close(memfd);
 	reply(a->ctl_fd, 0, "ok");
-	br_info("application pid %d registered: %u slots, %u sockets, %u-byte rings, arena %llu KiB, %u workers",
-		(int)a->pid, a->nslots, a->nsocks, a->ring_size,
+	br_info("application pid %d registered (%s): %u slots, %u sockets, %u-byte rings, arena %llu KiB, %u workers",
+		(int)a->pid, *a->device ? a->device : "no device named",
+		a->nslots, a->nsocks, a->ring_size,
 		(unsigned long long)hello.arena_size >> 10, a->nworkers);
 	return;
 err_reject:

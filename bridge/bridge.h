@@ -135,6 +135,7 @@ struct br_app {
 	/* geometry, validated once at registration, never re-read */
 	uint32_t nslots, nsocks, ring_size, db_size, nqueues;
 	uint32_t nworkers; /* workers serving it: min(queues, gsockd's) */
+	char device[32]; /* its GPU as the arena names it, printable */
 	struct gs_arena_hdr *hdr;
 	struct gs_cmd *slots;
 	struct gs_sock *socks;

@@ -228,6 +228,8 @@ static void print_json(const struct sample *p, const struct sample *s,
 		printf("%s{\"pid\":%d,\"command\":", first_app ? "" : ",", a->pid);
 		first_app = false;
 		json_str(a->u.app.comm, sizeof(a->u.app.comm));
+		printf(",\"device\":");
+		json_str(a->u.app.device, sizeof(a->u.app.device));
 		printf(",\"slots\":%u,\"sockets\":%u,\"ring_size\":%u,\"arena_bytes\":%llu,\"workers\":%u,\"open\":%zu,\"socket_list\":[",
 		       a->u.app.nslots, a->u.app.nsocks, a->u.app.ring_size,
 		       (unsigned long long)a->u.app.arena_size, a->u.app.nworkers,
@@ -296,8 +298,10 @@ static void print_table(const struct sample *p, const struct sample *s, bool wat
 
 		if (a->kind != GS_STAT_APP)
 			continue;
-		printf("\npid %d (%.15s): %u slots, %u sockets of %u-byte rings, arena %s bytes, %u workers; %zu open\n",
-		       a->pid, a->u.app.comm, a->u.app.nslots, a->u.app.nsocks,
+		printf("\npid %d (%.15s) on %.32s: %u slots, %u sockets of %u-byte rings, arena %s bytes, %u workers; %zu open\n",
+		       a->pid, a->u.app.comm,
+		       *a->u.app.device ? a->u.app.device : "an unnamed device",
+		       a->u.app.nslots, a->u.app.nsocks,
 		       a->u.app.ring_size, human((double)a->u.app.arena_size, h[0], sizeof(h[0])),
 		       a->u.app.nworkers, open_socks(s, a->pid));
 		printf("%5s %-10s %-24s %-24s %7s %7s %6s %6s %8s %3s %4s%s\n", "FD",

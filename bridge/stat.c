@@ -106,6 +106,7 @@ static void app_record(struct br_stat *st, const struct br_app *a)
 	r.u.app.ring_size = a->ring_size;
 	r.u.app.nworkers = a->nworkers;
 	r.u.app.arena_size = a->size;
+	memcpy(r.u.app.device, a->device, sizeof(r.u.app.device));
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)a->pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	n = fd >= 0 ? read(fd, r.u.app.comm, sizeof(r.u.app.comm) - 1) : -1;

@@ -31,6 +31,12 @@ struct gsock_opts {
 	 * more latency. The host backend's waits already yield.
 	 */
 	uint32_t poll_ns;
+	/*
+	 * cuda: the GPU (CUDA ordinal, 0 the first) whose context holds this
+	 * application's arena mapping, kernels and memory; one process may
+	 * open one context per GPU. host: a label gsock-stat shows.
+	 */
+	int32_t device;
 };
 
 /* The backend this library was built for: "cuda" or "host". */
@@ -72,6 +78,16 @@ void gsock_free(struct gsock_ctx *ctx, void *p);
 /* Zeroed memory for kernels' own buffers: device memory on cuda, heap on host. */
 void *gsock_dev_alloc(struct gsock_ctx *ctx, size_t size);
 void gsock_dev_free(struct gsock_ctx *ctx, void *p);
+
+/*
+ * Copy n bytes between any two of: host memory, gsock_alloc memory and
+ * gsock_dev_alloc memory (cudaMemcpy with the direction inferred; memcpy
+ * on host). Returns 0 or -EIO (said on stderr).
+ */
+int gsock_memcpy(struct gsock_ctx *ctx, void *dst, const void *src, size_t n);
+
+/* The context's device: its ordinal (gsock_opts.device). */
+int gsock_device(const struct gsock_ctx *ctx);
 
 /* Unregister and release everything; kernels must have ended. */
 void gsock_fini(struct gsock_ctx *ctx);

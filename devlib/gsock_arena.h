@@ -66,7 +66,8 @@ struct gs_arena_hdr {
 	uint32_t pad_q;
 	uint64_t dbq_off; /* app, once */
 	uint8_t pad0[2 * GS_LINE - 88]; /* geometry ends on a line */
-	uint8_t pad1[GS_LINE]; /* reserved */
+	char device[32]; /* app, once: its GPU, text ("cuda:0 0000:3b:00.0") */
+	uint8_t pad1[GS_LINE - 32]; /* reserved */
 };
 
 /*

@@ -78,6 +78,7 @@ struct gs_stat_rec {
 			uint32_t nslots, nsocks, ring_size, nworkers;
 			uint64_t arena_size;
 			char comm[16]; /* /proc/PID/comm */
+			char device[32]; /* its GPU: "cuda:0 0000:3b:00.0" */
 		} app;
 		struct {
 			uint32_t id; /* the application's descriptor */

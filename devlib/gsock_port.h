@@ -134,6 +134,29 @@ GSOCK_DEVICE uint64_t gs_fetch_add64(unsigned long long *p, uint64_t v)
 	return atomicAdd(p, (unsigned long long)v);
 }
 
+/* Device-memory atomics for applications' own tables (device scope). */
+GSOCK_DEVICE uint32_t gs_fetch_add32(uint32_t *p, uint32_t v)
+{
+	return atomicAdd((unsigned *)p, v);
+}
+
+/* Compare and swap: the old value (the swap happened if it equals old). */
+GSOCK_DEVICE uint32_t gs_cas32(uint32_t *p, uint32_t old, uint32_t v)
+{
+	return atomicCAS((unsigned *)p, old, v);
+}
+
+GSOCK_DEVICE void gs_add_f64(double *p, double v)
+{
+	atomicAdd(p, v);
+}
+
+/* Order this thread's device-memory writes before its later ones (GPU scope). */
+GSOCK_DEVICE void gs_fence_dev(void)
+{
+	__threadfence();
+}
+
 GSOCK_DEVICE uint64_t gs_now_ns(void)
 {
 	uint64_t t;
@@ -243,6 +266,34 @@ GSOCK_DEVICE uint32_t gs_ld_local32(const uint32_t *p)
 GSOCK_DEVICE uint64_t gs_fetch_add64(unsigned long long *p, uint64_t v)
 {
 	return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+
+GSOCK_DEVICE uint32_t gs_fetch_add32(uint32_t *p, uint32_t v)
+{
+	return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+
+GSOCK_DEVICE uint32_t gs_cas32(uint32_t *p, uint32_t old, uint32_t v)
+{
+	__atomic_compare_exchange_n(p, &old, v, 0, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+	return old;
+}
+
+GSOCK_DEVICE void gs_add_f64(double *p, double v)
+{
+	double cur, next;
+
+	__atomic_load(p, &cur, __ATOMIC_RELAXED);
+	do
+		next = cur + v;
+	while (!__atomic_compare_exchange(p, &cur, &next, 1, __ATOMIC_SEQ_CST,
+					  __ATOMIC_RELAXED));
+}
+
+GSOCK_DEVICE void gs_fence_dev(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 GSOCK_DEVICE uint64_t gs_now_ns(void)

@@ -9,6 +9,7 @@
  */
 #include <config.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -69,8 +70,8 @@ struct gsock_ctx {
 	uint32_t next_slot;
 	uint32_t poll_ns; /* gsock_opts.poll_ns or $GSOCK_POLL_NS */
 	struct gs_launch *launches;
+	int device; /* gsock_opts.device */
 #ifdef GSOCK_USE_CUDA
-	int device;
 	cudaStream_t
 		world_stream; /* copies world to the device while kernels run */
 #endif
@@ -323,12 +324,26 @@ static size_t gs_local_size(const struct gsock_ctx *ctx)
  * take seconds, and gsockd gives a connection hello_timeout_ms to hand
  * over its arena.
  */
-static int gs_device_open(char *err, size_t len)
+static int gs_device_open(int device, char *err, size_t len)
 {
 #ifdef GSOCK_USE_CUDA
-	cudaError_t e = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync |
-					   cudaDeviceMapHost);
+	int count = 0;
+	cudaError_t e = cudaGetDeviceCount(&count);
 
+	if (e != cudaSuccess) {
+		say(err, len, "cannot set up the GPU: %s",
+		    cudaGetErrorString(e));
+		return -1;
+	}
+	if (device < 0 || device >= count) {
+		say(err, len, "there is no GPU %d: this host has %d (0 to %d)",
+		    device, count, count - 1);
+		return -1;
+	}
+	e = cudaSetDevice(device);
+	if (e == cudaSuccess)
+		e = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync |
+				       cudaDeviceMapHost);
 	if (e != cudaSuccess && e != cudaErrorSetOnActiveProcess) {
 		say(err, len, "cannot set up the GPU: %s",
 		    cudaGetErrorString(e));
@@ -342,8 +357,10 @@ static int gs_device_open(char *err, size_t len)
 		return -1;
 	}
 #else
-	(void)err;
-	(void)len;
+	if (device < 0) {
+		say(err, len, "device %d: a device is 0 or more", device);
+		return -1;
+	}
 #endif
 	return 0;
 }
@@ -363,9 +380,6 @@ static int gs_device_map(struct gsock_ctx *ctx, char *err, size_t len)
 	if (e != cudaSuccess)
 		goto err_cuda;
 	ctx->dev_base = dev;
-	e = cudaGetDevice(&ctx->device);
-	if (e != cudaSuccess)
-		goto err_cuda;
 	e = cudaStreamCreateWithFlags(&ctx->world_stream,
 				      cudaStreamNonBlocking);
 	if (e != cudaSuccess)
@@ -389,6 +403,22 @@ err_cuda:
 		return -1;
 	}
 	return 0;
+#endif
+}
+
+/* What gsock-stat shows for the device: backend, ordinal, PCI address. */
+static void gs_device_label(int device, char *buf, size_t len)
+{
+#ifdef GSOCK_USE_CUDA
+	char pci[20] = "";
+
+	if (cudaDeviceGetPCIBusId(pci, sizeof(pci), device) != cudaSuccess)
+		pci[0] = 0;
+	for (char *c = pci; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+	snprintf(buf, len, "cuda:%d%s%s", device, *pci ? " " : "", pci);
+#else
+	snprintf(buf, len, "host:%d", device);
 #endif
 }
 
@@ -449,6 +479,7 @@ static int gs_arena_create(struct gsock_ctx *ctx, const struct gsock_opts *o,
 	h->slots_off = ctx->layout.slots_off;
 	h->socks_off = ctx->layout.socks_off;
 	h->dbq_off = ctx->layout.dbq_off;
+	gs_device_label(ctx->device, h->device, sizeof(h->device));
 	h->db_off = ctx->layout.db_off;
 	h->rings_off = ctx->layout.rings_off;
 	return 0;
@@ -492,7 +523,8 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 		say(err, errlen, "cannot create a pipe: %s", strerror(errno));
 		goto err_free;
 	}
-	if (gs_device_open(err, errlen))
+	ctx->device = opts ? opts->device : 0;
+	if (gs_device_open(ctx->device, err, errlen))
 		goto err_free;
 	ctx->ctl_fd = gs_connect_control(opts ? opts : &none, err, errlen);
 	if (ctx->ctl_fd < 0)
@@ -511,6 +543,21 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 err_free:
 	gsock_fini(ctx);
 	return NULL;
+}
+
+/* Make ctx's GPU current for this host thread (cuda calls follow). */
+static void gs_use_device(const struct gsock_ctx *ctx)
+{
+#ifdef GSOCK_USE_CUDA
+	cudaSetDevice(ctx->device);
+#else
+	(void)ctx;
+#endif
+}
+
+int gsock_device(const struct gsock_ctx *ctx)
+{
+	return ctx->device;
 }
 
 static struct gsock_dev gs_dev_view(struct gsock_ctx *ctx, uint32_t base)
@@ -658,6 +705,7 @@ int gsock_launch(struct gsock_ctx *ctx, const void *kernel, unsigned blocks,
 
 	if (!blocks || !threads)
 		return -EINVAL;
+	gs_use_device(ctx);
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
@@ -688,6 +736,7 @@ int gsock_wait(struct gsock_ctx *ctx)
 	struct gs_launch *l, *next;
 	int r = 0;
 
+	gs_use_device(ctx);
 	pthread_mutex_lock(&ctx->lock);
 	l = ctx->launches;
 	ctx->launches = NULL;
@@ -722,11 +771,14 @@ int gsock_bridge_gone(struct gsock_ctx *ctx)
 
 void *gsock_alloc(struct gsock_ctx *ctx, size_t size)
 {
-	(void)ctx;
+	gs_use_device(ctx);
 #ifdef GSOCK_USE_CUDA
 	void *p = NULL;
 
-	if (cudaHostAlloc(&p, size, cudaHostAllocMapped) != cudaSuccess)
+	/* portable: every GPU's kernels of this process reach it */
+	if (cudaHostAlloc(&p, size,
+			  cudaHostAllocMapped | cudaHostAllocPortable) !=
+	    cudaSuccess)
 		return NULL;
 	memset(p, 0, size);
 	return p;
@@ -737,7 +789,7 @@ void *gsock_alloc(struct gsock_ctx *ctx, size_t size)
 
 void gsock_free(struct gsock_ctx *ctx, void *p)
 {
-	(void)ctx;
+	gs_use_device(ctx);
 #ifdef GSOCK_USE_CUDA
 	if (p)
 		cudaFreeHost(p);
@@ -748,7 +800,7 @@ void gsock_free(struct gsock_ctx *ctx, void *p)
 
 void *gsock_dev_alloc(struct gsock_ctx *ctx, size_t size)
 {
-	(void)ctx;
+	gs_use_device(ctx);
 #ifdef GSOCK_USE_CUDA
 	void *p = NULL;
 
@@ -768,7 +820,7 @@ void *gsock_dev_alloc(struct gsock_ctx *ctx, size_t size)
 
 void gsock_dev_free(struct gsock_ctx *ctx, void *p)
 {
-	(void)ctx;
+	gs_use_device(ctx);
 #ifdef GSOCK_USE_CUDA
 	if (p)
 		cudaFree(p);
@@ -777,10 +829,28 @@ void gsock_dev_free(struct gsock_ctx *ctx, void *p)
 #endif
 }
 
+int gsock_memcpy(struct gsock_ctx *ctx, void *dst, const void *src, size_t n)
+{
+	gs_use_device(ctx);
+#ifdef GSOCK_USE_CUDA
+	cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyDefault);
+
+	if (e != cudaSuccess) {
+		fprintf(stderr, "gsock: cannot copy %zu bytes: %s\n", n,
+			cudaGetErrorString(e));
+		return -EIO;
+	}
+#else
+	memmove(dst, src, n);
+#endif
+	return 0;
+}
+
 void gsock_fini(struct gsock_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	gs_use_device(ctx);
 	if (ctx->watching) {
 		if (write(ctx->wake_fd[1], "q", 1) < 0)
 			shutdown(ctx->ctl_fd, SHUT_RDWR);
