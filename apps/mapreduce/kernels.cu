@@ -622,9 +622,12 @@ GSOCK_KERNEL(mr_kmeans, gs, arg)
 			up = fd >= 0;
 		}
 	}
+	/*
+	 * Every block leaves the loop at the same turn: an error is read
+	 * only after a barrier, and set only before one (block 0's setup
+	 * and exchanges).
+	 */
 	for (uint32_t it = 0; it < j->iters; it++) {
-		if (mr_failed(res))
-			break;
 		mr_assign(j, blocks);
 		if (mr_grid_sync(gs, res, blocks))
 			return;
@@ -650,6 +653,8 @@ GSOCK_KERNEL(mr_kmeans, gs, arg)
 		}
 		if (mr_grid_sync(gs, res, blocks))
 			return;
+		if (mr_failed(res))
+			break;
 	}
 	if (bid == 0 && up)
 		for (uint32_t p = 0; p < j->workers; p++)
