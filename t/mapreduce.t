@@ -14,7 +14,13 @@ MR=$GSOCK_BUILD/apps/mapreduce
 W=$MR/mr-worker-$BACKEND
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 BLK="-b 4"
-[ "$BACKEND" = cuda ] && BLK="-b 16"
+# worker r runs on "device" r: a label on the host backend, GPU r % NGPU on cuda
+NGPU=1024
+if [ "$BACKEND" = cuda ]; then
+	BLK="-b 16"
+	NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+	[ "$NGPU" -ge 1 ] 2>/dev/null || NGPU=1
+fi
 
 "$MR/mr-gen" words --bytes 3000000 --vocab 20000 --seed 7 -o "$TMP/corpus" &&
 	"$MR/mr-ref" wordcount "$TMP/corpus" >"$TMP/ref" 2>/dev/null &&
@@ -34,7 +40,7 @@ job() {
 	[ "$_w" = 1 ] && _peers=""
 	_jp=""
 	for _r in $(seq 0 $((_w - 1))); do
-		timeout 120 "$W" $BLK ${_peers:+-p "$_peers"} -r "$_r" -d "$_r" \
+		timeout 120 "$W" $BLK ${_peers:+-p "$_peers"} -r "$_r" -d $((_r % NGPU)) \
 			-o "$TMP/$_n.$_r" "$@" 2>"$TMP/$_n.$_r.err" &
 		_jp="$_jp $!"
 	done
@@ -91,11 +97,11 @@ ok $? "k-means, two workers through gsock: centroids within 1e-3, both workers a
 
 # A worker killed mid-shuffle: the other fails with a sentence, at once.
 P0=$(free_port) P1=$(free_port)
-"$W" $BLK -p "127.0.0.1:$P0,127.0.0.1:$P1" -r 1 -d 1 --hold-shuffle 30000 \
+"$W" $BLK -p "127.0.0.1:$P0,127.0.0.1:$P1" -r 1 -d $((1 % NGPU)) --hold-shuffle 30000 \
 	--job wordcount -i "$TMP/corpus" -T 65536 -o "$TMP/k.1" 2>"$TMP/k.1.err" &
 K1=$!
 PIDS="$PIDS $K1"
-timeout 60 "$W" $BLK -p "127.0.0.1:$P0,127.0.0.1:$P1" -r 0 -d 0 \
+timeout 60 "$W" $BLK -p "127.0.0.1:$P0,127.0.0.1:$P1" -r 0 \
 	--job wordcount -i "$TMP/corpus" -T 65536 -o "$TMP/k.0" 2>"$TMP/k.0.err" &
 K0=$!
 for _ in $(seq 400); do
@@ -105,14 +111,14 @@ done
 grep -q 'holds its shuffle' "$TMP/k.1.err"
 ok $? "a worker pauses halfway through its shuffle (test aid)"
 "$STAT" -j >"$TMP/stat.json" 2>&1
-python3 - "$TMP/stat.json" <<'EOF'
+python3 - "$TMP/stat.json" "$BACKEND" "$((1 % NGPU))" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-devs = sorted(a["device"] for a in d["applications"])
+devs = sorted(a["device"].split(" ")[0] for a in d["applications"])
 print("# devices", devs)
-assert len(devs) == 2 and devs[0].endswith(":0") and devs[1].endswith(":1"), devs
+assert devs == sorted([sys.argv[2] + ":0", sys.argv[2] + ":" + sys.argv[3]]), devs
 EOF
-ok $? "gsock-stat shows the two workers, each on its own device"
+ok $? "gsock-stat shows the two workers, each on its device"
 t0=$(now_ms)
 kill -9 "$K1"
 wait "$K0"
