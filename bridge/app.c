@@ -470,6 +470,7 @@ static void app_hello(struct br_app *a)
 	a->pending = false; /* counted as registered from here on */
 	br.npending--;
 	br.napps++;
+	a->serial = ++br.serials;
 	if (attach_workers(a)) {
 		snprintf(why, sizeof(why), "out of memory");
 		status = -ENOMEM;
@@ -517,15 +518,15 @@ void br_app_event(struct br_app *a, uint32_t events)
 		return;
 	}
 	if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) {
-		br_info("application pid %d is gone; freeing its sockets",
-			(int)a->pid);
+		br_info("application pid %d is gone (%s); freeing its sockets",
+			(int)a->pid, *a->device ? a->device : "no device named");
 		br_app_kill(a);
 		return;
 	}
 	n = recv(a->ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-		br_info("application pid %d is gone; freeing its sockets",
-			(int)a->pid);
+		br_info("application pid %d is gone (%s); freeing its sockets",
+			(int)a->pid, *a->device ? a->device : "no device named");
 		br_app_kill(a);
 	} else if (n > 0) {
 		br_app_reject(

@@ -136,6 +136,7 @@ struct br_app {
 	uint32_t nslots, nsocks, ring_size, db_size, nqueues;
 	uint32_t nworkers; /* workers serving it: min(queues, gsockd's) */
 	char device[32]; /* its GPU as the arena names it, printable */
+	uint32_t serial; /* gsock-stat's name for the arena: 1, 2, ... */
 	struct gs_arena_hdr *hdr;
 	struct gs_cmd *slots;
 	struct gs_sock *socks;
@@ -196,6 +197,7 @@ struct br {
 	int wake_fd; /* the control thread's eventfd: an application died */
 	struct br_app *apps; /* control */
 	uint32_t napps; /* control: registered applications */
+	uint32_t serials; /* control: arenas registered so far */
 	uint32_t npending; /* control: connections waiting for their hello */
 	uint32_t nworkers;
 	bool io_uring; /* workers move bytes with io_uring */

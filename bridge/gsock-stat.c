@@ -152,7 +152,7 @@ static const struct gs_stat_rec *before(const struct sample *p,
 	for (size_t i = 0; p && i < p->n; i++) {
 		const struct gs_stat_rec *q = &p->r[i];
 
-		if (q->kind == GS_STAT_SOCK && q->pid == r->pid &&
+		if (q->kind == GS_STAT_SOCK && q->arena == r->arena &&
 		    q->u.sock.id == r->u.sock.id &&
 		    q->u.sock.rx_bytes <= r->u.sock.rx_bytes &&
 		    q->u.sock.tx_bytes <= r->u.sock.tx_bytes &&
@@ -176,12 +176,12 @@ static void rates(const struct sample *p, const struct sample *s,
 	}
 }
 
-static size_t open_socks(const struct sample *s, int32_t pid)
+static size_t open_socks(const struct sample *s, uint32_t arena)
 {
 	size_t k = 0;
 
 	for (size_t i = 0; i < s->n; i++)
-		k += s->r[i].kind == GS_STAT_SOCK && s->r[i].pid == pid;
+		k += s->r[i].kind == GS_STAT_SOCK && s->r[i].arena == arena;
 	return k;
 }
 
@@ -225,7 +225,8 @@ static void print_json(const struct sample *p, const struct sample *s,
 
 		if (a->kind != GS_STAT_APP)
 			continue;
-		printf("%s{\"pid\":%d,\"command\":", first_app ? "" : ",", a->pid);
+		printf("%s{\"pid\":%d,\"arena\":%u,\"command\":",
+		       first_app ? "" : ",", a->pid, a->arena);
 		first_app = false;
 		json_str(a->u.app.comm, sizeof(a->u.app.comm));
 		printf(",\"device\":");
@@ -233,12 +234,12 @@ static void print_json(const struct sample *p, const struct sample *s,
 		printf(",\"slots\":%u,\"sockets\":%u,\"ring_size\":%u,\"arena_bytes\":%llu,\"workers\":%u,\"open\":%zu,\"socket_list\":[",
 		       a->u.app.nslots, a->u.app.nsocks, a->u.app.ring_size,
 		       (unsigned long long)a->u.app.arena_size, a->u.app.nworkers,
-		       open_socks(s, a->pid));
+		       open_socks(s, a->arena));
 		for (size_t k = 0; k < s->n; k++) {
 			const struct gs_stat_rec *r = &s->r[k];
 			double in, out;
 
-			if (r->kind != GS_STAT_SOCK || r->pid != a->pid)
+			if (r->kind != GS_STAT_SOCK || r->arena != a->arena)
 				continue;
 			printf("%s{\"fd\":%u,\"state\":\"%s\",\"local\":", first_sock ? "" : ",",
 			       r->u.sock.id, state_name(r->u.sock.state));
@@ -303,7 +304,7 @@ static void print_table(const struct sample *p, const struct sample *s, bool wat
 		       *a->u.app.device ? a->u.app.device : "an unnamed device",
 		       a->u.app.nslots, a->u.app.nsocks,
 		       a->u.app.ring_size, human((double)a->u.app.arena_size, h[0], sizeof(h[0])),
-		       a->u.app.nworkers, open_socks(s, a->pid));
+		       a->u.app.nworkers, open_socks(s, a->arena));
 		printf("%5s %-10s %-24s %-24s %7s %7s %6s %6s %8s %3s %4s%s\n", "FD",
 		       "STATE", "LOCAL", "PEER", "RECV", "SENT", "RX-Q", "TX-Q", "IDLE",
 		       "W", "SLOT", watch ? "   RECV/s   SENT/s" : "");
@@ -312,7 +313,7 @@ static void print_table(const struct sample *p, const struct sample *s, bool wat
 			char state[16];
 			double in, out;
 
-			if (r->kind != GS_STAT_SOCK || r->pid != a->pid)
+			if (r->kind != GS_STAT_SOCK || r->arena != a->arena)
 				continue;
 			snprintf(state, sizeof(state), "%s%s", state_name(r->u.sock.state),
 				 r->u.sock.status & GS_ST_RX_EOF ? ",eof" : "");

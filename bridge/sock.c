@@ -1206,7 +1206,9 @@ void br_sock_stat(struct br_app *a, struct br_stat *st)
 	for (uint32_t i = 0; i < a->nsocks; i++) {
 		struct br_sock *s = &a->sk[i];
 		struct gs_sock *g = arena_sock(s);
-		struct gs_stat_rec r = { .kind = GS_STAT_SOCK, .pid = a->pid };
+		struct gs_stat_rec r = { .kind = GS_STAT_SOCK,
+					 .pid = a->pid,
+					 .arena = a->serial };
 		struct sockaddr_storage ss;
 		socklen_t len;
 

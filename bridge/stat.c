@@ -96,7 +96,9 @@ void br_stat_done(struct br_stat *st)
 
 static void app_record(struct br_stat *st, const struct br_app *a)
 {
-	struct gs_stat_rec r = { .kind = GS_STAT_APP, .pid = a->pid };
+	struct gs_stat_rec r = { .kind = GS_STAT_APP,
+				 .pid = a->pid,
+				 .arena = a->serial };
 	char path[64];
 	ssize_t n;
 	int fd;

@@ -54,7 +54,7 @@ struct gs_ctl_reply {
 };
 
 #define GS_CTL_STATS_MAGIC 0x61747367u /* "gsta" */
-#define GS_STATS_VERSION 1
+#define GS_STATS_VERSION 2
 
 enum gs_stat_kind { GS_STAT_BRIDGE = 1, GS_STAT_APP, GS_STAT_SOCK, GS_STAT_END };
 
@@ -70,6 +70,8 @@ enum gs_stat_state {
 struct gs_stat_rec {
 	uint32_t kind; /* gs_stat_kind */
 	int32_t pid; /* BRIDGE: gsockd's; APP, SOCK: the application's */
+	uint32_t arena; /* APP, SOCK: the arena's serial (a process may have several) */
+	uint32_t pad;
 	union {
 		struct {
 			uint32_t workers, napps, io_uring, pad;

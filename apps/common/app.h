@@ -32,7 +32,10 @@ struct app_listener;
 /*
  * Register with gsockd (saying why on stderr if that fails), make SIGINT
  * and SIGTERM stop the kernels, and set *threads to 1 on the host backend.
+ * A program may call it once per GPU (go->device), up to APP_MAX_CONTEXTS
+ * times; a signal stops the kernels of all.
  */
+#define APP_MAX_CONTEXTS 16
 struct gsock_ctx *app_start(const char *prog, const struct gsock_opts *go,
 			    unsigned *threads);
 

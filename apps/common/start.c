@@ -16,30 +16,43 @@
 #include "gapp.cuh"
 #include "gsock.h"
 
-static struct gsock_ctx *app_ctx;
+/* Every context app_start made: a signal stops them all. */
+static struct gsock_ctx *app_ctx[APP_MAX_CONTEXTS];
+static int app_nctx;
 
 static void on_signal(int sig)
 {
+	int n = __atomic_load_n(&app_nctx, __ATOMIC_ACQUIRE);
+
 	(void)sig;
-	gsock_stop(app_ctx);
+	for (int i = 0; i < n; i++)
+		gsock_stop(app_ctx[i]);
 }
 
 struct gsock_ctx *app_start(const char *prog, const struct gsock_opts *go,
 			    unsigned *threads)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
+	struct gsock_ctx *ctx;
 	char err[512];
 
-	app_ctx = gsock_init(go, err, sizeof(err));
-	if (!app_ctx) {
+	if (app_nctx == APP_MAX_CONTEXTS) {
+		fprintf(stderr, "%s: at most %d GPU contexts\n", prog,
+			APP_MAX_CONTEXTS);
+		return NULL;
+	}
+	ctx = gsock_init(go, err, sizeof(err));
+	if (!ctx) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		return NULL;
 	}
+	app_ctx[app_nctx] = ctx;
+	__atomic_store_n(&app_nctx, app_nctx + 1, __ATOMIC_RELEASE);
 	if (!strcmp(gsock_backend(), "host"))
 		*threads = 1; /* a block is one host thread */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	return app_ctx;
+	return ctx;
 }
 
 int app_wait_listening(struct gsock_ctx *ctx, struct app_listener *l)

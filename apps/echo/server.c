@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,15 @@
 #include "echo.h"
 #include "gsock.h"
 
-static struct gsock_ctx *ctx;
+/* One GPU's server: its context, its kernel's arguments, its thread. */
+struct gpu_server {
+	struct gsock_ctx *ctx;
+	struct echo_server_args *a;
+	pthread_t thread;
+	int device, status, started;
+	unsigned blocks, threads;
+	const char *listen_at;
+};
 
 static void usage(FILE *f)
 {
@@ -32,7 +41,96 @@ static void usage(FILE *f)
 		"  -B, --buffer BYTES    receive buffer per block (default 65536)\n"
 		"  -m, --multiplex N     each block holds N connections at once (gpoll)\n"
 		"  -r, --ring BYTES      socket ring size, a power of two (default 65536)\n"
+		"  -g, --gpus LIST       serve from each of these GPUs (CUDA ordinals, e.g. 0,1),\n"
+		"                        one context and kernel each, on one port (SO_REUSEPORT)\n"
 		"  -s, --control PATH    gsockd's control socket\n");
+}
+
+/* The device list "0,1,...": the count, or -1. */
+static int parse_gpus(const char *s, int *dev, int max)
+{
+	int n = 0;
+
+	while (*s) {
+		char *end;
+		long v = strtol(s, &end, 10);
+
+		if (end == s || v < 0 || v > 1023 || n == max ||
+		    (*end && *end != ','))
+			return -1;
+		dev[n++] = (int)v;
+		s = *end ? end + 1 : end;
+	}
+	return n ? n : -1;
+}
+
+/* Register with gsockd for one GPU and make its kernel's arguments. */
+static int setup(struct gpu_server *g, struct gsock_opts go, unsigned bufsize,
+		 unsigned per_block, int reuseport)
+{
+	struct echo_server_args *a;
+	unsigned blocks = g->blocks;
+
+	go.device = g->device;
+	g->ctx = app_start("gsock-echo-server", &go, &g->threads);
+	if (!g->ctx)
+		return EX_UNAVAILABLE;
+	a = g->a = gsock_alloc(g->ctx, sizeof(*a));
+	if (!a || app_parse_addr(g->listen_at, &a->listen.addr,
+				 &a->listen.addrlen)) {
+		fprintf(stderr,
+			"gsock-echo-server: cannot use listen address %s\n",
+			g->listen_at);
+		return EX_USAGE;
+	}
+	a->listen.reuseport = reuseport;
+	a->bufsize = bufsize;
+	a->bufs = gsock_dev_alloc(g->ctx, (size_t)blocks * bufsize);
+	a->stats = gsock_alloc(g->ctx, blocks * sizeof(*a->stats));
+	a->per_block = per_block;
+	if (per_block)
+		a->pfds = gsock_dev_alloc(g->ctx, (size_t)blocks *
+							  (per_block + 1) *
+							  sizeof(*a->pfds));
+	if (!a->bufs || !a->stats || (per_block && !a->pfds)) {
+		fprintf(stderr,
+			"gsock-echo-server: out of memory for %u buffers\n",
+			blocks);
+		return EX_OSERR;
+	}
+	return 0;
+}
+
+static void *serve(void *p)
+{
+	struct gpu_server *g = p;
+	struct echo_server_args *a = g->a;
+	char detail[64];
+
+	snprintf(detail, sizeof(detail), "GPU %d, %u connections per block",
+		 g->device, a->per_block ? a->per_block : 1);
+	g->status = app_run_server(g->ctx, "gsock-echo-server",
+				   a->per_block ? (const void *)echo_mux_kernel :
+						  (const void *)echo_server_kernel,
+				   g->blocks, g->threads, a, &a->listen,
+				   g->listen_at, detail);
+	if (g->status < 0)
+		g->status = EX_SOFTWARE;
+	return NULL;
+}
+
+static void teardown(struct gpu_server *g)
+{
+	struct echo_server_args *a = g->a;
+
+	if (a) {
+		gsock_dev_free(g->ctx, a->bufs);
+		if (a->pfds)
+			gsock_dev_free(g->ctx, a->pfds);
+		gsock_free(g->ctx, a->stats);
+	}
+	gsock_free(g->ctx, a);
+	gsock_fini(g->ctx);
 }
 
 int main(int argc, char **argv)
@@ -44,6 +142,7 @@ int main(int argc, char **argv)
 		{ "buffer", required_argument, NULL, 'B' },
 		{ "multiplex", required_argument, NULL, 'm' },
 		{ "ring", required_argument, NULL, 'r' },
+		{ "gpus", required_argument, NULL, 'g' },
 		{ "control", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
@@ -51,13 +150,13 @@ int main(int argc, char **argv)
 	const char *listen_at = "7000";
 	unsigned blocks = 16, threads = 256, bufsize = 65536, per_block = 0;
 	struct gsock_opts go = { 0 };
-	struct echo_server_args *a;
+	struct gpu_server g[APP_MAX_CONTEXTS];
+	int dev[APP_MAX_CONTEXTS] = { 0 }, ngpus = 1;
 	uint64_t conns = 0, bytes = 0;
-	char detail[64];
-	int opt, status = 0;
+	int opt, status = 0, broke = 0;
 
-	while ((opt = getopt_long(argc, argv, "l:b:t:B:m:r:s:h", opts, NULL)) !=
-	       -1) {
+	while ((opt = getopt_long(argc, argv, "l:b:t:B:m:r:g:s:h", opts,
+				  NULL)) != -1) {
 		switch (opt) {
 		case 'l':
 			listen_at = optarg;
@@ -77,6 +176,15 @@ int main(int argc, char **argv)
 		case 'r':
 			go.ring_size = (uint32_t)strtoul(optarg, NULL, 0);
 			break;
+		case 'g':
+			ngpus = parse_gpus(optarg, dev, APP_MAX_CONTEXTS);
+			if (ngpus < 0) {
+				fprintf(stderr,
+					"gsock-echo-server: --gpus takes 1 to %d GPU numbers, e.g. 0,1; not '%s'\n",
+					APP_MAX_CONTEXTS, optarg);
+				return EX_USAGE;
+			}
+			break;
 		case 's':
 			go.control = optarg;
 			break;
@@ -95,62 +203,75 @@ int main(int argc, char **argv)
 	}
 	go.nslots = blocks;
 	go.nsocks = blocks * (per_block ? per_block : 1) + 8;
-	ctx = app_start("gsock-echo-server", &go, &threads);
-	if (!ctx)
-		return EX_UNAVAILABLE;
-	a = gsock_alloc(ctx, sizeof(*a));
-	if (!a ||
-	    app_parse_addr(listen_at, &a->listen.addr, &a->listen.addrlen)) {
-		fprintf(stderr,
-			"gsock-echo-server: cannot use listen address %s\n",
-			listen_at);
-		status = EX_USAGE;
-		goto out_fini;
+	memset(g, 0, sizeof(g));
+	for (int i = 0; i < ngpus; i++) {
+		g[i] = (struct gpu_server){ .device = dev[i],
+					    .blocks = blocks,
+					    .threads = threads,
+					    .listen_at = listen_at };
+		status = setup(&g[i], go, bufsize, per_block, ngpus > 1);
+		if (status)
+			goto out;
 	}
-	a->bufsize = bufsize;
-	a->bufs = gsock_dev_alloc(ctx, (size_t)blocks * bufsize);
-	a->stats = gsock_alloc(ctx, blocks * sizeof(*a->stats));
-	a->per_block = per_block;
-	if (per_block)
-		a->pfds =
-			gsock_dev_alloc(ctx, (size_t)blocks * (per_block + 1) *
-						     sizeof(*a->pfds));
-	if (!a->bufs || !a->stats || (per_block && !a->pfds)) {
-		fprintf(stderr,
-			"gsock-echo-server: out of memory for %u buffers\n",
-			blocks);
-		status = EX_OSERR;
-		goto out_fini;
-	}
-	snprintf(detail, sizeof(detail), "%u connections per block",
-		 per_block ? per_block : 1);
-	status = app_run_server(ctx, "gsock-echo-server",
-				per_block ? (const void *)echo_mux_kernel :
-					    (const void *)echo_server_kernel,
-				blocks, threads, a, &a->listen, listen_at,
-				detail);
-	if (status < 0) {
-		status = EX_SOFTWARE;
-		goto out_fini;
-	}
-	for (unsigned b = 0; b < blocks; b++) {
-		conns += a->stats[b].conns;
-		bytes += a->stats[b].bytes;
-		if (a->stats[b].last_error)
+	/*
+	 * GPU 0 binds first; the others take the address it got (a port of
+	 * 0 becomes one port for all).
+	 */
+	for (int i = 0; i < ngpus && !broke; i++) {
+		if (i > 0) {
+			if (app_wait_listening(g[0].ctx, &g[0].a->listen)) {
+				broke = 1;
+				break;
+			}
+			g[i].a->listen.addr = g[0].a->listen.bound;
+			g[i].a->listen.addrlen = g[0].a->listen.boundlen;
+		}
+		if (pthread_create(&g[i].thread, NULL, serve, &g[i])) {
 			fprintf(stderr,
-				"gsock-echo-server: block %u: a connection ended with %s\n",
-				b, strerror((int)-a->stats[b].last_error));
+				"gsock-echo-server: cannot start a thread\n");
+			status = EX_OSERR;
+			broke = 1;
+			break;
+		}
+		g[i].started = 1;
 	}
-	printf("gsock-echo-server: served %llu connections, %llu bytes\n",
-	       (unsigned long long)conns, (unsigned long long)bytes);
-out_fini:
-	if (a) {
-		gsock_dev_free(ctx, a->bufs);
-		if (a->pfds)
-			gsock_dev_free(ctx, a->pfds);
-		gsock_free(ctx, a->stats);
+	for (int i = 0; i < ngpus; i++) {
+		if (!g[i].started)
+			continue;
+		if (broke) /* not every GPU serves: end the ones that do */
+			gsock_stop(g[i].ctx);
+		pthread_join(g[i].thread, NULL);
+		if (g[i].status && !status)
+			status = g[i].status;
 	}
-	gsock_free(ctx, a);
-	gsock_fini(ctx);
+	if (broke && !status)
+		status = EX_UNAVAILABLE;
+	for (int i = 0; i < ngpus; i++) {
+		uint64_t c = 0;
+
+		if (!g[i].started)
+			continue;
+		for (unsigned b = 0; b < blocks; b++) {
+			c += g[i].a->stats[b].conns;
+			bytes += g[i].a->stats[b].bytes;
+			if (g[i].a->stats[b].last_error)
+				fprintf(stderr,
+					"gsock-echo-server: GPU %d block %u: a connection ended with %s\n",
+					g[i].device, b,
+					strerror((int)-g[i].a->stats[b]
+							 .last_error));
+		}
+		if (ngpus > 1)
+			printf("gsock-echo-server: GPU %d served %llu connections\n",
+			       g[i].device, (unsigned long long)c);
+		conns += c;
+	}
+	if (g[0].started)
+		printf("gsock-echo-server: served %llu connections, %llu bytes\n",
+		       (unsigned long long)conns, (unsigned long long)bytes);
+out:
+	for (int i = ngpus; i-- > 0;)
+		if (g[i].ctx)
+			teardown(&g[i]);
 	return status;
 }
