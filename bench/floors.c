@@ -100,7 +100,7 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	static double rtt[TRIPS];
-	double mapped = 0, h2d = 0, d2h = 0, t, gbs;
+	double mapped = 0, h2d = 0, d2h = 0, peer = 0, t, gbs;
 	const char *why = NULL;
 	char b[64] = { 0 }, *chunk;
 	int fds[2];
@@ -138,10 +138,14 @@ int main(int argc, char **argv)
 	close(fds[1]);
 
 	printf("tcp_rtt_p50_us=%.2f tcp_stream_GBps=%.2f", rtt[TRIPS / 2], gbs);
-	if (floors_gpu(&mapped, &h2d, &d2h, &why) == 0)
-		printf(" mapped_rtt_us=%.2f h2d_GBps=%.2f d2h_GBps=%.2f\n",
+	if (floors_gpu(&mapped, &h2d, &d2h, &why) == 0) {
+		printf(" mapped_rtt_us=%.2f h2d_GBps=%.2f d2h_GBps=%.2f",
 		       mapped, h2d, d2h);
-	else
+		if (floors_peer(&peer, &why) == 0)
+			printf(" peer_GBps=%.2f", peer);
+		printf("\n");
+	} else {
 		printf(" gpu=none (%s)\n", why);
+	}
 	return 0;
 }

@@ -14,6 +14,11 @@ extern "C" {
  */
 int floors_gpu(double *mapped_rtt_us, double *h2d_gbs, double *d2h_gbs,
 	       const char **why);
+/*
+ * GPU 0 -> GPU 1 copy bandwidth (cudaMemcpyPeer, over NVLink or PCIe;
+ * GB/s), or -1 with a reason in why with fewer than two GPUs.
+ */
+int floors_peer(double *peer_gbs, const char **why);
 
 #ifdef __cplusplus
 }

@@ -105,3 +105,42 @@ extern "C" int floors_gpu(double *mapped_rtt_us, double *h2d_gbs,
 	cudaFreeHost(flags);
 	return 0;
 }
+
+extern "C" int floors_peer(double *peer_gbs, const char **why)
+{
+	const size_t n = 256u << 20;
+	void *a = NULL, *b = NULL;
+	int count = 0, can = 0;
+	double t;
+
+	if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) {
+		*why = "fewer than two GPUs";
+		return -1;
+	}
+	cudaDeviceCanAccessPeer(&can, 1, 0);
+	cudaSetDevice(0);
+	if (can)
+		cudaDeviceEnablePeerAccess(1, 0);
+	if (cudaMalloc(&a, n) != cudaSuccess) {
+		*why = "CUDA allocation failed";
+		return -1;
+	}
+	cudaSetDevice(1);
+	if (can)
+		cudaDeviceEnablePeerAccess(0, 0);
+	if (cudaMalloc(&b, n) != cudaSuccess) {
+		*why = "CUDA allocation failed";
+		return -1;
+	}
+	cudaMemcpyPeer(b, 1, a, 0, n); /* warm */
+	cudaDeviceSynchronize();
+	t = secs();
+	for (int i = 0; i < 5; i++)
+		cudaMemcpyPeer(b, 1, a, 0, n);
+	cudaDeviceSynchronize();
+	*peer_gbs = 5.0 * (double)n / (secs() - t) / 1e9;
+	cudaFree(b);
+	cudaSetDevice(0);
+	cudaFree(a);
+	return 0;
+}

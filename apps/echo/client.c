@@ -31,6 +31,7 @@ static void usage(FILE *f)
 		"  -b, --blocks N        blocks, one connection each (default 1)\n"
 		"  -t, --threads N       threads per block (default 256; host backend: 1)\n"
 		"  -S, --seed N          pattern seed (default: time)\n"
+		"  -d, --gpu N           the GPU to run on (CUDA ordinal, default 0)\n"
 		"  -s, --control PATH    gsockd's control socket\n");
 }
 
@@ -56,6 +57,7 @@ int main(int argc, char **argv)
 		{ "blocks", required_argument, NULL, 'b' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "seed", required_argument, NULL, 'S' },
+		{ "gpu", required_argument, NULL, 'd' },
 		{ "control", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
@@ -67,7 +69,7 @@ int main(int argc, char **argv)
 	size_t nrtt;
 	int opt, r, status = 0, failed = 0;
 
-	while ((opt = getopt_long(argc, argv, "n:i:b:t:S:s:h", opts, NULL)) !=
+	while ((opt = getopt_long(argc, argv, "n:i:b:t:S:d:s:h", opts, NULL)) !=
 	       -1) {
 		switch (opt) {
 		case 'n':
@@ -84,6 +86,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			seed = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'd':
+			go.device = atoi(optarg);
 			break;
 		case 's':
 			go.control = optarg;
