@@ -93,6 +93,26 @@ out_unlock:
 	return r;
 }
 
+void pl_fd_lock_all(void)
+{
+	pthread_rwlock_wrlock(&tab_lock);
+}
+
+void pl_fd_unlock_all(void)
+{
+	pthread_rwlock_unlock(&tab_lock);
+}
+
+void pl_fd_forked(void)
+{
+	/*
+	 * The child's thread has a new id, and glibc's rwlock unlock tells
+	 * a writer by its id: start the lock afresh. Nothing else runs in
+	 * the child yet, and the table was not being changed at the fork.
+	 */
+	pthread_rwlock_init(&tab_lock, NULL);
+}
+
 void pl_fd_clear(int fd)
 {
 	struct pl_sock **slot = slot_of(fd), *old;

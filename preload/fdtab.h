@@ -84,5 +84,14 @@ struct pl_sock *pl_fd_get(int fd);
 int pl_fd_set(int fd, struct pl_sock *s);
 /* Forget fd, dropping its reference. */
 void pl_fd_clear(int fd);
+/*
+ * fork(): the forking thread holds the table's lock across the fork
+ * (pthread_atfork), so the child never inherits it held by a thread it
+ * does not have; then the parent lets it go and the child starts it
+ * afresh (pl_fd_forked).
+ */
+void pl_fd_lock_all(void);
+void pl_fd_unlock_all(void);
+void pl_fd_forked(void);
 
 #endif

@@ -93,8 +93,15 @@ static int rdma_present(void)
 
 void pl_route_init(void)
 {
-	const char *lvl = getenv("GSOCK_LOG"), *t = getenv("GSOCK_TRANSPORT");
-	const char *path = getenv("GSOCK_CONF"), *fs = getenv("RDMAV_FORK_SAFE");
+	/*
+	 * secure_getenv: in a process that changed its ids (set-user-ID,
+	 * capabilities) the environment is its caller's, not to be trusted:
+	 * no GSOCK_CONF file to read as root, no log level, the defaults.
+	 */
+	const char *lvl = secure_getenv("GSOCK_LOG");
+	const char *t = secure_getenv("GSOCK_TRANSPORT");
+	const char *path = secure_getenv("GSOCK_CONF");
+	const char *fs = secure_getenv("RDMAV_FORK_SAFE");
 	int required = path && *path;
 	cfg_t *cfg;
 

@@ -1,0 +1,616 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * preload-torture: the calls programs make under load, each checked and
+ * summed up in one line that does not depend on timing, so that a run
+ * under libgsock-preload.so must print exactly what a run without it
+ * prints (t/preload-torture.t compares them):
+ *
+ *   eintr      a signal without SA_RESTART interrupts recv and accept;
+ *              with SA_RESTART recv goes on and gets its bytes
+ *   dup2       dup2/dup3/close racing a thread that sends on the target
+ *   fork       fork while other threads create and close sockets: every
+ *              child makes a socket and exits
+ *   spawn      posix_spawn and vfork+exec children write to an inherited
+ *              socket
+ *   cloexec    exec keeps a socket without FD_CLOEXEC, closes one with it
+ *   select     select on descriptor 1000, poll on a descriptor above 4096
+ *   manyfds    more than 65,536 sockets at once, the last one used
+ *   scm        a TCP socket passed over a unix socket (SCM_RIGHTS)
+ *   storm      1 MiB echoed while SA_RESTART signals hit every 100 us
+ *
+ * usage: preload-torture [TEST...]   (default: all)
+ */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+static const char *self;
+
+static void die(const char *what)
+{
+	printf("%s: failed: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+/* A listener on 127.0.0.1, any port. */
+static int listener(struct sockaddr_in *sa)
+{
+	socklen_t len = sizeof(*sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)sa, sizeof(*sa)) ||
+	    listen(fd, 1024) || getsockname(fd, (struct sockaddr *)sa, &len))
+		die("listener");
+	return fd;
+}
+
+/* A connected TCP pair: *a the connecting end, *b the accepted one. */
+static void tcp_pair(int *a, int *b, int cloexec)
+{
+	struct sockaddr_in sa;
+	int l = listener(&sa);
+
+	*a = socket(AF_INET, SOCK_STREAM | (cloexec ? SOCK_CLOEXEC : 0), 0);
+	if (*a < 0 || connect(*a, (struct sockaddr *)&sa, sizeof(sa)))
+		die("connect");
+	*b = accept(l, NULL, NULL);
+	if (*b < 0)
+		die("accept");
+	close(l);
+}
+
+static int full(int fd, void *p, size_t n, int sending)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = sending ? send(fd, (char *)p + done, n - done,
+					   MSG_NOSIGNAL) :
+				      recv(fd, (char *)p + done, n - done, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static volatile sig_atomic_t hits;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	hits++;
+}
+
+static void handle(int sig, int restart)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sa.sa_flags = restart ? SA_RESTART : 0;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+static void alarm_in_ms(int ms)
+{
+	struct itimerval it = { { 0, 0 }, { ms / 1000, (ms % 1000) * 1000 } };
+
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+struct later {
+	int fd, ms;
+};
+
+static void *send_later(void *p)
+{
+	struct later *l = p;
+	struct timespec ts = { 0, l->ms * 1000000L };
+
+	nanosleep(&ts, NULL);
+	if (send(l->fd, "hello", 5, MSG_NOSIGNAL) != 5)
+		die("send_later");
+	return NULL;
+}
+
+static void t_eintr(void)
+{
+	struct sockaddr_in sa;
+	struct later l;
+	pthread_t th;
+	char buf[16];
+	int a, b, lfd, e1, e2, n;
+
+	tcp_pair(&a, &b, 0);
+	handle(SIGALRM, 0);
+	alarm_in_ms(50);
+	n = (int)recv(a, buf, sizeof(buf), 0);
+	e1 = errno;
+	lfd = listener(&sa);
+	alarm_in_ms(50);
+	if (accept(lfd, NULL, NULL) >= 0)
+		die("accept with nobody connecting");
+	e2 = errno;
+	handle(SIGALRM, 1);
+	l = (struct later){ b, 150 };
+	pthread_create(&th, NULL, send_later, &l);
+	alarm_in_ms(50);
+	n = (int)recv(a, buf, sizeof(buf), 0) + (n < 0 ? 0 : 1000);
+	pthread_join(th, NULL);
+	printf("eintr: recv %s, accept %s; with SA_RESTART recv got %d bytes\n",
+	       e1 == EINTR ? "EINTR" : strerror(e1),
+	       e2 == EINTR ? "EINTR" : strerror(e2), n);
+	close(a);
+	close(b);
+	close(lfd);
+	signal(SIGALRM, SIG_DFL);
+}
+
+struct sender {
+	int fd;
+	volatile int stop;
+	long sent;
+};
+
+static void *keep_sending(void *p)
+{
+	struct sender *s = p;
+	char c = 'x';
+
+	while (!s->stop)
+		if (send(s->fd, &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
+			s->sent++;
+	return NULL;
+}
+
+/* Whether fd is a socket connected to the port of peer. */
+static int names(int fd, int peer)
+{
+	struct sockaddr_in x, y;
+	socklen_t lx = sizeof(x), ly = sizeof(y);
+
+	return !getpeername(fd, (struct sockaddr *)&x, &lx) &&
+	       !getsockname(peer, (struct sockaddr *)&y, &ly) &&
+	       x.sin_port == y.sin_port;
+}
+
+static void t_dup2(void)
+{
+	const int rounds = 200, target = 200;
+	int ok = 0;
+
+	for (int i = 0; i < rounds; i++) {
+		int a, b, c, d;
+		struct sender s;
+		pthread_t th;
+
+		tcp_pair(&a, &b, 0);
+		tcp_pair(&c, &d, 0);
+		if (dup2(a, target) != target)
+			die("dup2");
+		s = (struct sender){ target, 0, 0 };
+		pthread_create(&th, NULL, keep_sending, &s);
+		if ((i & 1 ? dup3(c, target, O_CLOEXEC) : dup2(c, target)) !=
+		    target)
+			die("dup2 over a busy descriptor");
+		s.stop = 1;
+		pthread_join(th, NULL);
+		ok += names(target, d) && fcntl(target, F_GETFD) ==
+						   (i & 1 ? FD_CLOEXEC : 0);
+		close(target);
+		close(a);
+		close(b);
+		close(c);
+		close(d);
+	}
+	printf("dup2: %d of %d dup2/dup3 over a descriptor in use took\n", ok,
+	       rounds);
+}
+
+static volatile int churn_stop;
+
+/*
+ * Other threads inside the preload all the time: sockets made, some
+ * connecting without blocking (to a listener nobody drains), closed.
+ */
+static void *churn(void *p)
+{
+	struct sockaddr_in *sa = p;
+	unsigned seed = (unsigned)(uintptr_t)&seed;
+
+	while (!churn_stop) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0), fd2;
+
+		if (fd < 0)
+			continue;
+		if (rand_r(&seed) & 1) {
+			fcntl(fd, F_SETFL, O_NONBLOCK);
+			connect(fd, (struct sockaddr *)sa, sizeof(*sa));
+		}
+		fd2 = dup(fd);
+		close(fd);
+		if (fd2 >= 0)
+			close(fd2);
+	}
+	return NULL;
+}
+
+static void t_fork(void)
+{
+	const int rounds = 200;
+	struct sockaddr_in sa, busy;
+	pthread_t th[3];
+	int lfd = listener(&sa), bfd = listener(&busy), done = 0, hung = 0;
+
+	fcntl(lfd, F_SETFL, O_NONBLOCK);
+	churn_stop = 0;
+	for (int i = 0; i < 3; i++)
+		pthread_create(&th[i], NULL, churn, &busy);
+	for (int i = 0; i < rounds; i++) {
+		pid_t pid = fork();
+		int st = 0, c;
+
+		if (pid == 0) {
+			int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+			if (fd < 0 || connect(fd, (struct sockaddr *)&sa,
+					      sizeof(sa)))
+				_exit(2);
+			close(fd);
+			_exit(0);
+		}
+		if (pid < 0)
+			die("fork");
+		for (int k = 0; k < 500; k++) { /* 5 s */
+			struct timespec ts = { 0, 10000000 };
+
+			if (waitpid(pid, &st, WNOHANG) == pid)
+				break;
+			if (k == 499) {
+				kill(pid, SIGKILL);
+				waitpid(pid, &st, 0);
+				hung++;
+			}
+			nanosleep(&ts, NULL);
+		}
+		done += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		while ((c = accept(lfd, NULL, NULL)) >= 0) /* lfd: O_NONBLOCK */
+			close(c);
+	}
+	churn_stop = 1;
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	close(lfd);
+	close(bfd);
+	printf("fork: %d of %d children made a connection and exited; %d hung\n",
+	       done, rounds, hung);
+}
+
+/* The line a child wrote to an inherited socket (b is the peer). */
+static void read_line(int b, char *out, size_t n)
+{
+	size_t k = 0;
+
+	while (k + 1 < n) {
+		ssize_t r = recv(b, out + k, 1, 0);
+
+		if (r <= 0 || out[k] == '\n')
+			break;
+		k++;
+	}
+	out[k] = 0;
+}
+
+static void t_spawn(void)
+{
+	char *argv[] = { "sh", "-c", "echo spawned >&7", NULL };
+	posix_spawn_file_actions_t fa;
+	char l1[64], l2[64];
+	int a, b, st;
+	pid_t pid;
+
+	tcp_pair(&a, &b, 0);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, a, 7);
+	if (posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ))
+		die("posix_spawn");
+	posix_spawn_file_actions_destroy(&fa);
+	read_line(b, l1, sizeof(l1));
+	waitpid(pid, &st, 0);
+	if (dup2(a, 7) != 7)
+		die("dup2");
+	argv[2] = "echo vforked >&7";
+	pid = vfork();
+	if (pid == 0) {
+		execve("/bin/sh", argv, environ);
+		_exit(127);
+	}
+	read_line(b, l2, sizeof(l2));
+	waitpid(pid, &st, 0);
+	printf("spawn: posix_spawn child said '%s', vfork child said '%s'\n",
+	       l1, l2);
+	close(7);
+	close(a);
+	close(b);
+}
+
+static void t_cloexec(void)
+{
+	char fa[16], fb[16], buf[64];
+	int a, a2, b, b2, st;
+	pid_t pid;
+
+	tcp_pair(&a, &a2, 1);
+	tcp_pair(&b, &b2, 0);
+	snprintf(fa, sizeof(fa), "%d", a);
+	snprintf(fb, sizeof(fb), "%d", b);
+	pid = fork();
+	if (pid == 0) {
+		char *argv[] = { (char *)self, "cloexec-child", fa, fb, NULL };
+
+		execve(self, argv, environ);
+		_exit(127);
+	}
+	close(a);
+	close(b);
+	read_line(b2, buf, sizeof(buf));
+	waitpid(pid, &st, 0);
+	printf("cloexec: the exec'd child said '%s' (status %d); the FD_CLOEXEC socket's peer %s\n",
+	       buf, WEXITSTATUS(st),
+	       recv(a2, fa, 1, 0) == 0 ? "saw it close" : "did not see it close");
+	close(a2);
+	close(b2);
+}
+
+static int cloexec_child(int a, int b)
+{
+	char msg[64];
+
+	snprintf(msg, sizeof(msg), "first %s, second %s\n",
+		 fcntl(a, F_GETFD) < 0 && errno == EBADF ? "closed" : "open",
+		 fcntl(b, F_GETFD) == 0 ? "open" : "closed");
+	return full(b, msg, strlen(msg), 1) ? 1 : 0;
+}
+
+static void t_select(void)
+{
+	struct rlimit rl;
+	struct pollfd p;
+	fd_set rs;
+	struct timeval tv = { 5, 0 };
+	int a, b, high = 4099, r1, r2 = -1;
+	char c;
+
+	tcp_pair(&a, &b, 0);
+	if (dup2(a, 1000) != 1000)
+		die("dup2 to 1000");
+	send(b, "s", 1, 0);
+	FD_ZERO(&rs);
+	FD_SET(1000, &rs);
+	r1 = select(1001, &rs, NULL, NULL, &tv);
+	r1 = r1 == 1 && FD_ISSET(1000, &rs) && recv(1000, &c, 1, 0) == 1;
+	getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur <= (rlim_t)high && rl.rlim_max > (rlim_t)high) {
+		rl.rlim_cur = high + 1;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (dup2(a, high) == high) {
+		send(b, "p", 1, 0);
+		p = (struct pollfd){ high, POLLIN, 0 };
+		r2 = poll(&p, 1, 5000) == 1 && (p.revents & POLLIN) &&
+		     recv(high, &c, 1, 0) == 1 && c == 'p';
+		close(high);
+	}
+	printf("select: descriptor 1000 %s; poll on descriptor %d %s\n",
+	       r1 ? "readable" : "NOT readable", high,
+	       r2 < 0 ? "not possible (limit)" :
+	       r2	 ? "readable" :
+			   "NOT readable");
+	close(1000);
+	close(a);
+	close(b);
+}
+
+static void t_manyfds(void)
+{
+	const int want = 70000;
+	struct rlimit rl;
+	int *fds, n = 0, a, b, ok = 0;
+	char buf[8];
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_max < (rlim_t)want + 64) {
+		printf("manyfds: the open-file limit (%llu) is under %d: not tried\n",
+		       (unsigned long long)rl.rlim_max, want + 64);
+		return;
+	}
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	fds = malloc(want * sizeof(*fds));
+	while (fds && n < want) {
+		fds[n] = socket(AF_INET, SOCK_STREAM, 0);
+		if (fds[n] < 0)
+			break;
+		n++;
+	}
+	tcp_pair(&a, &b, 0);
+	if (n == want && a > 65536 && full(a, "above", 5, 1) == 0 &&
+	    full(b, buf, 5, 0) == 0 && !memcmp(buf, "above", 5))
+		ok = 1;
+	printf("manyfds: %d sockets open at once; a connection above descriptor 65536 %s\n",
+	       n, ok ? "carried bytes" : "FAILED");
+	close(a);
+	close(b);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	free(fds);
+}
+
+static void t_scm(void)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))], line[64], c = 0;
+	struct iovec iov = { &c, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	int sp[2], a, b, st;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp))
+		die("socketpair");
+	tcp_pair(&a, &b, 0);
+	pid = fork();
+	if (pid == 0) {
+		int fd;
+
+		close(sp[0]);
+		if (recvmsg(sp[1], &m, 0) != 1 || !(cm = CMSG_FIRSTHDR(&m)))
+			_exit(2);
+		memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+		_exit(full(fd, "passed\n", 7, 1) ? 3 : 0);
+	}
+	close(sp[1]);
+	memset(cbuf, 0, sizeof(cbuf));
+	cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &a, sizeof(a));
+	if (sendmsg(sp[0], &m, 0) != 1)
+		die("sendmsg");
+	close(a);
+	read_line(b, line, sizeof(line));
+	waitpid(pid, &st, 0);
+	printf("scm: the receiving process wrote '%s' (status %d)\n", line,
+	       WEXITSTATUS(st));
+	close(b);
+	close(sp[0]);
+}
+
+struct storm {
+	pthread_t target;
+	volatile int stop;
+};
+
+static void *storm_run(void *p)
+{
+	struct storm *s = p;
+	struct timespec ts = { 0, 100000 };
+
+	while (!s->stop) {
+		pthread_kill(s->target, SIGUSR1);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static void *echo_back(void *p)
+{
+	int fd = *(int *)p;
+	char buf[4096];
+
+	for (;;) {
+		ssize_t r = recv(fd, buf, sizeof(buf), 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || full(fd, buf, (size_t)r, 1))
+			break;
+	}
+	return NULL;
+}
+
+static void t_storm(void)
+{
+	const size_t n = 1 << 20;
+	unsigned char *out = malloc(n), *in = malloc(n);
+	struct storm s = { pthread_self(), 0 };
+	pthread_t st, ec;
+	int a, b, same;
+
+	if (!out || !in)
+		die("malloc");
+	for (size_t i = 0; i < n; i++)
+		out[i] = (unsigned char)(i * 2654435761u >> 13);
+	tcp_pair(&a, &b, 0);
+	handle(SIGUSR1, 1);
+	pthread_create(&ec, NULL, echo_back, &b);
+	pthread_create(&st, NULL, storm_run, &s);
+	for (size_t off = 0; off < n; off += 65536) {
+		if (full(a, out + off, 65536, 1) || full(a, in + off, 65536, 0))
+			die("storm echo");
+	}
+	s.stop = 1;
+	pthread_join(st, NULL);
+	shutdown(a, SHUT_WR);
+	pthread_join(ec, NULL);
+	same = !memcmp(in, out, n);
+	printf("storm: 1 MiB echoed %s under SA_RESTART signals (%s)\n",
+	       same ? "intact" : "CORRUPTED",
+	       hits > 10 ? "many delivered" : "few delivered");
+	signal(SIGUSR1, SIG_IGN);
+	close(a);
+	close(b);
+	free(in);
+	free(out);
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} tests[] = {
+	{ "eintr", t_eintr },     { "dup2", t_dup2 },	  { "fork", t_fork },
+	{ "spawn", t_spawn },     { "cloexec", t_cloexec }, { "select", t_select },
+	{ "manyfds", t_manyfds }, { "scm", t_scm },	  { "storm", t_storm },
+};
+
+int main(int argc, char **argv)
+{
+	int ran = 0;
+
+	self = argv[0];
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 4 && !strcmp(argv[1], "cloexec-child"))
+		return cloexec_child(atoi(argv[2]), atoi(argv[3]));
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		int want = argc == 1;
+
+		for (int k = 1; k < argc; k++)
+			want |= !strcmp(argv[k], tests[i].name);
+		if (want) {
+			tests[i].fn();
+			ran++;
+		}
+	}
+	if (!ran) {
+		fprintf(stderr, "preload-torture: no such test\n");
+		return 64;
+	}
+	return 0;
+}
