@@ -850,7 +850,8 @@ void gsock_fini(struct gsock_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	gs_use_device(ctx);
+	if (ctx->dev_base) /* not when the device itself was refused */
+		gs_use_device(ctx);
 	if (ctx->watching) {
 		if (write(ctx->wake_fd[1], "q", 1) < 0)
 			shutdown(ctx->ctl_fd, SHUT_RDWR);

@@ -119,11 +119,13 @@ GSOCK_DEVICE long mr_send_timed(struct gsock_dev gs, int fd, const void *buf,
 }
 
 /*
- * Receive exactly n bytes from peer into buf; record what failed. 0, or
- * -1 after mr_fail.
+ * Receive exactly n bytes from peer into buf, the part of a stream of
+ * whole bytes that starts after its first before; record what failed.
+ * 0, or -1 after mr_fail.
  */
-GSOCK_DEVICE int mr_recv_all(struct gsock_dev gs, struct mr_job *j, int fd,
-			     uint32_t peer, void *buf, uint64_t n)
+GSOCK_DEVICE int mr_recv_part(struct gsock_dev gs, struct mr_job *j, int fd,
+			      uint32_t peer, void *buf, uint64_t n,
+			      uint64_t before, uint64_t whole)
 {
 	long r = app_recv_timed(gs, fd, (uint8_t *)buf, n, 1, j->timeout_ms);
 
@@ -131,11 +133,19 @@ GSOCK_DEVICE int mr_recv_all(struct gsock_dev gs, struct mr_job *j, int fd,
 		return 0;
 	if (gs_tid() == 0) {
 		if (r >= 0)
-			mr_fail(j->res, MR_E_SHORT, 0, peer, (uint64_t)r, n);
+			mr_fail(j->res, MR_E_SHORT, 0, peer,
+				before + (uint64_t)r, whole);
 		else
-			mr_fail(j->res, MR_E_RECV, r, peer, 0, n);
+			mr_fail(j->res, MR_E_RECV, r, peer, before, whole);
 	}
 	return -1;
+}
+
+/* mr_recv_part of a whole message of n bytes. */
+GSOCK_DEVICE int mr_recv_all(struct gsock_dev gs, struct mr_job *j, int fd,
+			     uint32_t peer, void *buf, uint64_t n)
+{
+	return mr_recv_part(gs, j, fd, peer, buf, n, 0, n);
 }
 
 GSOCK_DEVICE int mr_send_all(struct gsock_dev gs, struct mr_job *j, int fd,
@@ -394,11 +404,10 @@ GSOCK_DEVICE void mr_gather_words(struct gsock_dev gs, struct mr_job *j)
 
 			if (c > j->stage_recs)
 				c = j->stage_recs;
-			if (mr_recv_all(gs, j, fd, h.rank, j->stage,
-					c * sizeof(struct mr_word))) {
-				if (gs_tid() == 0) /* bytes, of all */
-					j->res->total = h.records *
-							sizeof(struct mr_word);
+			if (mr_recv_part(gs, j, fd, h.rank, j->stage,
+					 c * sizeof(struct mr_word),
+					 done * sizeof(struct mr_word),
+					 h.records * sizeof(struct mr_word))) {
 				gclose(gs, fd);
 				return;
 			}
