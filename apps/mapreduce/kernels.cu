@@ -334,22 +334,20 @@ GSOCK_DEVICE void mr_map_words(struct mr_job *j, unsigned nblocks)
 	if (end > len)
 		end = len;
 	if (p < end && p > 0 && mr_is_word_byte(t[p - 1]))
-		while (p < end && mr_is_word_byte(t[p]))
-			p++; /* the word that started before us is not ours */
+		p = mr_word_end(t, end, p); /* it started before us: not ours */
 	while (p < end) {
 		union {
 			uint8_t b[MR_WORD_MAX + 1];
 			uint32_t w[(MR_WORD_MAX + 1) / 4];
 		} key;
-		uint64_t q = p;
+		uint64_t q;
 		uint32_t klen;
 
 		if (!mr_is_word_byte(t[p])) {
 			p++;
 			continue;
 		}
-		while (q < len && mr_is_word_byte(t[q]))
-			q++;
+		q = mr_word_end(t, len, p);
 		klen = mr_key(t + p, q - p, key.b);
 		if (mr_insert(j->table, j->table_mask, key.w, klen,
 			      mr_hash(key.b, klen), 1)) {

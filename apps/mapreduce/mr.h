@@ -79,6 +79,14 @@ GSOCK_HD uint32_t mr_part(uint32_t hash, uint32_t workers)
 	return (hash >> 8) % workers;
 }
 
+/* The end of the word that starts at text[p] (a word byte). */
+GSOCK_HD uint64_t mr_word_end(const uint8_t *text, uint64_t len, uint64_t p)
+{
+	while (p < len && mr_is_word_byte(text[p]))
+		p++;
+	return p;
+}
+
 /* A split boundary at or after pos: never inside a word. */
 GSOCK_HD uint64_t mr_boundary(const uint8_t *text, uint64_t len, uint64_t pos)
 {

@@ -41,7 +41,7 @@ static int wordcount(const uint8_t *t, uint64_t len)
 			uint8_t b[MR_WORD_MAX + 1];
 			struct mr_word w;
 		} k;
-		uint64_t q = p;
+		uint64_t q;
 		uint32_t h, klen;
 		size_t i;
 
@@ -49,8 +49,7 @@ static int wordcount(const uint8_t *t, uint64_t len)
 			p++;
 			continue;
 		}
-		while (q < len && mr_is_word_byte(t[q]))
-			q++;
+		q = mr_word_end(t, len, p);
 		klen = mr_key(t + p, q - p, k.b);
 		h = mr_hash(k.b, klen);
 		p = q;
