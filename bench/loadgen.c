@@ -8,6 +8,13 @@
  * it measures for -d seconds and prints one line of key=value results:
  * requests/s, MB/s each way, and round-trip percentiles.
  *
+ * -m duplex streams instead: each connection gets a sending thread, which
+ * writes the pattern without pause in -s byte calls, and a receiving
+ * thread, which checks every byte of the echo against the pattern at its
+ * offset; MB/s is what came back in the measured seconds (each way),
+ * reqs the -s byte chunks in it. So the client is never the limit of one
+ * stream the way a single thread doing both directions is.
+ *
  * -i N also opens N idle connections first (from 127.0.0.2 up, so a
  * loopback client is not short of ports) and holds them for the run; their
  * setup time is reported. Every connection ends with a reset (SO_LINGER
@@ -58,6 +65,17 @@ static struct addrinfo *peer;
 static size_t size = 64;
 static uint8_t *pattern; /* what every request carries */
 static volatile int phase = WARMUP;
+
+/* The pattern repeats every 65536 bytes (see main). */
+#define PERIOD 65536u
+
+struct stream {
+	pthread_t tx, rx;
+	int fd;
+	uint64_t sent, got; /* whole run */
+	uint64_t bytes; /* received in the measured phase */
+	int fail;
+};
 
 static uint64_t now_ns(void)
 {
@@ -183,6 +201,104 @@ static void *run(void *arg)
 	return NULL;
 }
 
+static void *stream_tx(void *arg)
+{
+	struct stream *st = arg;
+
+	while (phase != DONE) {
+		ssize_t n = send(st->fd, pattern + st->sent % PERIOD, size,
+				 MSG_NOSIGNAL);
+
+		if (n < 0 && errno != EINTR) {
+			st->fail = 1;
+			break;
+		}
+		if (n > 0)
+			st->sent += (uint64_t)n;
+	}
+	return NULL;
+}
+
+static void *stream_rx(void *arg)
+{
+	struct stream *st = arg;
+	uint8_t *buf = malloc(size);
+	struct timeval tv = { 0, 100000 };
+
+	if (!buf) {
+		st->fail = 1;
+		return NULL;
+	}
+	setsockopt(st->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while (phase != DONE) {
+		ssize_t n = recv(st->fd, buf, size, 0);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0) {
+			fprintf(stderr, "loadgen: stream ended: %s\n",
+				n ? strerror(errno) : "end of file");
+			st->fail = 1;
+			break;
+		}
+		if (memcmp(buf, pattern + st->got % PERIOD, (size_t)n)) {
+			fprintf(stderr, "loadgen: echo differs near byte %llu\n",
+				(unsigned long long)st->got);
+			st->fail = 1;
+			break;
+		}
+		st->got += (uint64_t)n;
+		if (phase == MEASURE)
+			st->bytes += (uint64_t)n;
+	}
+	free(buf);
+	return NULL;
+}
+
+/* -m duplex: conns streams, each with its own two threads. */
+static int run_duplex(int conns, double warm, double secs)
+{
+	struct stream *st = calloc((size_t)conns, sizeof(*st));
+	uint64_t bytes = 0, t0, t1;
+	int fail = 0;
+
+	if (!st)
+		return EX_OSERR;
+	for (int i = 0; i < conns; i++) {
+		st[i].fd = dial(NULL, 0, 0);
+		if (st[i].fd < 0) {
+			fprintf(stderr, "loadgen: connect: %s\n",
+				strerror(errno));
+			return EX_UNAVAILABLE;
+		}
+	}
+	for (int i = 0; i < conns; i++) {
+		pthread_create(&st[i].tx, NULL, stream_tx, &st[i]);
+		pthread_create(&st[i].rx, NULL, stream_rx, &st[i]);
+	}
+	usleep((useconds_t)(warm * 1e6));
+	t0 = now_ns();
+	phase = MEASURE;
+	usleep((useconds_t)(secs * 1e6));
+	phase = DONE;
+	t1 = now_ns();
+	/* The sender may be blocked in send: the reset (close) ends it. */
+	for (int i = 0; i < conns; i++) {
+		pthread_join(st[i].rx, NULL);
+		shutdown(st[i].fd, SHUT_RDWR);
+		pthread_join(st[i].tx, NULL);
+		close(st[i].fd);
+		bytes += st[i].bytes;
+		fail |= st[i].fail;
+	}
+	printf("conns=%d size=%zu threads=%d idle=0 idle_open_s=0.00 secs=%.3f reqs=%llu "
+	       "rps=0 MBps=%.1f p50_us=nan p99_us=nan p999_us=nan errors=%d\n",
+	       conns, size, 2 * conns, (double)(t1 - t0) / 1e9,
+	       (unsigned long long)(bytes / size),
+	       (double)bytes * 1e3 / (double)(t1 - t0), fail);
+	return fail || !bytes ? 1 : 0;
+}
+
 static int cmp_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -263,7 +379,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: loadgen [-c conns] [-s bytes] [-t threads] [-d seconds] [-w seconds]\n"
-		"               [-i idle-conns] HOST PORT\n");
+		"               [-i idle-conns] [-m rr|duplex] HOST PORT\n");
 }
 
 int main(int argc, char **argv)
@@ -275,9 +391,9 @@ int main(int argc, char **argv)
 	uint64_t reqs = 0, bytes = 0, errors = 0, t0, t1;
 	size_t nlat = 0;
 	uint32_t *all;
-	int fail = 0;
+	int fail = 0, duplex = 0;
 
-	while ((opt = getopt(argc, argv, "c:s:t:d:w:i:h")) != -1) {
+	while ((opt = getopt(argc, argv, "c:s:t:d:w:i:m:h")) != -1) {
 		switch (opt) {
 		case 'c':
 			conns = atoi(optarg);
@@ -296,6 +412,15 @@ int main(int argc, char **argv)
 			break;
 		case 'i':
 			idle = atoi(optarg);
+			break;
+		case 'm':
+			if (strcmp(optarg, "duplex") && strcmp(optarg, "rr")) {
+				fprintf(stderr,
+					"loadgen: -m is rr (requests, the default) or duplex (streams), not %s\n",
+					optarg);
+				return EX_USAGE;
+			}
+			duplex = !strcmp(optarg, "duplex");
 			break;
 		case 'h':
 			usage(stdout);
@@ -323,12 +448,15 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	pattern = malloc(size);
+	/* Periodic in PERIOD, so duplex streams read it at offset % PERIOD. */
+	pattern = malloc(size + PERIOD);
 	w = calloc((size_t)threads, sizeof(*w));
 	if (!pattern || !w)
 		return EX_OSERR;
-	for (size_t i = 0; i < size; i++)
+	for (size_t i = 0; i < size + PERIOD; i++)
 		pattern[i] = (uint8_t)(i * 131 + (i >> 8) * 7 + 1);
+	if (duplex)
+		return run_duplex(conns, warm, secs);
 	if (idle) {
 		t0 = now_ns();
 		if (open_idle(idle, &idle_fds) < 0)

@@ -6,7 +6,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 time_limit 240
 need_backend
-plan 6
+plan 7
 
 cd "$GSOCK_BUILD"
 "$GSOCK_SRC/bench/run" --tiny --backend "$BACKEND" --out "$TMP/results" >"$TMP/run.out" 2>"$TMP/run.err"
@@ -22,3 +22,7 @@ for s in A B C Cb; do
 	[ "$n" -ge 2 ]
 	ok $? "server $s: round trips measured at every size ($n rows)"
 done
+# full-duplex streams (loadgen -m duplex): every byte checked, some came back
+n=$(awk -F, '$1 == "duplex" && ($2 == "A" || $2 == "B" || $2 == "C") && $6 > 0' "$csv" | wc -l)
+[ "$n" -ge 6 ]
+ok $? "full-duplex streams through A, B and C, 1 and 2 connections ($n rows)"
