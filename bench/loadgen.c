@@ -14,6 +14,11 @@
  * offset; MB/s is what came back in the measured seconds (each way),
  * reqs the -s byte chunks in it. So the client is never the limit of one
  * stream the way a single thread doing both directions is.
+ * -m up and -m down are one-way streams to a server in sink or source
+ * mode (gsock-echo-server -M, cpu-echo-server -M): up sends the pattern
+ * and at the end checks the sink's answer (bytes it got, bytes wrong);
+ * down receives and checks the source's pattern. MB/s is what was sent
+ * (up) or received (down) in the measured seconds.
  *
  * -i N also opens N idle connections first (from 127.0.0.2 up, so a
  * loopback client is not short of ports) and holds them for the run; their
@@ -69,11 +74,14 @@ static volatile int phase = WARMUP;
 /* The pattern repeats every 65536 bytes (see main). */
 #define PERIOD 65536u
 
+enum { RR, DUPLEX, UP, DOWN }; /* -m */
+
 struct stream {
 	pthread_t tx, rx;
 	int fd;
 	uint64_t sent, got; /* whole run */
-	uint64_t bytes; /* received in the measured phase */
+	uint64_t bytes; /* moved in the measured phase (received; UP: sent) */
+	int up; /* -m up: bytes counts what is sent */
 	int fail;
 };
 
@@ -204,17 +212,23 @@ static void *run(void *arg)
 static void *stream_tx(void *arg)
 {
 	struct stream *st = arg;
+	struct timeval tv = { 0, 100000 };
 
+	/* a peer that stops reading does not keep it past the end */
+	setsockopt(st->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	while (phase != DONE) {
 		ssize_t n = send(st->fd, pattern + st->sent % PERIOD, size,
 				 MSG_NOSIGNAL);
 
-		if (n < 0 && errno != EINTR) {
+		if (n < 0 && errno != EINTR && errno != EAGAIN) {
 			st->fail = 1;
 			break;
 		}
-		if (n > 0)
+		if (n > 0) {
 			st->sent += (uint64_t)n;
+			if (phase == MEASURE && st->up)
+				st->bytes += (uint64_t)n;
+		}
 	}
 	return NULL;
 }
@@ -242,7 +256,7 @@ static void *stream_rx(void *arg)
 			break;
 		}
 		if (memcmp(buf, pattern + st->got % PERIOD, (size_t)n)) {
-			fprintf(stderr, "loadgen: echo differs near byte %llu\n",
+			fprintf(stderr, "loadgen: stream differs near byte %llu\n",
 				(unsigned long long)st->got);
 			st->fail = 1;
 			break;
@@ -255,16 +269,55 @@ static void *stream_rx(void *arg)
 	return NULL;
 }
 
-/* -m duplex: conns streams, each with its own two threads. */
-static int run_duplex(int conns, double warm, double secs)
+/*
+ * -m up: the sender is done; end the stream and read the sink's answer:
+ * the bytes it got and how many were wrong (little-endian 64-bit each).
+ */
+static int sink_answer(struct stream *st)
+{
+	struct timeval tv = { 10, 0 };
+	uint8_t a[16];
+	uint64_t count = 0, wrong = 0;
+	size_t got = 0;
+
+	shutdown(st->fd, SHUT_WR);
+	setsockopt(st->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while (got < sizeof(a)) {
+		ssize_t n = recv(st->fd, a + got, sizeof(a) - got, 0);
+
+		if (n <= 0) {
+			fprintf(stderr,
+				"loadgen: the sink did not answer (%s)\n",
+				n ? strerror(errno) : "end of file");
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	for (int i = 7; i >= 0; i--) {
+		count = count << 8 | a[i];
+		wrong = wrong << 8 | a[8 + i];
+	}
+	if (count != st->sent || wrong) {
+		fprintf(stderr,
+			"loadgen: sent %llu bytes, the sink got %llu, %llu of them wrong\n",
+			(unsigned long long)st->sent, (unsigned long long)count,
+			(unsigned long long)wrong);
+		return -1;
+	}
+	return 0;
+}
+
+/* -m duplex, up, down: conns streams, each with its own threads. */
+static int run_streams(int kind, int conns, double warm, double secs)
 {
 	struct stream *st = calloc((size_t)conns, sizeof(*st));
 	uint64_t bytes = 0, t0, t1;
-	int fail = 0;
+	int fail = 0, nthreads = 0;
 
 	if (!st)
 		return EX_OSERR;
 	for (int i = 0; i < conns; i++) {
+		st[i].up = kind == UP;
 		st[i].fd = dial(NULL, 0, 0);
 		if (st[i].fd < 0) {
 			fprintf(stderr, "loadgen: connect: %s\n",
@@ -273,8 +326,12 @@ static int run_duplex(int conns, double warm, double secs)
 		}
 	}
 	for (int i = 0; i < conns; i++) {
-		pthread_create(&st[i].tx, NULL, stream_tx, &st[i]);
-		pthread_create(&st[i].rx, NULL, stream_rx, &st[i]);
+		if (kind != UP &&
+		    !pthread_create(&st[i].rx, NULL, stream_rx, &st[i]))
+			nthreads++;
+		if (kind != DOWN &&
+		    !pthread_create(&st[i].tx, NULL, stream_tx, &st[i]))
+			nthreads++;
 	}
 	usleep((useconds_t)(warm * 1e6));
 	t0 = now_ns();
@@ -282,20 +339,26 @@ static int run_duplex(int conns, double warm, double secs)
 	usleep((useconds_t)(secs * 1e6));
 	phase = DONE;
 	t1 = now_ns();
-	/* The sender may be blocked in send: the reset (close) ends it. */
 	for (int i = 0; i < conns; i++) {
-		pthread_join(st[i].rx, NULL);
-		shutdown(st[i].fd, SHUT_RDWR);
-		pthread_join(st[i].tx, NULL);
+		if (kind != UP)
+			pthread_join(st[i].rx, NULL);
+		if (kind == DUPLEX) /* its sender may wait in send */
+			shutdown(st[i].fd, SHUT_RDWR);
+		if (kind != DOWN)
+			pthread_join(st[i].tx, NULL);
+		if (kind == UP && !st[i].fail && sink_answer(&st[i]) < 0)
+			st[i].fail = 1;
 		close(st[i].fd);
 		bytes += st[i].bytes;
 		fail |= st[i].fail;
 	}
 	printf("conns=%d size=%zu threads=%d idle=0 idle_open_s=0.00 secs=%.3f reqs=%llu "
 	       "rps=0 MBps=%.1f p50_us=nan p99_us=nan p999_us=nan errors=%d\n",
-	       conns, size, 2 * conns, (double)(t1 - t0) / 1e9,
+	       conns, size, nthreads, (double)(t1 - t0) / 1e9,
 	       (unsigned long long)(bytes / size),
 	       (double)bytes * 1e3 / (double)(t1 - t0), fail);
+	if (!bytes && !fail)
+		fprintf(stderr, "loadgen: no byte moved in the measured time\n");
 	return fail || !bytes ? 1 : 0;
 }
 
@@ -379,7 +442,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: loadgen [-c conns] [-s bytes] [-t threads] [-d seconds] [-w seconds]\n"
-		"               [-i idle-conns] [-m rr|duplex] HOST PORT\n");
+		"               [-i idle-conns] [-m rr|duplex|up|down] HOST PORT\n");
 }
 
 int main(int argc, char **argv)
@@ -391,7 +454,7 @@ int main(int argc, char **argv)
 	uint64_t reqs = 0, bytes = 0, errors = 0, t0, t1;
 	size_t nlat = 0;
 	uint32_t *all;
-	int fail = 0, duplex = 0;
+	int fail = 0, kind = RR;
 
 	while ((opt = getopt(argc, argv, "c:s:t:d:w:i:m:h")) != -1) {
 		switch (opt) {
@@ -414,13 +477,17 @@ int main(int argc, char **argv)
 			idle = atoi(optarg);
 			break;
 		case 'm':
-			if (strcmp(optarg, "duplex") && strcmp(optarg, "rr")) {
+			kind = !strcmp(optarg, "rr")	 ? RR :
+			       !strcmp(optarg, "duplex") ? DUPLEX :
+			       !strcmp(optarg, "up")	 ? UP :
+			       !strcmp(optarg, "down")	 ? DOWN :
+							   -1;
+			if (kind < 0) {
 				fprintf(stderr,
-					"loadgen: -m is rr (requests, the default) or duplex (streams), not %s\n",
+					"loadgen: -m is rr, duplex, up or down, not %s\n",
 					optarg);
 				return EX_USAGE;
 			}
-			duplex = !strcmp(optarg, "duplex");
 			break;
 		case 'h':
 			usage(stdout);
@@ -455,8 +522,8 @@ int main(int argc, char **argv)
 		return EX_OSERR;
 	for (size_t i = 0; i < size + PERIOD; i++)
 		pattern[i] = (uint8_t)(i * 131 + (i >> 8) * 7 + 1);
-	if (duplex)
-		return run_duplex(conns, warm, secs);
+	if (kind != RR)
+		return run_streams(kind, conns, warm, secs);
 	if (idle) {
 		t0 = now_ns();
 		if (open_idle(idle, &idle_fds) < 0)

@@ -235,6 +235,31 @@ def main():
           f"other direction; best aggregate {fmt(dn, 2)} GB/s each way (goal >= 25).")
         w("")
 
+    orows = [r for r in rows if r["section"] in ("up", "down")]
+    if orows:
+        w("### One-way streams: to a sink that checks every byte (up), from a source (down), GB/s")
+        w("")
+        oconns = sorted({int(kv(r["extra"]).get("conns", 0)) for r in orows})
+        osrv = [s for s in servers if pick("up", s) or pick("down", s)]
+        w("| direction, client call size | " + " | ".join(f"{s} x{c}" for c in oconns for s in osrv) + " |")
+        w("| --- " * (1 + len(oconns) * len(osrv)) + "|")
+        for sec in ("up", "down"):
+            for size in values(sec, "size"):
+                cells = []
+                for c in oconns:
+                    for s in osrv:
+                        r = pick(sec, s, c, size)
+                        cells.append(fmt(num(r["MBps"]) / 1000, 2) if r else "n/a")
+                w(f"| {sec}, {size} B | " + " | ".join(cells) + " |")
+        o1 = {sec: max((num(r["MBps"]) / 1000 for r in orows
+                        if r["section"] == sec and r["server"] == "A" and r["conns"] == "1"),
+                       default=math.nan) for sec in ("up", "down")}
+        w("")
+        w(f"A's best single one-way stream: up {fmt(o1['up'], 2)} GB/s = {fmt(ratio(o1['up'], tcp), 2)}, "
+          f"down {fmt(o1['down'], 2)} GB/s = {fmt(ratio(o1['down'], tcp), 2)} of the one-way loopback "
+          f"TCP stream (goal >= 0.9).")
+        w("")
+
     w("## 4. CPU cost")
     w("")
     w("| what | value |")

@@ -6,7 +6,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 time_limit 240
 need_backend
-plan 7
+plan 9
 
 cd "$GSOCK_BUILD"
 "$GSOCK_SRC/bench/run" --tiny --backend "$BACKEND" --out "$TMP/results" >"$TMP/run.out" 2>"$TMP/run.err"
@@ -26,3 +26,9 @@ done
 n=$(awk -F, '$1 == "duplex" && ($2 == "A" || $2 == "B" || $2 == "C") && $6 > 0' "$csv" | wc -l)
 [ "$n" -ge 6 ]
 ok $? "full-duplex streams through A, B and C, 1 and 2 connections ($n rows)"
+# one-way streams (loadgen -m up / -m down against sink and source servers)
+for d in up down; do
+	n=$(awk -F, -v d=$d '$1 == d && ($2 == "A" || $2 == "B" || $2 == "C") && $6 > 0' "$csv" | wc -l)
+	[ "$n" -ge 6 ]
+	ok $? "one-way streams $d through A, B and C, 1 and 2 connections ($n rows)"
+done

@@ -9,6 +9,13 @@
  * CPU-managed GPU server: every received chunk goes through the GPU
  * before it is sent back, one chunk at a time, or with -B all chunks of
  * one epoll wake-up in one batch (one copy in, one kernel, one copy out).
+ *
+ * -M sink and -M source are one-way streams (bench/loadgen -m up, -m
+ * down), as gsock-echo-server's: a sink reads a connection to its end,
+ * checks every byte against the stream pattern and answers with the
+ * count and the wrong bytes (two little-endian 64-bit numbers); a source
+ * sends the pattern until the peer goes. With a stage, every byte goes
+ * through the GPU on the way.
  */
 #include <config.h>
 
@@ -33,11 +40,19 @@
 struct conn {
 	int fd;
 	size_t off, len; /* pending echo bytes in buf */
+	uint64_t pos, wrong; /* sink and source: stream offset, bad bytes */
 	char buf[BUFSZ];
 };
 
+enum mode { ECHO, SINK, SOURCE };
+
+/* The one-way stream's byte at offset o, as echo.h's echo_stream_byte. */
+#define PERIOD 65536u
+static uint8_t pattern[PERIOD + BUFSZ];
+
 static const char *host = "0.0.0.0", *port = "7001";
 static int batch; /* -B */
+static enum mode mode = ECHO; /* -M */
 #define STAGE_CAP (256 * BUFSZ) /* bytes one batch may carry */
 
 static int listener(void)
@@ -128,6 +143,77 @@ static int conn_serve(int ep, struct conn *c, struct stage *st, int recv_more)
 	}
 }
 
+/* -M sink: read to the end, then answer; -1 when the connection is over. */
+static int conn_sink(int ep, struct conn *c, struct stage *st)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	uint8_t reply[16];
+	ssize_t n;
+
+	while ((n = conn_recv(c, st)) > 0) {
+		const uint8_t *want = pattern + c->pos % PERIOD;
+
+		if (memcmp(c->buf, want, (size_t)n))
+			for (ssize_t k = 0; k < n; k++)
+				c->wrong += (uint8_t)c->buf[k] != want[k];
+		c->pos += (uint64_t)n;
+	}
+	if (n < 0 && errno == EAGAIN) {
+		epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+		return 0;
+	}
+	if (n == 0) {
+		for (int i = 0; i < 8; i++) {
+			reply[i] = (uint8_t)(c->pos >> (8 * i));
+			reply[8 + i] = (uint8_t)(c->wrong >> (8 * i));
+		}
+		/* an empty send buffer takes 16 bytes at once */
+		send(c->fd, reply, sizeof(reply), MSG_NOSIGNAL);
+	}
+	return -1;
+}
+
+/* -M source: send the pattern while the socket takes it. */
+static int conn_source(int ep, struct conn *c, struct stage *st)
+{
+	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
+
+	for (;;) {
+		ssize_t n;
+
+		if (c->off == c->len) {
+			const uint8_t *from = pattern + c->pos % PERIOD;
+
+			if (st) {
+				memcpy(stage_in(st), from, BUFSZ);
+				if (stage_run(st, BUFSZ) < 0)
+					return -1;
+				from = stage_out(st);
+			}
+			memcpy(c->buf, from, BUFSZ);
+			c->off = 0;
+			c->len = BUFSZ;
+			c->pos += BUFSZ;
+		}
+		n = send(c->fd, c->buf + c->off, c->len - c->off, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno != EAGAIN)
+				return -1;
+			epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+			return 0;
+		}
+		c->off += (size_t)n;
+	}
+}
+
+/* Serve c in the server's mode; -1 when the connection is over. */
+static int conn_step(int ep, struct conn *c, struct stage *st)
+{
+	return mode == SINK   ? conn_sink(ep, c, st) :
+	       mode == SOURCE ? conn_source(ep, c, st) :
+				conn_serve(ep, c, st, 1);
+}
+
 struct pending {
 	struct conn *c;
 	size_t at, n; /* its bytes in the batch */
@@ -200,12 +286,12 @@ static void *loop(void *arg)
 		for (int i = 0; i < n; i++) {
 			struct conn *c = evs[i].data.ptr;
 
-			if (c && batch && st) {
+			if (c && batch && st && mode == ECHO) {
 				ready[k++] = c;
 				continue;
 			}
 			if (c) {
-				if (conn_serve(ep, c, st, 1) < 0)
+				if (conn_step(ep, c, st) < 0)
 					conn_close(ep, c);
 				continue;
 			}
@@ -221,7 +307,7 @@ static void *loop(void *arg)
 			c->fd = fd;
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
 				   sizeof(one));
-			ev.events = EPOLLIN;
+			ev.events = mode == SOURCE ? EPOLLOUT : EPOLLIN;
 			ev.data.ptr = c;
 			epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
 		}
@@ -235,7 +321,7 @@ int main(int argc, char **argv)
 {
 	int threads = 1, opt;
 
-	while ((opt = getopt(argc, argv, "H:p:t:Bh")) != -1) {
+	while ((opt = getopt(argc, argv, "H:p:t:BM:h")) != -1) {
 		switch (opt) {
 		case 'H':
 			host = optarg;
@@ -249,9 +335,21 @@ int main(int argc, char **argv)
 		case 'B':
 			batch = 1;
 			break;
+		case 'M':
+			if (!strcmp(optarg, "sink"))
+				mode = SINK;
+			else if (!strcmp(optarg, "source"))
+				mode = SOURCE;
+			else if (strcmp(optarg, "echo")) {
+				fprintf(stderr,
+					"-M is echo, sink or source, not '%s'\n",
+					optarg);
+				return EX_USAGE;
+			}
+			break;
 		default:
 			fprintf(stderr,
-				"usage: %s [-H host] [-p port] [-t threads]%s\n",
+				"usage: %s [-H host] [-p port] [-t threads] [-M echo|sink|source]%s\n",
 				stage_name() ? "cgpu-echo-server" :
 					       "cpu-echo-server",
 				stage_name() ? " [-B]" : "");
@@ -260,6 +358,8 @@ int main(int argc, char **argv)
 	}
 	if (threads < 1)
 		threads = 1;
+	for (size_t i = 0; i < sizeof(pattern); i++)
+		pattern[i] = (uint8_t)(i * 131 + (i >> 8) * 7 + 1);
 	struct worker *wk = calloc(threads, sizeof(*wk));
 	pthread_t *tid = calloc(threads, sizeof(pthread_t));
 	char err[256];
@@ -280,10 +380,11 @@ int main(int argc, char **argv)
 			return EX_UNAVAILABLE;
 		}
 	}
-	printf("%s: listening on %s:%s (%d threads%s%s%s)\n",
+	printf("%s: listening on %s:%s (%d threads%s%s%s%s)\n",
 	       stage_name() ? "cgpu-echo-server" : "cpu-echo-server", host,
 	       port, threads, stage_name() ? ", GPU stage " : "",
-	       stage_name() ? stage_name() : "", batch ? ", batched" : "");
+	       stage_name() ? stage_name() : "", batch ? ", batched" : "",
+	       mode == SINK ? ", sink" : mode == SOURCE ? ", source" : "");
 	fflush(stdout);
 	for (int i = 0; i < threads; i++)
 		pthread_create(&tid[i], NULL, loop, &wk[i]);

@@ -21,10 +21,29 @@ struct echo_block_stats {
 	int64_t last_error; /* the last error that ended a connection */
 };
 
+/* What the one-connection-per-block server does with a connection (-M). */
+enum echo_mode {
+	ECHO_ECHO, /* send back what arrives */
+	ECHO_SINK, /* read to the end, check, answer count and wrong bytes */
+	ECHO_SOURCE, /* send the stream pattern until the peer goes */
+};
+
+/*
+ * The byte at offset o of a one-way stream (sink and source); periodic in
+ * ECHO_PERIOD. bench/loadgen's pattern is the same function.
+ */
+#define ECHO_PERIOD 65536u
+GSOCK_HD uint8_t echo_stream_byte(uint64_t o)
+{
+	return (uint8_t)(o * 131 + (o >> 8) * 7 + 1);
+}
+
 struct echo_server_args {
 	struct app_listener listen;
-	uint32_t bufsize; /* bytes per block buffer */
-	uint8_t *bufs; /* device memory: blocks * bufsize */
+	uint32_t mode; /* enum echo_mode */
+	uint32_t bufsize; /* bytes a grecv or gsend moves at most */
+	uint32_t stride; /* bytes from one block's buffer to the next */
+	uint8_t *bufs; /* device memory: blocks * stride */
 	struct echo_block_stats *stats; /* one per block */
 	uint32_t per_block; /* multiplexing: connections per block (else 0) */
 	struct gpollfd *pfds; /* multiplexing: blocks * (per_block + 1) */

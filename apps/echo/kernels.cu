@@ -11,11 +11,73 @@
  */
 #include "echo.h"
 
+/*
+ * -M sink: read to the end, checking every byte against the stream
+ * pattern, then answer with 16 bytes (little-endian): how many bytes came
+ * and how many of them were wrong. Returns the count or an error.
+ */
+GSOCK_DEVICE long sink(struct gsock_dev gs, int fd, uint8_t *buf,
+		       uint32_t bufsize)
+{
+	GS_SHARED uint32_t wrong;
+	uint64_t off = 0;
+	uint32_t bad = 0;
+	long n;
+
+	if (gs_tid() == 0)
+		wrong = 0;
+	gs_sync();
+	while ((n = grecv(gs, fd, buf, bufsize, 0)) > 0) {
+		for (long k = gs_tid(); k < n; k += gs_bdim())
+			bad += buf[k] != echo_stream_byte(off + (uint64_t)k);
+		off += (uint64_t)n;
+		gs_sync(); /* all threads are done with buf */
+	}
+	if (n < 0)
+		return n;
+	if (bad)
+		gs_fetch_add32(&wrong, bad);
+	gs_sync();
+	if (gs_tid() == 0)
+		for (int i = 0; i < 8; i++) {
+			buf[i] = (uint8_t)(off >> (8 * i));
+			buf[8 + i] = (uint8_t)((uint64_t)wrong >> (8 * i));
+		}
+	gs_sync();
+	n = gsend(gs, fd, buf, 16, 0);
+	return n < 0 ? n : (long)off;
+}
+
+/*
+ * -M source: send the stream pattern, bufsize bytes a call, until the
+ * peer goes (its reset or close ends it: not an error). buf holds
+ * bufsize + ECHO_PERIOD bytes. Returns the bytes sent.
+ */
+GSOCK_DEVICE long source(struct gsock_dev gs, int fd, uint8_t *buf,
+			 uint32_t bufsize)
+{
+	uint64_t off = 0;
+
+	for (uint64_t k = gs_tid(); k < (uint64_t)bufsize + ECHO_PERIOD;
+	     k += gs_bdim())
+		buf[k] = echo_stream_byte(k);
+	gs_sync();
+	for (;;) {
+		long n = gsend(gs, fd, buf + off % ECHO_PERIOD, bufsize, 0);
+
+		if (n == -ECANCELED || n == -ECONNABORTED)
+			return n;
+		if (n <= 0)
+			return (long)off;
+		off += (uint64_t)n;
+	}
+}
+
 GSOCK_KERNEL(echo_server_kernel, gs, arg)
 {
 	struct echo_server_args *a = (struct echo_server_args *)arg;
 	struct echo_block_stats *st = &a->stats[gs_bid()];
-	uint8_t *buf = a->bufs + (size_t)gs_bid() * a->bufsize;
+	uint8_t *buf = a->bufs + (size_t)gs_bid() * a->stride;
 	long lfd = app_get_listener(gs, &a->listen);
 
 	if (lfd < 0)
@@ -28,7 +90,14 @@ GSOCK_KERNEL(echo_server_kernel, gs, arg)
 			break;
 		if (c < 0)
 			continue;
-		for (;;) {
+		if (a->mode != ECHO_ECHO) {
+			n = a->mode == ECHO_SINK ?
+				    sink(gs, c, buf, a->bufsize) :
+				    source(gs, c, buf, a->bufsize);
+			if (n > 0 && gs_tid() == 0)
+				st->bytes += (uint64_t)n;
+		}
+		while (a->mode == ECHO_ECHO) {
 			n = grecv(gs, c, buf, a->bufsize, 0);
 			if (n <= 0)
 				break;
@@ -58,7 +127,7 @@ GSOCK_KERNEL(echo_mux_kernel, gs, arg)
 {
 	struct echo_server_args *a = (struct echo_server_args *)arg;
 	struct echo_block_stats *st = &a->stats[gs_bid()];
-	uint8_t *buf = a->bufs + (size_t)gs_bid() * a->bufsize;
+	uint8_t *buf = a->bufs + (size_t)gs_bid() * a->stride;
 	struct gpollfd *p = a->pfds + (size_t)gs_bid() * (a->per_block + 1);
 	GS_SHARED int n; /* connections held: p[0, n) */
 	long lfd = app_get_listener(gs, &a->listen), r = 0;

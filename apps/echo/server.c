@@ -40,6 +40,10 @@ static void usage(FILE *f)
 		"  -t, --threads N       threads per block (default 256; host backend: 1)\n"
 		"  -B, --buffer BYTES    receive buffer per block (default 65536)\n"
 		"  -m, --multiplex N     each block holds N connections at once (gpoll)\n"
+		"  -M, --mode MODE       echo (default); sink: read each connection to its end,\n"
+		"                        check the stream pattern, answer the count and the\n"
+		"                        wrong bytes; source: send the stream pattern until\n"
+		"                        the peer goes (bench/loadgen -m up and -m down)\n"
 		"  -r, --ring BYTES      socket ring size, a power of two (default 65536)\n"
 		"  -g, --gpus LIST       serve from each of these GPUs (CUDA ordinals, e.g. 0,1),\n"
 		"                        one context and kernel each, on one port (SO_REUSEPORT)\n"
@@ -66,7 +70,7 @@ static int parse_gpus(const char *s, int *dev, int max)
 
 /* Register with gsockd for one GPU and make its kernel's arguments. */
 static int setup(struct gpu_server *g, struct gsock_opts go, unsigned bufsize,
-		 unsigned per_block, int reuseport)
+		 unsigned per_block, enum echo_mode mode, int reuseport)
 {
 	struct echo_server_args *a;
 	unsigned blocks = g->blocks;
@@ -84,8 +88,10 @@ static int setup(struct gpu_server *g, struct gsock_opts go, unsigned bufsize,
 		return EX_USAGE;
 	}
 	a->listen.reuseport = reuseport;
+	a->mode = mode;
 	a->bufsize = bufsize;
-	a->bufs = gsock_dev_alloc(g->ctx, (size_t)blocks * bufsize);
+	a->stride = bufsize + (mode == ECHO_SOURCE ? ECHO_PERIOD : 0);
+	a->bufs = gsock_dev_alloc(g->ctx, (size_t)blocks * a->stride);
 	a->stats = gsock_alloc(g->ctx, blocks * sizeof(*a->stats));
 	a->per_block = per_block;
 	if (per_block)
@@ -107,8 +113,11 @@ static void *serve(void *p)
 	struct echo_server_args *a = g->a;
 	char detail[64];
 
-	snprintf(detail, sizeof(detail), "GPU %d, %u connections per block",
-		 g->device, a->per_block ? a->per_block : 1);
+	snprintf(detail, sizeof(detail), "GPU %d, %u connections per block%s",
+		 g->device, a->per_block ? a->per_block : 1,
+		 a->mode == ECHO_SINK	? ", sink" :
+		 a->mode == ECHO_SOURCE ? ", source" :
+					  "");
 	g->status = app_run_server(g->ctx, "gsock-echo-server",
 				   a->per_block ? (const void *)echo_mux_kernel :
 						  (const void *)echo_server_kernel,
@@ -141,6 +150,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "buffer", required_argument, NULL, 'B' },
 		{ "multiplex", required_argument, NULL, 'm' },
+		{ "mode", required_argument, NULL, 'M' },
 		{ "ring", required_argument, NULL, 'r' },
 		{ "gpus", required_argument, NULL, 'g' },
 		{ "control", required_argument, NULL, 's' },
@@ -149,13 +159,14 @@ int main(int argc, char **argv)
 	};
 	const char *listen_at = "7000";
 	unsigned blocks = 16, threads = 256, bufsize = 65536, per_block = 0;
+	enum echo_mode mode = ECHO_ECHO;
 	struct gsock_opts go = { 0 };
 	struct gpu_server g[APP_MAX_CONTEXTS];
 	int dev[APP_MAX_CONTEXTS] = { 0 }, ngpus = 1;
 	uint64_t conns = 0, bytes = 0;
 	int opt, status = 0, broke = 0;
 
-	while ((opt = getopt_long(argc, argv, "l:b:t:B:m:r:g:s:h", opts,
+	while ((opt = getopt_long(argc, argv, "l:b:t:B:m:M:r:g:s:h", opts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'l':
@@ -172,6 +183,18 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 			per_block = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'M':
+			if (!strcmp(optarg, "sink"))
+				mode = ECHO_SINK;
+			else if (!strcmp(optarg, "source"))
+				mode = ECHO_SOURCE;
+			else if (strcmp(optarg, "echo")) {
+				fprintf(stderr,
+					"gsock-echo-server: --mode is echo, sink or source, not '%s'\n",
+					optarg);
+				return EX_USAGE;
+			}
 			break;
 		case 'r':
 			go.ring_size = (uint32_t)strtoul(optarg, NULL, 0);
@@ -201,6 +224,15 @@ int main(int argc, char **argv)
 			"gsock-echo-server: blocks, threads (1..1024) and buffer must be positive\n");
 		return EX_USAGE;
 	}
+	if (mode != ECHO_ECHO && per_block) {
+		fprintf(stderr,
+			"gsock-echo-server: --mode sink and source serve one connection per block: leave out --multiplex\n");
+		return EX_USAGE;
+	}
+	if (bufsize > UINT32_MAX - ECHO_PERIOD) {
+		fprintf(stderr, "gsock-echo-server: buffer too large\n");
+		return EX_USAGE;
+	}
 	go.nslots = blocks;
 	go.nsocks = blocks * (per_block ? per_block : 1) + 8;
 	memset(g, 0, sizeof(g));
@@ -209,7 +241,7 @@ int main(int argc, char **argv)
 					    .blocks = blocks,
 					    .threads = threads,
 					    .listen_at = listen_at };
-		status = setup(&g[i], go, bufsize, per_block, ngpus > 1);
+		status = setup(&g[i], go, bufsize, per_block, mode, ngpus > 1);
 		if (status)
 			goto out;
 	}

@@ -1,0 +1,79 @@
+#!/bin/sh
+# One-way streams (bench/loadgen -m up / -m down): the GPU echo server's
+# sink checks every byte it reads against the stream pattern and answers
+# with the count and the wrong bytes; its source sends the pattern. Wrong
+# bytes are counted, not missed; a short stream and an empty one are
+# answered exactly; loadgen's checks fail where they should.
+. "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
+need_backend
+time_limit 120
+plan 12
+LOADGEN=$GSOCK_BUILD/bench/loadgen
+
+start_gsockd
+start_server -l 127.0.0.1:0 -b 2 -M sink -B 65536 || exit 1
+SINK=$PORT
+# sink_ask SIZE FLIP...: send SIZE pattern bytes with the bytes at FLIP
+# offsets changed, end the stream, print the answer "COUNT WRONG"
+sink_ask() {
+	python3 - "$SINK" "$@" <<'PY'
+import socket, struct, sys
+port, size, flips = int(sys.argv[1]), int(sys.argv[2]), [int(x) for x in sys.argv[3:]]
+data = bytearray(((i * 131 + (i >> 8) * 7 + 1) & 0xff) for i in range(size))
+for f in flips:
+    data[f] ^= 0x5a
+s = socket.create_connection(("127.0.0.1", port), timeout=20)
+s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+a = b""
+while len(a) < 16:
+    b = s.recv(16 - len(a))
+    if not b:
+        break
+    a += b
+print(*struct.unpack("<QQ", a) if len(a) == 16 else ("short", len(a)))
+PY
+}
+is "$(sink_ask 1000000)" "1000000 0" "the sink counts 1,000,000 pattern bytes, none wrong"
+is "$(sink_ask 300001 0 65535 65536 300000)" "300001 4" "four changed bytes (first, either side of the period, last) are four wrong"
+is "$(sink_ask 0)" "0 0" "an empty stream is answered 0 0"
+is "$(sink_ask 1)" "1 0" "a one-byte stream is answered 1 0"
+
+timeout 30 "$LOADGEN" -m up -c 2 -s 65536 -d 0.5 -w 0.1 127.0.0.1 "$SINK" >"$TMP/up" 2>&1
+ok $? "loadgen -m up: 2 streams, the sink's answers match what was sent"
+grep -q 'MBps=[1-9]' "$TMP/up"
+ok $? "and it reports a rate ($(grep -o 'MBps=[0-9.]*' "$TMP/up"))"
+
+SINK_PID=$SERVER_PID
+start_server -l 127.0.0.1:0 -b 2 -M source -B 100000 || exit 1
+SOURCE=$PORT
+python3 - "$SOURCE" <<'PY' >"$TMP/src" 2>&1
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+want, got = 3_000_000, bytearray()
+while len(got) < want:
+    b = s.recv(want - len(got))
+    if not b:
+        break
+    got += b
+bad = sum(1 for i, x in enumerate(got) if x != ((i * 131 + (i >> 8) * 7 + 1) & 0xff))
+print(len(got), bad)
+PY
+is "$(cat "$TMP/src")" "3000000 0" "the source's first 3,000,000 bytes are the pattern (100,000-byte sends)"
+timeout 30 "$LOADGEN" -m down -c 2 -s 65536 -d 0.5 -w 0.1 127.0.0.1 "$SOURCE" >"$TMP/down" 2>&1
+ok $? "loadgen -m down: 2 streams, every byte checked"
+
+timeout 30 "$LOADGEN" -m up -c 1 -s 65536 -d 0.3 -w 0.1 127.0.0.1 "$SOURCE" >"$TMP/bad-up" 2>&1
+[ $? -ne 0 ] && grep -q "the sink got" "$TMP/bad-up"
+ok $? "loadgen -m up against a source fails: $(grep -o 'sent.*wrong' "$TMP/bad-up" | cut -c1-40)..."
+timeout 30 "$LOADGEN" -m down -c 1 -d 0.3 -w 0.1 127.0.0.1 "$SINK" >"$TMP/bad-down" 2>&1
+[ $? -ne 0 ] && grep -q "no byte moved" "$TMP/bad-down"
+ok $? "loadgen -m down against a sink fails: no byte moved"
+
+"$SERVER" -M sink -m 4 >/dev/null 2>"$TMP/usage"
+[ $? -eq 64 ] && grep -q "leave out --multiplex" "$TMP/usage"
+ok $? "--mode sink with --multiplex is refused with a reason"
+"$SERVER" -M upward >/dev/null 2>"$TMP/usage2"
+[ $? -eq 64 ] && grep -q "echo, sink or source" "$TMP/usage2"
+ok $? "an unknown --mode is refused with the choices"
+finish
