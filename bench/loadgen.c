@@ -221,6 +221,10 @@ static void *stream_tx(void *arg)
 				 MSG_NOSIGNAL);
 
 		if (n < 0 && errno != EINTR && errno != EAGAIN) {
+			if (phase == DONE)
+				break;
+			fprintf(stderr, "loadgen: stream send: %s\n",
+				strerror(errno));
 			st->fail = 1;
 			break;
 		}
@@ -340,10 +344,9 @@ static int run_streams(int kind, int conns, double warm, double secs)
 	phase = DONE;
 	t1 = now_ns();
 	for (int i = 0; i < conns; i++) {
+		/* a sender waits in send 0.1 s at most (SO_SNDTIMEO) */
 		if (kind != UP)
 			pthread_join(st[i].rx, NULL);
-		if (kind == DUPLEX) /* its sender may wait in send */
-			shutdown(st[i].fd, SHUT_RDWR);
 		if (kind != DOWN)
 			pthread_join(st[i].tx, NULL);
 		if (kind == UP && !st[i].fail && sink_answer(&st[i]) < 0)
