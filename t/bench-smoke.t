@@ -6,7 +6,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 time_limit 240
 need_backend
-plan 9
+plan 10
 
 cd "$GSOCK_BUILD"
 "$GSOCK_SRC/bench/run" --tiny --backend "$BACKEND" --out "$TMP/results" >"$TMP/run.out" 2>"$TMP/run.err"
@@ -32,3 +32,6 @@ for d in up down; do
 	[ "$n" -ge 6 ]
 	ok $? "one-way streams $d through A, B and C, 1 and 2 connections ($n rows)"
 done
+# the scale section read the arena's size from gsockd's registration line
+grep -q 'Arena (pinned, mapped): [0-9][0-9]* KiB for [0-9][0-9]* sockets' "$md"
+ok $? "the report gives the scale test's arena size and sockets"
