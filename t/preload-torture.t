@@ -64,7 +64,16 @@ for r in $(seq "$ROUNDS"); do
 	env LD_PRELOAD="$PRELOAD" "$APPS" "$TMP/pre$r" >"$TMP/pre$r.txt"
 	diff "$TMP/plain$r.txt" "$TMP/pre$r.txt" >"$TMP/diff$r"
 	rc=$?
-	[ $rc = 0 ] || sed 's/^/#   /' "$TMP/diff$r"
+	if [ $rc != 0 ]; then
+		sed 's/^/#   /' "$TMP/diff$r"
+		# what the programs that differ said on stderr, both ways
+		for name in $(sed -n 's/^[<>] \([a-z0-9]*\):.*/\1/p' "$TMP/diff$r" | sort -u); do
+			for run in plain pre; do
+				echo "#   $run $name.err:"
+				tail -n 8 "$TMP/$run$r/$name.err" 2>/dev/null | sed 's/^/#     /'
+			done
+		done
+	fi
 	ok $rc "round $r of $ROUNDS: the same lines with the preload as without, under load"
 done
 
