@@ -209,6 +209,17 @@ static void *run(void *arg)
 	return NULL;
 }
 
+/* Warm up, then measure for secs: the measured window's ends in *t0, *t1. */
+static void measure(double warm, double secs, uint64_t *t0, uint64_t *t1)
+{
+	usleep((useconds_t)(warm * 1e6));
+	*t0 = now_ns();
+	phase = MEASURE;
+	usleep((useconds_t)(secs * 1e6));
+	phase = DONE;
+	*t1 = now_ns();
+}
+
 static void *stream_tx(void *arg)
 {
 	struct stream *st = arg;
@@ -337,12 +348,7 @@ static int run_streams(int kind, int conns, double warm, double secs)
 		    !pthread_create(&st[i].tx, NULL, stream_tx, &st[i]))
 			nthreads++;
 	}
-	usleep((useconds_t)(warm * 1e6));
-	t0 = now_ns();
-	phase = MEASURE;
-	usleep((useconds_t)(secs * 1e6));
-	phase = DONE;
-	t1 = now_ns();
+	measure(warm, secs, &t0, &t1);
 	for (int i = 0; i < conns; i++) {
 		/* a sender waits in send 0.1 s at most (SO_SNDTIMEO) */
 		if (kind != UP)
@@ -557,12 +563,7 @@ int main(int argc, char **argv)
 	}
 	for (int t = 0; t < threads; t++)
 		pthread_create(&w[t].thread, NULL, run, &w[t]);
-	usleep((useconds_t)(warm * 1e6));
-	t0 = now_ns();
-	phase = MEASURE;
-	usleep((useconds_t)(secs * 1e6));
-	phase = DONE;
-	t1 = now_ns();
+	measure(warm, secs, &t0, &t1);
 	for (int t = 0; t < threads; t++) {
 		pthread_join(w[t].thread, NULL);
 		reqs += w[t].reqs;

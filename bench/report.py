@@ -187,22 +187,30 @@ def main():
 
     w("## 3. Streaming through the server's memory (echo of large messages): GB/s each way")
     w("")
-    sconns = sorted({int(kv(r["extra"]).get("conns", 0)) for r in rows if r["section"] == "stream"})
-    ssrv = [s for s in servers if pick("stream", s)]
-    w("| size | " + " | ".join(f"{s} x{c}" for c in sconns for s in ssrv) + " |")
-    w("| --- " * (1 + len(sconns) * len(ssrv)) + "|")
-    for size in values("stream", "size"):
-        cells = []
-        for c in sconns:
-            for s in ssrv:
-                r = pick("stream", s, c, size)
-                cells.append(fmt(num(r["MBps"]) / 1000, 2) if r else "n/a")
-        w(f"| {size} B | " + " | ".join(cells) + " |")
+    def gbps_table(sections, first, label):
+        """GB/s by server and connections; a row per (section, size)."""
+        srows = [r for r in rows if r["section"] in sections]
+        sconns = sorted({int(kv(r["extra"]).get("conns", 0)) for r in srows})
+        ssrv = [s for s in servers if any(pick(sec, s) for sec in sections)]
+        w(f"| {first} | " + " | ".join(f"{s} x{c}" for c in sconns for s in ssrv) + " |")
+        w("| --- " * (1 + len(sconns) * len(ssrv)) + "|")
+        for sec in sections:
+            for size in values(sec, "size"):
+                cells = []
+                for c in sconns:
+                    for s in ssrv:
+                        r = pick(sec, s, c, size)
+                        cells.append(fmt(num(r["MBps"]) / 1000, 2) if r else "n/a")
+                w(f"| {label(sec, size)} | " + " | ".join(cells) + " |")
+
+    def best_a(section, conns=None):
+        return max((num(r["MBps"]) / 1000 for r in rows
+                    if r["section"] == section and r["server"] == "A"
+                    and (conns is None or r["conns"] == conns)), default=math.nan)
+
+    gbps_table(("stream",), "size", lambda sec, size: f"{size} B")
     tcp = num(floors.get("tcp_stream_GBps"))
-    best1 = max((num(r["MBps"]) / 1000 for r in rows
-                 if r["section"] == "stream" and r["server"] == "A" and r["conns"] == "1"), default=math.nan)
-    bestn = max((num(r["MBps"]) / 1000 for r in rows
-                 if r["section"] == "stream" and r["server"] == "A"), default=math.nan)
+    best1, bestn = best_a("stream", "1"), best_a("stream")
     w("")
     w(f"Floors: loopback TCP one-way stream {floors.get('tcp_stream_GBps', 'n/a')} GB/s; pinned copies "
       f"{floors.get('h2d_GBps', 'n/a')} GB/s to the GPU, {floors.get('d2h_GBps', 'n/a')} GB/s back. "
@@ -215,20 +223,8 @@ def main():
     if drows:
         w("### Full-duplex streams: a sending and a receiving client thread per connection, GB/s each way")
         w("")
-        dconns = sorted({int(kv(r["extra"]).get("conns", 0)) for r in drows})
-        dsrv = [s for s in servers if pick("duplex", s)]
-        w("| send size | " + " | ".join(f"{s} x{c}" for c in dconns for s in dsrv) + " |")
-        w("| --- " * (1 + len(dconns) * len(dsrv)) + "|")
-        for size in values("duplex", "size"):
-            cells = []
-            for c in dconns:
-                for s in dsrv:
-                    r = pick("duplex", s, c, size)
-                    cells.append(fmt(num(r["MBps"]) / 1000, 2) if r else "n/a")
-            w(f"| {size} B | " + " | ".join(cells) + " |")
-        d1 = max((num(r["MBps"]) / 1000 for r in drows
-                  if r["server"] == "A" and r["conns"] == "1"), default=math.nan)
-        dn = max((num(r["MBps"]) / 1000 for r in drows if r["server"] == "A"), default=math.nan)
+        gbps_table(("duplex",), "send size", lambda sec, size: f"{size} B")
+        d1, dn = best_a("duplex", "1"), best_a("duplex")
         w("")
         w(f"A's best single duplex stream: {fmt(d1, 2)} GB/s each way = {fmt(ratio(d1, tcp), 2)} of the "
           f"one-way loopback TCP stream (goal >= 0.9), while the same gsockd worker also carries the "
@@ -239,21 +235,8 @@ def main():
     if orows:
         w("### One-way streams: to a sink that checks every byte (up), from a source (down), GB/s")
         w("")
-        oconns = sorted({int(kv(r["extra"]).get("conns", 0)) for r in orows})
-        osrv = [s for s in servers if pick("up", s) or pick("down", s)]
-        w("| direction, client call size | " + " | ".join(f"{s} x{c}" for c in oconns for s in osrv) + " |")
-        w("| --- " * (1 + len(oconns) * len(osrv)) + "|")
-        for sec in ("up", "down"):
-            for size in values(sec, "size"):
-                cells = []
-                for c in oconns:
-                    for s in osrv:
-                        r = pick(sec, s, c, size)
-                        cells.append(fmt(num(r["MBps"]) / 1000, 2) if r else "n/a")
-                w(f"| {sec}, {size} B | " + " | ".join(cells) + " |")
-        o1 = {sec: max((num(r["MBps"]) / 1000 for r in orows
-                        if r["section"] == sec and r["server"] == "A" and r["conns"] == "1"),
-                       default=math.nan) for sec in ("up", "down")}
+        gbps_table(("up", "down"), "direction, client call size", lambda sec, size: f"{sec}, {size} B")
+        o1 = {sec: best_a(sec, "1") for sec in ("up", "down")}
         w("")
         w(f"A's best single one-way stream: up {fmt(o1['up'], 2)} GB/s = {fmt(ratio(o1['up'], tcp), 2)}, "
           f"down {fmt(o1['down'], 2)} GB/s = {fmt(ratio(o1['down'], tcp), 2)} of the one-way loopback "
