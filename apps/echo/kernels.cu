@@ -11,11 +11,6 @@
  */
 #include "echo.h"
 
-/*
- * -M sink: read to the end, checking every byte against the stream
- * pattern, then answer with 16 bytes (little-endian): how many bytes came
- * and how many of them were wrong. Returns the count or an error.
- */
 /* How many of the 8 bytes in v (little-endian) differ from the pattern at o. */
 GSOCK_DEVICE uint32_t word_wrong(uint64_t v, uint64_t o)
 {
@@ -52,6 +47,11 @@ GSOCK_DEVICE uint32_t stream_wrong(const uint8_t *buf, long n, uint64_t off)
 	return bad;
 }
 
+/*
+ * -M sink: read to the end, checking every byte against the stream
+ * pattern, then answer with 16 bytes (little-endian): how many bytes came
+ * and how many of them were wrong. Returns the count or an error.
+ */
 GSOCK_DEVICE long sink(struct gsock_dev gs, int fd, uint8_t *buf,
 		       uint32_t bufsize)
 {
