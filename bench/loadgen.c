@@ -45,6 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stream.h"
+
 enum { WARMUP, MEASURE, DONE };
 
 struct conn {
@@ -71,8 +73,7 @@ static size_t size = 64;
 static uint8_t *pattern; /* what every request carries */
 static volatile int phase = WARMUP;
 
-/* The pattern repeats every 65536 bytes (see main). */
-#define PERIOD 65536u
+/* Every request and stream carries stream.h's pattern. */
 
 enum { RR, DUPLEX, UP, DOWN }; /* -m */
 
@@ -228,7 +229,7 @@ static void *stream_tx(void *arg)
 	/* a peer that stops reading does not keep it past the end */
 	setsockopt(st->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	while (phase != DONE) {
-		ssize_t n = send(st->fd, pattern + st->sent % PERIOD, size,
+		ssize_t n = send(st->fd, pattern + st->sent % STREAM_PERIOD, size,
 				 MSG_NOSIGNAL);
 
 		if (n < 0 && errno != EINTR && errno != EAGAIN) {
@@ -270,7 +271,7 @@ static void *stream_rx(void *arg)
 			st->fail = 1;
 			break;
 		}
-		if (memcmp(buf, pattern + st->got % PERIOD, (size_t)n)) {
+		if (memcmp(buf, pattern + st->got % STREAM_PERIOD, (size_t)n)) {
 			fprintf(stderr, "loadgen: stream differs near byte %llu\n",
 				(unsigned long long)st->got);
 			st->fail = 1;
@@ -286,13 +287,13 @@ static void *stream_rx(void *arg)
 
 /*
  * -m up: the sender is done; end the stream and read the sink's answer:
- * the bytes it got and how many were wrong (little-endian 64-bit each).
+ * the bytes it got and how many were wrong (stream.h).
  */
 static int sink_answer(struct stream *st)
 {
 	struct timeval tv = { 10, 0 };
-	uint8_t a[16];
-	uint64_t count = 0, wrong = 0;
+	uint8_t a[STREAM_ANSWER];
+	uint64_t count, wrong;
 	size_t got = 0;
 
 	shutdown(st->fd, SHUT_WR);
@@ -308,10 +309,7 @@ static int sink_answer(struct stream *st)
 		}
 		got += (size_t)n;
 	}
-	for (int i = 7; i >= 0; i--) {
-		count = count << 8 | a[i];
-		wrong = wrong << 8 | a[8 + i];
-	}
+	stream_answer_get(a, &count, &wrong);
 	if (count != st->sent || wrong) {
 		fprintf(stderr,
 			"loadgen: sent %llu bytes, the sink got %llu, %llu of them wrong\n",
@@ -524,13 +522,13 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	/* Periodic in PERIOD, so duplex streams read it at offset % PERIOD. */
-	pattern = malloc(size + PERIOD);
+	/* periodic in STREAM_PERIOD: streams read it at offset % STREAM_PERIOD */
+	pattern = malloc(size + STREAM_PERIOD);
 	w = calloc((size_t)threads, sizeof(*w));
 	if (!pattern || !w)
 		return EX_OSERR;
-	for (size_t i = 0; i < size + PERIOD; i++)
-		pattern[i] = (uint8_t)(i * 131 + (i >> 8) * 7 + 1);
+	for (size_t i = 0; i < size + STREAM_PERIOD; i++)
+		pattern[i] = stream_byte(i);
 	if (kind != RR)
 		return run_streams(kind, conns, warm, secs);
 	if (idle) {

@@ -13,7 +13,7 @@
  * -M sink and -M source are one-way streams (bench/loadgen -m up, -m
  * down), as gsock-echo-server's: a sink reads a connection to its end,
  * checks every byte against the stream pattern and answers with the
- * count and the wrong bytes (two little-endian 64-bit numbers); a source
+ * count and the wrong bytes (stream.h); a source
  * sends the pattern until the peer goes. With a stage, every byte goes
  * through the GPU on the way.
  */
@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "stage.h"
+#include "stream.h"
 
 #define BUFSZ 65536
 
@@ -46,9 +47,8 @@ struct conn {
 
 enum mode { ECHO, SINK, SOURCE };
 
-/* The one-way stream's byte at offset o, as echo.h's echo_stream_byte. */
-#define PERIOD 65536u
-static uint8_t pattern[PERIOD + BUFSZ];
+/* The stream pattern from 0, enough to read BUFSZ from any offset % period. */
+static uint8_t pattern[STREAM_PERIOD + BUFSZ];
 
 static const char *host = "0.0.0.0", *port = "7001";
 static int batch; /* -B */
@@ -147,11 +147,11 @@ static int conn_serve(int ep, struct conn *c, struct stage *st, int recv_more)
 static int conn_sink(int ep, struct conn *c, struct stage *st)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-	uint8_t reply[16];
+	uint8_t reply[STREAM_ANSWER];
 	ssize_t n;
 
 	while ((n = conn_recv(c, st)) > 0) {
-		const uint8_t *want = pattern + c->pos % PERIOD;
+		const uint8_t *want = pattern + c->pos % STREAM_PERIOD;
 
 		if (memcmp(c->buf, want, (size_t)n))
 			for (ssize_t k = 0; k < n; k++)
@@ -163,11 +163,8 @@ static int conn_sink(int ep, struct conn *c, struct stage *st)
 		return 0;
 	}
 	if (n == 0) {
-		for (int i = 0; i < 8; i++) {
-			reply[i] = (uint8_t)(c->pos >> (8 * i));
-			reply[8 + i] = (uint8_t)(c->wrong >> (8 * i));
-		}
-		/* an empty send buffer takes 16 bytes at once */
+		stream_answer_put(reply, c->pos, c->wrong);
+		/* an empty send buffer takes the answer at once */
 		send(c->fd, reply, sizeof(reply), MSG_NOSIGNAL);
 	}
 	return -1;
@@ -182,7 +179,7 @@ static int conn_source(int ep, struct conn *c, struct stage *st)
 		ssize_t n;
 
 		if (c->off == c->len) {
-			const uint8_t *from = pattern + c->pos % PERIOD;
+			const uint8_t *from = pattern + c->pos % STREAM_PERIOD;
 
 			if (st) {
 				memcpy(stage_in(st), from, BUFSZ);
@@ -359,7 +356,7 @@ int main(int argc, char **argv)
 	if (threads < 1)
 		threads = 1;
 	for (size_t i = 0; i < sizeof(pattern); i++)
-		pattern[i] = (uint8_t)(i * 131 + (i >> 8) * 7 + 1);
+		pattern[i] = stream_byte(i);
 	struct worker *wk = calloc(threads, sizeof(*wk));
 	pthread_t *tid = calloc(threads, sizeof(pthread_t));
 	char err[256];

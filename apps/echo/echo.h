@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "gapp.cuh"
+#include "stream.h"
 
 /* Per-block counters of the server. */
 struct echo_block_stats {
@@ -27,16 +28,6 @@ enum echo_mode {
 	ECHO_SINK, /* read to the end, check, answer count and wrong bytes */
 	ECHO_SOURCE, /* send the stream pattern until the peer goes */
 };
-
-/*
- * The byte at offset o of a one-way stream (sink and source); periodic in
- * ECHO_PERIOD. bench/loadgen's pattern is the same function.
- */
-#define ECHO_PERIOD 65536u
-GSOCK_HD uint8_t echo_stream_byte(uint64_t o)
-{
-	return (uint8_t)(o * 131 + (o >> 8) * 7 + 1);
-}
 
 struct echo_server_args {
 	struct app_listener listen;

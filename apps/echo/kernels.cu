@@ -17,7 +17,7 @@ GSOCK_DEVICE uint32_t word_wrong(uint64_t v, uint64_t o)
 	uint32_t bad = 0;
 
 	for (int j = 0; j < 8; j++)
-		bad += (uint8_t)(v >> (8 * j)) != echo_stream_byte(o + j);
+		bad += (uint8_t)(v >> (8 * j)) != stream_byte(o + j);
 	return bad;
 }
 
@@ -43,14 +43,14 @@ GSOCK_DEVICE uint32_t stream_wrong(const uint8_t *buf, long n, uint64_t off)
 			bad += word_wrong(v[u], off + 8 * (uint64_t)(i + u * step));
 	}
 	for (long k = nw * 8 + gs_tid(); k < n; k += step)
-		bad += buf[k] != echo_stream_byte(off + (uint64_t)k);
+		bad += buf[k] != stream_byte(off + (uint64_t)k);
 	return bad;
 }
 
 /*
  * -M sink: read to the end, checking every byte against the stream
- * pattern, then answer with 16 bytes (little-endian): how many bytes came
- * and how many of them were wrong. Returns the count or an error.
+ * pattern, then answer (stream.h): how many bytes came and how many of
+ * them were wrong. Returns the count or an error.
  */
 GSOCK_DEVICE long sink(struct gsock_dev gs, int fd, uint8_t *buf,
 		       uint32_t bufsize)
@@ -74,31 +74,28 @@ GSOCK_DEVICE long sink(struct gsock_dev gs, int fd, uint8_t *buf,
 		gs_fetch_add32(&wrong, bad);
 	gs_sync();
 	if (gs_tid() == 0)
-		for (int i = 0; i < 8; i++) {
-			buf[i] = (uint8_t)(off >> (8 * i));
-			buf[8 + i] = (uint8_t)((uint64_t)wrong >> (8 * i));
-		}
+		stream_answer_put(buf, off, wrong);
 	gs_sync();
-	n = gsend(gs, fd, buf, 16, 0);
+	n = gsend(gs, fd, buf, STREAM_ANSWER, 0);
 	return n < 0 ? n : (long)off;
 }
 
 /*
  * -M source: send the stream pattern, bufsize bytes a call, until the
  * peer goes (its reset or close ends it: not an error). buf holds
- * bufsize + ECHO_PERIOD bytes. Returns the bytes sent.
+ * bufsize + STREAM_PERIOD bytes. Returns the bytes sent.
  */
 GSOCK_DEVICE long source(struct gsock_dev gs, int fd, uint8_t *buf,
 			 uint32_t bufsize)
 {
 	uint64_t off = 0;
 
-	for (uint64_t k = gs_tid(); k < (uint64_t)bufsize + ECHO_PERIOD;
+	for (uint64_t k = gs_tid(); k < (uint64_t)bufsize + STREAM_PERIOD;
 	     k += gs_bdim())
-		buf[k] = echo_stream_byte(k);
+		buf[k] = stream_byte(k);
 	gs_sync();
 	for (;;) {
-		long n = gsend(gs, fd, buf + off % ECHO_PERIOD, bufsize, 0);
+		long n = gsend(gs, fd, buf + off % STREAM_PERIOD, bufsize, 0);
 
 		if (n == -ECANCELED || n == -ECONNABORTED)
 			return n;

@@ -90,7 +90,7 @@ static int setup(struct gpu_server *g, struct gsock_opts go, unsigned bufsize,
 	a->listen.reuseport = reuseport;
 	a->mode = mode;
 	a->bufsize = bufsize;
-	a->stride = bufsize + (mode == ECHO_SOURCE ? ECHO_PERIOD : 0);
+	a->stride = bufsize + (mode == ECHO_SOURCE ? STREAM_PERIOD : 0);
 	a->bufs = gsock_dev_alloc(g->ctx, (size_t)blocks * a->stride);
 	a->stats = gsock_alloc(g->ctx, blocks * sizeof(*a->stats));
 	a->per_block = per_block;
@@ -229,7 +229,7 @@ int main(int argc, char **argv)
 			"gsock-echo-server: --mode sink and source serve one connection per block: leave out --multiplex\n");
 		return EX_USAGE;
 	}
-	if (bufsize > UINT32_MAX - ECHO_PERIOD) {
+	if (bufsize > UINT32_MAX - STREAM_PERIOD) {
 		fprintf(stderr, "gsock-echo-server: buffer too large\n");
 		return EX_USAGE;
 	}
