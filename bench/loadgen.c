@@ -229,8 +229,8 @@ static void *stream_tx(void *arg)
 	/* a peer that stops reading does not keep it past the end */
 	setsockopt(st->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	while (phase != DONE) {
-		ssize_t n = send(st->fd, pattern + st->sent % STREAM_PERIOD, size,
-				 MSG_NOSIGNAL);
+		ssize_t n = send(st->fd, pattern + st->sent % STREAM_PERIOD,
+				 size, MSG_NOSIGNAL);
 
 		if (n < 0 && errno != EINTR && errno != EAGAIN) {
 			if (phase == DONE)
@@ -272,7 +272,8 @@ static void *stream_rx(void *arg)
 			break;
 		}
 		if (memcmp(buf, pattern + st->got % STREAM_PERIOD, (size_t)n)) {
-			fprintf(stderr, "loadgen: stream differs near byte %llu\n",
+			fprintf(stderr,
+				"loadgen: stream differs near byte %llu\n",
 				(unsigned long long)st->got);
 			st->fail = 1;
 			break;
@@ -365,7 +366,8 @@ static int run_streams(int kind, int conns, double warm, double secs)
 	       (unsigned long long)(bytes / size),
 	       (double)bytes * 1e3 / (double)(t1 - t0), fail);
 	if (!bytes && !fail)
-		fprintf(stderr, "loadgen: no byte moved in the measured time\n");
+		fprintf(stderr,
+			"loadgen: no byte moved in the measured time\n");
 	return fail || !bytes ? 1 : 0;
 }
 

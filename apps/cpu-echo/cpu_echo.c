@@ -381,7 +381,9 @@ int main(int argc, char **argv)
 	       stage_name() ? "cgpu-echo-server" : "cpu-echo-server", host,
 	       port, threads, stage_name() ? ", GPU stage " : "",
 	       stage_name() ? stage_name() : "", batch ? ", batched" : "",
-	       mode == SINK ? ", sink" : mode == SOURCE ? ", source" : "");
+	       mode == SINK   ? ", sink" :
+	       mode == SOURCE ? ", source" :
+				"");
 	fflush(stdout);
 	for (int i = 0; i < threads; i++)
 		pthread_create(&tid[i], NULL, loop, &wk[i]);

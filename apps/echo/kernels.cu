@@ -40,7 +40,8 @@ GSOCK_DEVICE uint32_t stream_wrong(const uint8_t *buf, long n, uint64_t off)
 		for (; m < 4 && i + m * step < nw; m++)
 			v[m] = w[i + m * step];
 		for (int u = 0; u < m; u++)
-			bad += word_wrong(v[u], off + 8 * (uint64_t)(i + u * step));
+			bad += word_wrong(v[u],
+					  off + 8 * (uint64_t)(i + u * step));
 	}
 	for (long k = nw * 8 + gs_tid(); k < n; k += step)
 		bad += buf[k] != stream_byte(off + (uint64_t)k);
