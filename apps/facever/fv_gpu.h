@@ -24,12 +24,22 @@
 #define FV_THREADS 256
 #define FV_PER_SM 2
 
+/*
+ * What a block did, for the report at the end (gsock_alloc memory, so
+ * the block only stores it: a read-modify-write there is a PCIe read).
+ * A fetcher counts batches in conns and keys in requests, and where its
+ * time went in the ns_ fields.
+ */
 struct fv_block_stats {
 	uint64_t conns;
 	uint64_t requests;
 	uint64_t matches;
 	uint64_t errors; /* requests answered with FV_E_* */
 	int64_t last_error; /* the last error that ended a connection */
+	uint64_t ns_ask; /* fetcher: taking requests, writing them (gsend) */
+	uint64_t ns_recv; /* fetcher: grecv, with or without bytes */
+	uint64_t ns_parse; /* fetcher: handing replies out */
+	uint64_t ns_idle; /* fetcher: nothing to do */
 };
 
 /*

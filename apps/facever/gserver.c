@@ -39,10 +39,17 @@ static void report(struct fv_server_args *a)
 {
 	uint64_t conns = 0, reqs = 0, matches = 0, errors = 0, batches = 0,
 		 keys = 0;
+	double ask = 0, rx = 0, parse = 0, idle = 0, all;
 
 	for (unsigned f = 0; f < a->fetchers; f++) {
-		batches += a->stats[a->blocks + f].conns;
-		keys += a->stats[a->blocks + f].requests;
+		const struct fv_block_stats *st = &a->stats[a->blocks + f];
+
+		batches += st->conns;
+		keys += st->requests;
+		ask += (double)st->ns_ask;
+		rx += (double)st->ns_recv;
+		parse += (double)st->ns_parse;
+		idle += (double)st->ns_idle;
 	}
 	for (unsigned b = 0; b < a->blocks; b++) {
 		conns += a->stats[b].conns;
@@ -56,6 +63,12 @@ static void report(struct fv_server_args *a)
 	printf("facever-gserver: memcached asked for %llu keys in %llu batches (%.1f a batch)\n",
 	       (unsigned long long)keys, (unsigned long long)batches,
 	       batches ? (double)keys / (double)batches : 0.0);
+	all = ask + rx + parse + idle;
+	if (all > 0 && keys)
+		printf("facever-gserver: the fetchers' time: %.0f%% asking, %.0f%% receiving, %.0f%% handing out, %.0f%% idle; %.2f us busy a key\n",
+		       100 * ask / all, 100 * rx / all, 100 * parse / all,
+		       100 * idle / all,
+		       (ask + rx + parse) / 1e3 / (double)keys);
 }
 
 int main(int argc, char **argv)

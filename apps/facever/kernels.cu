@@ -83,14 +83,26 @@ struct fv_fetch {
 
 #define FV_RETRIED 0x80000000u /* asked again on a fresh connection once */
 
-/* Thread 0: the answer for fifo entry e is in; its block may go on. */
+/*
+ * Store a word of device memory that another block of this GPU waits on,
+ * after every earlier write of this block (made before a gs_sync): a GPU
+ * scope fence is enough here (gs_st64's system fence, for words the host
+ * reads, waits for this block's PCIe writes too).
+ */
+GSOCK_DEVICE void fv_publish64(uint64_t *p, uint64_t v)
+{
+	gs_fence_dev();
+	*(volatile uint64_t *)p = v;
+}
+
+/* One thread: the answer for fifo entry e is in; its block may go on. */
 GSOCK_DEVICE void fv_publish_t0(struct fv_server_args *a, uint32_t e,
 				int32_t status)
 {
 	struct fv_ask *k = &a->asks[e & ~FV_RETRIED];
 
 	k->status = status;
-	gs_st64(&k->done, k->taken);
+	fv_publish64(&k->done, k->taken);
 }
 
 /*
@@ -212,49 +224,88 @@ GSOCK_DEVICE void fv_fetch_fail(struct gsock_dev gs, struct fv_server_args *a,
 }
 
 /*
+ * Thread 0: find the whole replies at the start of the buffer, at most
+ * FV_BATCH: where each one's value starts (val), the answer it gives
+ * (status: a value of the wrong size fails that key only) and where the
+ * next reply starts (*next). Their count, or -1 - count when memcached
+ * said something that is no reply to "mg" after them. Only line heads
+ * are read: the values are skipped.
+ */
+GSOCK_DEVICE long fv_fetch_scan_t0(const struct fv_fetch *fs,
+				   const uint8_t *buf, uint32_t cap,
+				   uint32_t *val, int32_t *status,
+				   uint32_t *next)
+{
+	uint32_t pos = fs->pos, n = 0;
+
+	*next = pos;
+	while (n < FV_BATCH && fs->head + n != fs->tail) {
+		uint32_t end = fv_line_end_t0(buf + pos, fs->have - pos);
+		long v;
+
+		if (!end)
+			return fs->have - pos >= FV_MCBUF ? -1 - (long)n : n;
+		v = fv_mc_parse_t0(buf + pos, end);
+		if (v == FV_E_STORE || (v > 0 && end + v + 2 > cap))
+			return -1 - (long)n;
+		if (v >= 0 && pos + end + v + 2 > fs->have)
+			break; /* the value is not all here yet */
+		val[n] = pos + end;
+		status[n++] = v == FV_FEAT_BYTES ? 0 :
+			      v == FV_E_UNKNOWN	 ? FV_E_UNKNOWN :
+						   FV_E_STORE;
+		pos += end + (v >= 0 ? (uint32_t)v + 2 : 0);
+		*next = pos;
+	}
+	return n;
+}
+
+/*
  * Block-wide: hand out every whole reply in the buffer; -1 when memcached
- * said something that is no reply to "mg".
+ * said something that is no reply to "mg" (the replies before it are
+ * handed out). One thread walks the reply lines; the block copies all
+ * their values at once; then each thread publishes one answer.
  */
 GSOCK_DEVICE int fv_fetch_parse(struct fv_server_args *a, struct fv_fetch *fs,
 				const uint8_t *buf, uint32_t cap)
 {
-	for (;;) {
-		long v = 0, act = 0;
-		uint32_t end = 0, e;
+	GS_SHARED uint32_t val[FV_BATCH];
+	GS_SHARED int32_t status[FV_BATCH];
+	GS_SHARED uint32_t next;
 
-		if (gs_tid() == 0 && fs->head != fs->tail) {
-			end = fv_line_end_t0(buf + fs->pos, fs->have - fs->pos);
-			if (end)
-				v = fv_mc_parse_t0(buf + fs->pos, end);
-			if (!end)
-				act = fs->have - fs->pos >= FV_MCBUF ? -1 : 0;
-			else if (v == FV_E_STORE || (v > 0 && end + v + 2 > cap))
-				act = -1;
-			else
-				act = v < 0 || fs->pos + end + v + 2 <= fs->have;
+	for (;;) {
+		long r = 0;
+		uint32_t n;
+
+		if (gs_tid() == 0)
+			r = fv_fetch_scan_t0(fs, buf, cap, val, status, &next);
+		r = gs_bcast(r);
+		n = (uint32_t)(r < 0 ? -1 - r : r);
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t e = fs->fifo[(fs->head + i) % FV_FIFO];
+
+			if (!status[i])
+				gs_copy(a->feats + ((size_t)(e & ~FV_RETRIED) *
+							    2 +
+						    1) * FV_NFEAT,
+					buf + val[i], FV_FEAT_BYTES);
 		}
-		act = gs_bcast(act);
-		if (act <= 0)
-			return (int)act;
-		v = gs_bcast(v);
-		end = (uint32_t)gs_bcast(end);
-		e = fs->fifo[fs->head % FV_FIFO] & ~FV_RETRIED;
-		if (v == FV_FEAT_BYTES)
-			gs_copy(a->feats + ((size_t)e * 2 + 1) * FV_NFEAT,
-				buf + fs->pos + end, FV_FEAT_BYTES);
 		gs_sync();
-		if (gs_tid() == 0) {
-			/* a value of the wrong size fails that key only */
-			fv_publish_t0(a, e,
-				      v == FV_FEAT_BYTES ? 0 :
-				      v == FV_E_UNKNOWN	 ? FV_E_UNKNOWN :
-							   FV_E_STORE);
-			fs->pos += end + (v >= 0 ? (uint32_t)v + 2 : 0);
-			fs->head++;
+		for (uint32_t i = gs_tid(); i < n; i += gs_bdim())
+			fv_publish_t0(a, fs->fifo[(fs->head + i) % FV_FIFO],
+				      status[i]);
+		gs_sync();
+		if (gs_tid() == 0 && n) {
+			fs->head += n;
+			fs->pos = next;
 			if (fs->pos == fs->have)
 				fs->pos = fs->have = 0;
 		}
 		gs_sync();
+		if (r < 0)
+			return -1;
+		if (n < FV_BATCH)
+			return 0;
 	}
 }
 
@@ -275,6 +326,33 @@ GSOCK_DEVICE void fv_fetch_compact(struct fv_fetch *fs, uint8_t *buf)
 	gs_sync();
 }
 
+/* Thread 0 of a fetcher: what it has done, and where its time went. */
+struct fv_fetch_count {
+	uint64_t batches, keys, ns_ask, ns_recv, ns_parse, ns_idle;
+	uint64_t t; /* the clock at the last split */
+};
+
+/* Thread 0: the time since the last split goes to *to. */
+GSOCK_DEVICE void fv_split_t0(struct fv_fetch_count *c, uint64_t *to)
+{
+	uint64_t now = gs_now_ns();
+
+	*to += now - c->t;
+	c->t = now;
+}
+
+/* Thread 0: the counts to the block's report (stores only). */
+GSOCK_DEVICE void fv_count_out_t0(const struct fv_fetch_count *c,
+				  struct fv_block_stats *st)
+{
+	st->conns = c->batches;
+	st->requests = c->keys;
+	st->ns_ask = c->ns_ask;
+	st->ns_recv = c->ns_recv;
+	st->ns_parse = c->ns_parse;
+	st->ns_idle = c->ns_idle;
+}
+
 /* Fetcher f's loop, until the application stops. */
 GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 			     uint32_t f)
@@ -284,6 +362,7 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 	uint8_t *buf = (uint8_t *)text + FV_FETCH_TEXT;
 	const uint32_t cap = FV_FETCH_BUF - FV_FETCH_TEXT;
 	struct fv_block_stats *st = &a->stats[a->blocks + f];
+	struct fv_fetch_count cnt = { 0, 0, 0, 0, 0, 0, gs_now_ns() };
 	unsigned idle = 0;
 
 	if (gs_tid() == 0) {
@@ -298,17 +377,21 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 
 		if (nb) {
 			if (gs_tid() == 0) {
-				st->conns++; /* batches */
-				st->requests += nb; /* keys */
+				cnt.batches++;
+				cnt.keys += nb;
 			}
 			if (fv_ask_batch(gs, a, &fs, from, text))
 				fv_fetch_fail(gs, a, &fs, text);
 		}
+		if (gs_tid() == 0) /* looking for requests is idle time */
+			fv_split_t0(&cnt, nb ? &cnt.ns_ask : &cnt.ns_idle);
 		if (fs.head != fs.tail) {
 			if (fs.have == cap && fs.pos)
 				fv_fetch_compact(&fs, buf);
 			r = grecv(gs, fs.fd, buf + fs.have, cap - fs.have,
 				  MSG_DONTWAIT);
+			if (gs_tid() == 0)
+				fv_split_t0(&cnt, &cnt.ns_recv);
 			if (r > 0) {
 				if (gs_tid() == 0) {
 					fs.have += (uint32_t)r;
@@ -318,6 +401,8 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 				busy = 1;
 				if (fv_fetch_parse(a, &fs, buf, cap) < 0)
 					fv_fetch_fail(gs, a, &fs, text);
+				if (gs_tid() == 0)
+					fv_split_t0(&cnt, &cnt.ns_parse);
 			} else {
 				long gone = r != -EAGAIN;
 
@@ -329,6 +414,8 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 			}
 		}
 		if (busy) {
+			if (gs_tid() == 0 && !(cnt.batches & 63))
+				fv_count_out_t0(&cnt, st);
 			idle = 0;
 			continue;
 		}
@@ -336,14 +423,17 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 			err = gs_world_error(gs);
 			if (!err)
 				gs_relax(idle++);
+			fv_split_t0(&cnt, &cnt.ns_idle);
 		}
 		if (gs_bcast(err))
 			break;
 	}
-	if (gs_tid() == 0)
+	if (gs_tid() == 0) {
 		for (; fs.head != fs.tail; fs.head++)
 			fv_publish_t0(a, fs.fifo[fs.head % FV_FIFO],
 				      FV_E_STORE);
+		fv_count_out_t0(&cnt, st);
+	}
 	if (fs.fd >= 0)
 		gclose(gs, fs.fd);
 }
@@ -355,8 +445,8 @@ GSOCK_DEVICE void fv_ask(struct fv_server_args *a, uint32_t b, uint32_t id,
 	struct fv_ask *k = &a->asks[b];
 
 	if (gs_tid() == 0) {
-		gs_st32(&k->id, id);
-		gs_st64(&k->seq, ++*seq);
+		k->id = id;
+		fv_publish64(&k->seq, ++*seq);
 	}
 	gs_sync();
 }
@@ -402,14 +492,16 @@ GSOCK_DEVICE long fv_reply(struct gsock_dev gs, int c, struct fv_resp *resp,
 	return gsend(gs, c, resp, sizeof(*resp), 0);
 }
 
-/* Serve connection c until it ends; the error that ended it, or 0. */
+/*
+ * Serve connection c until it ends; the error that ended it, or 0. Thread
+ * 0 counts what it served in *mine.
+ */
 GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
-			   uint64_t *seq)
+			   uint64_t *seq, struct fv_block_stats *mine)
 {
 	GS_SHARED uint32_t hist[FV_NFEAT], cellsum[FV_GRID * FV_GRID];
 	GS_SHARED float scratch[1024];
 	uint32_t b = gs_bid();
-	struct fv_block_stats *st = &a->stats[b];
 	uint8_t *img = a->imgs + (size_t)b * FV_MAX_PIXELS;
 	float *query = a->feats + (size_t)b * 2 * FV_NFEAT;
 	float *stored = query + FV_NFEAT;
@@ -457,9 +549,9 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 		}
 		n = fv_reply(gs, c, resp, seqno, status, d);
 		if (gs_tid() == 0) {
-			st->requests++;
-			st->matches += status == FV_MATCH;
-			st->errors += status < 0;
+			mine->requests++;
+			mine->matches += status == FV_MATCH;
+			mine->errors += status < 0;
 		}
 		if (n < 0)
 			return n;
@@ -471,6 +563,7 @@ GSOCK_KERNEL_FIT(fv_server_kernel, gs, arg, FV_THREADS, FV_PER_SM)
 	struct fv_server_args *a = (struct fv_server_args *)arg;
 	struct fv_block_stats *st = &a->stats[gs_bid()];
 	uint64_t seq = 0; /* requests to the fetcher: thread 0 counts, reads */
+	struct fv_block_stats mine = { 0 }; /* thread 0's; stored at each end */
 	long lfd;
 
 	if (gs_bid() >= a->blocks) {
@@ -488,12 +581,13 @@ GSOCK_KERNEL_FIT(fv_server_kernel, gs, arg, FV_THREADS, FV_PER_SM)
 			break;
 		if (c < 0)
 			continue;
-		r = fv_serve(gs, a, c, &seq);
+		r = fv_serve(gs, a, c, &seq, &mine);
 		gclose(gs, c);
 		if (gs_tid() == 0) {
-			st->conns++;
+			mine.conns++;
 			if (r < 0)
-				st->last_error = r;
+				mine.last_error = r;
+			*st = mine;
 		}
 		if (r == -ECANCELED || r == -ECONNABORTED)
 			break;
