@@ -24,11 +24,21 @@
 #define FV_THREADS 256
 #define FV_PER_SM 2
 
+/* A server block's request, step by step (ns_step). */
+enum {
+	FV_WAIT, /* for its header (the client's turn) */
+	FV_PIC, /* receiving its picture */
+	FV_COMPUTE, /* its features and the distance */
+	FV_ANSWER, /* waiting for the fetcher's answer after that */
+	FV_REPLY, /* sending the reply */
+	FV_STEPS
+};
+
 /*
  * What a block did, for the report at the end (gsock_alloc memory, so
  * the block only stores it: a read-modify-write there is a PCIe read).
- * A fetcher counts batches in conns and keys in requests, and where its
- * time went in the ns_ fields.
+ * A fetcher counts batches in conns and keys in requests; fetchers and
+ * server blocks say where their time went in their ns_ fields.
  */
 struct fv_block_stats {
 	uint64_t conns;
@@ -40,7 +50,9 @@ struct fv_block_stats {
 	uint64_t ns_recv; /* fetcher: grecv, with or without bytes */
 	uint64_t ns_parse; /* fetcher: handing replies out */
 	uint64_t ns_idle; /* fetcher: nothing to do */
+	uint64_t ns_step[FV_STEPS]; /* server block: a request's steps (above) */
 };
+
 
 /*
  * A server block's request for reference features, to its fetcher (device

@@ -39,7 +39,7 @@ static void report(struct fv_server_args *a)
 {
 	uint64_t conns = 0, reqs = 0, matches = 0, errors = 0, batches = 0,
 		 keys = 0;
-	double ask = 0, rx = 0, parse = 0, idle = 0, all;
+	double ask = 0, rx = 0, parse = 0, idle = 0, all, steps[FV_STEPS] = { 0 };
 
 	for (unsigned f = 0; f < a->fetchers; f++) {
 		const struct fv_block_stats *st = &a->stats[a->blocks + f];
@@ -52,10 +52,14 @@ static void report(struct fv_server_args *a)
 		idle += (double)st->ns_idle;
 	}
 	for (unsigned b = 0; b < a->blocks; b++) {
-		conns += a->stats[b].conns;
-		reqs += a->stats[b].requests;
-		matches += a->stats[b].matches;
-		errors += a->stats[b].errors;
+		const struct fv_block_stats *st = &a->stats[b];
+
+		conns += st->conns;
+		reqs += st->requests;
+		matches += st->matches;
+		errors += st->errors;
+		for (unsigned i = 0; i < FV_STEPS; i++)
+			steps[i] += (double)st->ns_step[i];
 	}
 	printf("facever-gserver: served %llu requests on %llu connections (%llu matches, %llu errors)\n",
 	       (unsigned long long)reqs, (unsigned long long)conns,
@@ -69,6 +73,13 @@ static void report(struct fv_server_args *a)
 		       100 * ask / all, 100 * rx / all, 100 * parse / all,
 		       100 * idle / all,
 		       (ask + rx + parse) / 1e3 / (double)keys);
+	if (reqs)
+		printf("facever-gserver: a server block's request, us: %.1f waiting for the client, %.1f receiving the picture, %.1f computing, %.1f waiting for the fetcher, %.1f replying\n",
+		       steps[FV_WAIT] / 1e3 / (double)reqs,
+		       steps[FV_PIC] / 1e3 / (double)reqs,
+		       steps[FV_COMPUTE] / 1e3 / (double)reqs,
+		       steps[FV_ANSWER] / 1e3 / (double)reqs,
+		       steps[FV_REPLY] / 1e3 / (double)reqs);
 }
 
 int main(int argc, char **argv)

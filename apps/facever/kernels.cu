@@ -332,13 +332,15 @@ struct fv_fetch_count {
 	uint64_t t; /* the clock at the last split */
 };
 
-/* Thread 0: the time since the last split goes to *to. */
-GSOCK_DEVICE void fv_split_t0(struct fv_fetch_count *c, uint64_t *to)
+/* Thread 0 (the others do nothing): the time since *t goes to *to. */
+GSOCK_DEVICE void fv_split_t0(uint64_t *t, uint64_t *to)
 {
-	uint64_t now = gs_now_ns();
+	if (gs_tid() == 0) {
+		uint64_t now = gs_now_ns();
 
-	*to += now - c->t;
-	c->t = now;
+		*to += now - *t;
+		*t = now;
+	}
 }
 
 /* Thread 0: the counts to the block's report (stores only). */
@@ -383,15 +385,14 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 			if (fv_ask_batch(gs, a, &fs, from, text))
 				fv_fetch_fail(gs, a, &fs, text);
 		}
-		if (gs_tid() == 0) /* looking for requests is idle time */
-			fv_split_t0(&cnt, nb ? &cnt.ns_ask : &cnt.ns_idle);
+		/* looking for requests is idle time */
+		fv_split_t0(&cnt.t, nb ? &cnt.ns_ask : &cnt.ns_idle);
 		if (fs.head != fs.tail) {
 			if (fs.have == cap && fs.pos)
 				fv_fetch_compact(&fs, buf);
 			r = grecv(gs, fs.fd, buf + fs.have, cap - fs.have,
 				  MSG_DONTWAIT);
-			if (gs_tid() == 0)
-				fv_split_t0(&cnt, &cnt.ns_recv);
+			fv_split_t0(&cnt.t, &cnt.ns_recv);
 			if (r > 0) {
 				if (gs_tid() == 0) {
 					fs.have += (uint32_t)r;
@@ -401,8 +402,7 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 				busy = 1;
 				if (fv_fetch_parse(a, &fs, buf, cap) < 0)
 					fv_fetch_fail(gs, a, &fs, text);
-				if (gs_tid() == 0)
-					fv_split_t0(&cnt, &cnt.ns_parse);
+				fv_split_t0(&cnt.t, &cnt.ns_parse);
 			} else {
 				long gone = r != -EAGAIN;
 
@@ -423,7 +423,7 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 			err = gs_world_error(gs);
 			if (!err)
 				gs_relax(idle++);
-			fv_split_t0(&cnt, &cnt.ns_idle);
+			fv_split_t0(&cnt.t, &cnt.ns_idle);
 		}
 		if (gs_bcast(err))
 			break;
@@ -513,6 +513,7 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 		uint32_t w, h, seqno;
 		int32_t status = 0;
 		float d = 0.0f;
+		uint64_t t = gs_now_ns(); /* thread 0 splits the time */
 		long n = grecv(gs, c, req, sizeof(*req), 0); /* idle: wait */
 
 		if (n > 0 && n < (long)sizeof(*req)) { /* the rest is owed */
@@ -537,17 +538,23 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 		}
 		/* asked now, the answer travels while the picture comes in */
 		fv_ask(a, b, req->id, seq);
+		fv_split_t0(&t, &mine->ns_step[FV_WAIT]);
 		n = app_recv_timed(gs, c, img, (uint64_t)w * h, 1,
 				   a->timeout_ms);
 		if (n != (long)(w * h))
 			return n < 0 ? n : -EPIPE;
+		fv_split_t0(&t, &mine->ns_step[FV_PIC]);
 		fv_features(img, w, h, query, hist, cellsum);
+		fv_split_t0(&t, &mine->ns_step[FV_COMPUTE]);
 		status = fv_answer(gs, a, b, *seq);
+		fv_split_t0(&t, &mine->ns_step[FV_ANSWER]);
 		if (status == 0) {
 			d = fv_chi2(query, stored, scratch);
 			status = d <= a->threshold ? FV_MATCH : FV_NO_MATCH;
 		}
+		fv_split_t0(&t, &mine->ns_step[FV_COMPUTE]);
 		n = fv_reply(gs, c, resp, seqno, status, d);
+		fv_split_t0(&t, &mine->ns_step[FV_REPLY]);
 		if (gs_tid() == 0) {
 			mine->requests++;
 			mine->matches += status == FV_MATCH;

@@ -35,7 +35,7 @@ for w in ${W:-8 12}; do
   taskset -c 8-15 $FV/facever-gserver-$BK -l 127.0.0.1:0 -M 127.0.0.1:$mp -b 256 > $tmp/g.out 2>&1 & A=$!; up $tmp/g.out
   p=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' $tmp/g.out)
   for c in 64 256; do load $G $p $c "G gsockd --workers $w on ${S#taskset -c }, $c conns (gsockd's time)"; done
-  kill $A; wait $A 2>/dev/null; grep "fetchers' time" $tmp/g.out; kill $G; wait $G 2>/dev/null
+  kill $A; wait $A 2>/dev/null; grep "fetchers' time\|server block's request" $tmp/g.out; kill $G; wait $G 2>/dev/null
 done
 p=$(port); taskset -c 8-15 $FV/facever-cserver-cuda -l 127.0.0.1:$p -M 127.0.0.1:$mp -t 8 > $tmp/c.out 2>&1 & A=$!; up $tmp/c.out
 for c in 64 256; do load $A $p $c "C 8 threads on 8-15, $c conns (C's time)"; done
