@@ -891,6 +891,14 @@ static int64_t cmd_bind(struct br_sock *s, const struct gs_cmd *c)
 		if (plen == 0 || plen > sizeof(s->unix_path) ||
 		    (un->sun_path[0] != '/' && un->sun_path[0] != 0))
 			return -EINVAL;
+		/*
+		 * The path is unlinked on close: it must fit unix_path whole.
+		 * One that fills sun_path has no NUL to spare, was kept cut
+		 * short, and a different file was unlinked (t/fuzz/arena/
+		 * crash-unix-path-108).
+		 */
+		if (strnlen(un->sun_path, plen) >= sizeof(s->unix_path))
+			return -ENAMETOOLONG;
 		if (bind(s->fd, (const void *)c->addr, c->addrlen) < 0)
 			return -errno;
 		if (un->sun_path[0] == '/')

@@ -180,14 +180,17 @@ GSOCK_DEVICE struct gs_cmd *gs_my_slot(struct gsock_dev gs)
 	return &gs.slots[gs.slot_base + gs_bid()];
 }
 
-/* Post a command from this block's slot and wait for its reply. */
-GSOCK_DEVICE long gs_command_t0(struct gsock_dev gs, uint32_t op, int fd,
-				int64_t a0, int64_t a1, int64_t a2,
-				const void *addr, uint32_t addrlen)
+/*
+ * Post a command from this block's slot: *seq is what its reply's
+ * done_seq will be. Returns 0, or a negative errno with nothing posted
+ * (or, from the doorbell, the request written but never rung).
+ */
+GSOCK_DEVICE long gs_command_post_t0(struct gsock_dev gs, uint32_t op, int fd,
+				     int64_t a0, int64_t a1, int64_t a2,
+				     const void *addr, uint32_t addrlen,
+				     uint64_t *seq)
 {
 	struct gs_cmd *c = gs_my_slot(gs);
-	uint64_t seq = gs_ld64(&c->seq) + 1;
-	unsigned i = 0;
 	long err;
 
 	if (addrlen > GS_ADDR_MAX)
@@ -195,6 +198,7 @@ GSOCK_DEVICE long gs_command_t0(struct gsock_dev gs, uint32_t op, int fd,
 	err = gs_world_error(gs);
 	if (err)
 		return err;
+	*seq = gs_ld64(&c->seq) + 1;
 	c->op = op;
 	c->fd = fd;
 	c->arg[0] = a0;
@@ -203,9 +207,22 @@ GSOCK_DEVICE long gs_command_t0(struct gsock_dev gs, uint32_t op, int fd,
 	c->addrlen = addrlen;
 	for (uint32_t k = 0; k < addrlen; k++)
 		c->addr[k] = ((const uint8_t *)addr)[k];
-	gs_st64(&c->seq, seq);
-	err = gs_ring_doorbell(gs, gs_cmd_queue(gs, fd),
-			       GS_DB_CMD | (gs.slot_base + gs_bid()));
+	gs_st64(&c->seq, *seq);
+	return gs_ring_doorbell(gs, gs_cmd_queue(gs, fd),
+				GS_DB_CMD | (gs.slot_base + gs_bid()));
+}
+
+/* Post a command from this block's slot and wait for its reply. */
+GSOCK_DEVICE long gs_command_t0(struct gsock_dev gs, uint32_t op, int fd,
+				int64_t a0, int64_t a1, int64_t a2,
+				const void *addr, uint32_t addrlen)
+{
+	struct gs_cmd *c = gs_my_slot(gs);
+	uint64_t seq = 0;
+	unsigned i = 0;
+	long err =
+		gs_command_post_t0(gs, op, fd, a0, a1, a2, addr, addrlen, &seq);
+
 	if (err)
 		return err;
 	while (gs_ld64(&c->done_seq) != seq) {

@@ -1,29 +1,42 @@
 #!/bin/sh
-# gsockd's control protocol and arena handling under libFuzzer
-# (t/fuzz_ctl.c: registration, then a worker serving the arena's
-# doorbells and commands): every seed of t/fuzz/ctl/ (the crashes found
-# so far stay there), then GSOCK_FUZZ_SECONDS (default 15) of new inputs.
-# A crash, a leak or a sanitizer report fails it, and the input is kept.
+# gsockd under libFuzzer, two targets: t/fuzz_ctl.c (the control protocol
+# and registration: a hello and an arena's raw bytes) and t/fuzz_arena.c
+# (a registered arena served while a hostile application runs a program
+# of operations on it: commands, doorbells, ring counters, the socket
+# table, raw bytes, a CPU peer). For each, every seed of t/fuzz/NAME/ (the
+# crashes found so far stay there), then GSOCK_FUZZ_SECONDS (default 15)
+# of new inputs. A crash, a leak or a sanitizer report fails it.
 # A long run by hand: t/fuzz-ctl -max_len=131072 CORPUS t/fuzz/ctl
+#                  or t/fuzz-arena CORPUS t/fuzz/arena
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
-FUZZ=$GSOCK_BUILD/t/fuzz-ctl
-[ -x "$FUZZ" ] || skip_all "t/fuzz-ctl is not built: configure found no clang with libFuzzer (scripts/setup installs clang)"
+for t in ctl arena; do
+	[ -x "$GSOCK_BUILD/t/fuzz-$t" ] || skip_all "t/fuzz-$t is not built: configure found no clang with libFuzzer (scripts/setup installs clang)"
+done
 SECS=${GSOCK_FUZZ_SECONDS:-15}
-time_limit $((SECS + 120))
-plan 3
+time_limit $((2 * SECS + 180))
+plan 6
 
-seeds=$(ls "$GSOCK_SRC/t/fuzz/ctl" | wc -l)
-"$FUZZ" -runs=0 -artifact_prefix="$TMP/" "$GSOCK_SRC/t/fuzz/ctl" >"$TMP/replay" 2>&1
-ok $? "the $seeds seeds of t/fuzz/ctl run clean"
-mkdir "$TMP/corpus"
-"$FUZZ" -max_total_time="$SECS" -max_len=131072 -artifact_prefix="$TMP/" \
-	-print_final_stats=1 "$TMP/corpus" "$GSOCK_SRC/t/fuzz/ctl" >"$TMP/fuzz" 2>&1
-st=$?
-runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$TMP/fuzz")
-cov=$(sed -n 's/^#[0-9]*[[:space:]]*DONE[[:space:]]*cov: \([0-9]*\).*/\1/p' "$TMP/fuzz")
-echo "# $runs inputs in $SECS s, $cov edges covered, corpus $(ls "$TMP/corpus" | wc -l) new inputs"
-[ $st -ne 0 ] && { grep -E 'ERROR|SUMMARY|Test unit written|deadly' "$TMP/fuzz" | sed 's/^/#   /'; }
-ok $st "$SECS s of fuzzing: no crash, leak or sanitizer report"
-[ "${runs:-0}" -gt 1000 ]
-ok $? "and it ran ($runs inputs)"
+# Three checks for target NAME: its seeds, SECS of fuzzing, that it ran.
+fuzz() { # NAME MAX_LEN MIN_RUNS
+	_fuzz=$GSOCK_BUILD/t/fuzz-$1
+	_seeds=$GSOCK_SRC/t/fuzz/$1
+	"$_fuzz" -runs=0 -artifact_prefix="$TMP/$1-" "$_seeds" >"$TMP/$1.replay" 2>&1
+	_st=$?
+	ok $_st "the $(ls "$_seeds" | wc -l) seeds of t/fuzz/$1 run clean"
+	[ $_st -ne 0 ] && grep -E 'ERROR|SUMMARY|fuzz-arena:|deadly' "$TMP/$1.replay" | sed 's/^/#   /'
+	mkdir "$TMP/$1"
+	"$_fuzz" -max_total_time="$SECS" -max_len="$2" -artifact_prefix="$TMP/$1-" \
+		-print_final_stats=1 "$TMP/$1" "$_seeds" >"$TMP/$1.fuzz" 2>&1
+	_st=$?
+	_runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$TMP/$1.fuzz")
+	_cov=$(sed -n 's/^#[0-9]*[[:space:]]*DONE[[:space:]]*cov: \([0-9]*\).*/\1/p' "$TMP/$1.fuzz")
+	echo "# fuzz-$1: $_runs inputs in $SECS s, $_cov edges covered, corpus $(ls "$TMP/$1" | wc -l) new inputs"
+	[ $_st -ne 0 ] && grep -E 'ERROR|SUMMARY|Test unit written|fuzz-arena:|deadly' "$TMP/$1.fuzz" | sed 's/^/#   /'
+	ok $_st "fuzz-$1: $SECS s of fuzzing, no crash, leak or sanitizer report"
+	[ "${_runs:-0}" -gt "$3" ]
+	ok $? "and it ran ($_runs inputs)"
+}
+
+fuzz ctl 131072 1000
+fuzz arena 4096 500
 finish

@@ -16,7 +16,8 @@
  * (br_app_new, br_app_event, a worker's turns, br_reap) on this one
  * thread, with one worker driven by br_worker_turn(): a registered arena
  * is validated and mapped, its doorbells and commands served (real
- * sockets: loopback only, no unix paths, see below), then let go.
+ * sockets: loopback only, no unix paths, see t/fuzz_common.h), then
+ * let go.
  * Anything gsockd does wrong with such input is a crash, a leak or a
  * sanitizer report here. t/fuzz.t runs it briefly on t/fuzz/ctl/.
  */
@@ -25,25 +26,20 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../bridge/bridge.h"
 #include "../bridge/log.h"
 #include "../devlib/gsock_ctl.h"
-
-struct br br; /* gsockd's state; main.c's, which is not linked here */
+#include "fuzz_common.h"
 
 enum {
 	F_HELLO = 1,
@@ -54,68 +50,11 @@ enum {
 	F_SERVE = 32,
 };
 
-/*
- * The sandbox (linked with --wrap=bind,--wrap=connect): commands from a
- * fuzzed arena reach real sockets, but no unix path on this machine and
- * nothing beyond loopback.
- */
-int __real_bind(int fd, const struct sockaddr *sa, socklen_t len);
-int __real_connect(int fd, const struct sockaddr *sa, socklen_t len);
-
-static int sandboxed(const struct sockaddr *sa, socklen_t len)
-{
-	const struct sockaddr_in *in = (const void *)sa;
-	const struct sockaddr_in6 *in6 = (const void *)sa;
-
-	if (len < sizeof(sa_family_t))
-		return 0;
-	if (sa->sa_family == AF_UNIX)
-		return len > offsetof(struct sockaddr_un, sun_path) &&
-		       ((const struct sockaddr_un *)sa)->sun_path[0] == 0;
-	if (sa->sa_family == AF_INET && len >= sizeof(*in))
-		return (ntohl(in->sin_addr.s_addr) >> 24) == 127 ||
-		       in->sin_addr.s_addr == 0;
-	if (sa->sa_family == AF_INET6 && len >= sizeof(*in6))
-		return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
-		       IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr);
-	return 1; /* the kernel refuses the rest itself */
-}
-
-int __wrap_bind(int fd, const struct sockaddr *sa, socklen_t len)
-{
-	if (!sandboxed(sa, len)) {
-		errno = EACCES;
-		return -1;
-	}
-	return __real_bind(fd, sa, len);
-}
-
-int __wrap_connect(int fd, const struct sockaddr *sa, socklen_t len)
-{
-	if (!sandboxed(sa, len)) {
-		errno = ENETUNREACH;
-		return -1;
-	}
-	return __real_connect(fd, sa, len);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	br_conf_defaults(&br.conf);
-	br.conf.max_arena_mb = 64;
-	br_log_open(BR_LOG_ERROR, 0);
-	br.conf.linger_ms = 0; /* closed sockets go at once */
-	br.uid = geteuid();
-	br.unpriv_port = 1024;
-	br.epfd = epoll_create1(EPOLL_CLOEXEC);
-	br.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	br.nworkers = 1;
-	br.workers = calloc(1, sizeof(*br.workers));
-	if (br.epfd < 0 || br.wake_fd < 0 || !br.workers ||
-	    br_worker_init(&br.workers[0], 0))
-		abort();
+	fz_bridge_init(1);
 	return 0;
 }
 

@@ -32,10 +32,13 @@ load() {
 for w in ${W:-8 12}; do
   S="taskset -c 8-15"; [ $w = 12 ] && S="taskset -c 4-15"
   rm -f $GSOCK_CONTROL; $S bridge/gsockd --conf $tmp/c.conf --workers $w 2>$tmp/gsockd.log & G=$!; up $tmp/gsockd.log
-  taskset -c 8-15 $FV/facever-gserver-$BK -l 127.0.0.1:0 -M 127.0.0.1:$mp -b 256 > $tmp/g.out 2>&1 & A=$!; up $tmp/g.out
-  p=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' $tmp/g.out)
-  for c in 64 256; do load $G $p $c "G gsockd --workers $w on ${S#taskset -c }, $c conns (gsockd's time)"; done
-  kill $A; wait $A 2>/dev/null; grep "fetchers' time\|server block's request" $tmp/g.out; kill $G; wait $G 2>/dev/null
+  for c in 16 64 256; do
+    taskset -c 8-15 $FV/facever-gserver-$BK -l 127.0.0.1:0 -M 127.0.0.1:$mp -b 256 > $tmp/g.out 2>&1 & A=$!; up $tmp/g.out
+    p=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' $tmp/g.out)
+    load $G $p $c "G gsockd --workers $w on ${S#taskset -c }, $c conns (gsockd's time)"
+    kill $A; wait $A 2>/dev/null; grep "fetchers' time\|server block's request" $tmp/g.out
+  done
+  kill $G; wait $G 2>/dev/null
 done
 p=$(port); taskset -c 8-15 $FV/facever-cserver-cuda -l 127.0.0.1:$p -M 127.0.0.1:$mp -t 8 > $tmp/c.out 2>&1 & A=$!; up $tmp/c.out
 for c in 64 256; do load $A $p $c "C 8 threads on 8-15, $c conns (C's time)"; done
