@@ -113,6 +113,25 @@ void pl_fd_forked(void)
 	pthread_rwlock_init(&tab_lock, NULL);
 }
 
+int pl_fd_find(int (*match)(int fd, const struct pl_sock *s))
+{
+	int found = -1;
+
+	pthread_rwlock_rdlock(&tab_lock);
+	for (int k = 0; k < NCHUNKS && found < 0; k++) {
+		struct pl_sock **c = __atomic_load_n(&chunks[k], __ATOMIC_ACQUIRE);
+
+		for (int i = 0; c && i < CHUNK && found < 0; i++) {
+			struct pl_sock *s = __atomic_load_n(&c[i], __ATOMIC_ACQUIRE);
+
+			if (s && match(k * CHUNK + i, s))
+				found = k * CHUNK + i;
+		}
+	}
+	pthread_rwlock_unlock(&tab_lock);
+	return found;
+}
+
 void pl_fd_clear(int fd)
 {
 	struct pl_sock **slot = slot_of(fd), *old;

@@ -85,6 +85,11 @@ int pl_fd_set(int fd, struct pl_sock *s);
 /* Forget fd, dropping its reference. */
 void pl_fd_clear(int fd);
 /*
+ * The lowest fd whose entry match() says yes to, or -1; match runs with
+ * the table's read lock held (it must not change the table).
+ */
+int pl_fd_find(int (*match)(int fd, const struct pl_sock *s));
+/*
  * fork(): the forking thread holds the table's lock across the fork
  * (pthread_atfork), so the child never inherits it held by a thread it
  * does not have; then the parent lets it go and the child starts it

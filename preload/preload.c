@@ -385,6 +385,123 @@ PL_MULTI_CALL(int, epoll_pwait,
 #endif
 PL_MULTI_CALL(pid_t, fork, (void), ())
 
+/*
+ * exec: refused while it would carry one of this process's rsocket
+ * connections (pl_rs_exec_check says why); otherwise the real call.
+ */
+static int exec_refused(void)
+{
+	pl_init();
+#ifdef HAVE_RDMACM
+	return pl_rs_exec_check() < 0;
+#else
+	return 0;
+#endif
+}
+
+#define PL_EXEC_CALL(name, params, args)                                     \
+	int name params                                                      \
+	{                                                                    \
+		if (exec_refused())                                          \
+			return -1;                                           \
+		if (!pl_real.name) { /* an older C library */                \
+			errno = ENOSYS;                                      \
+			return -1;                                           \
+		}                                                            \
+		return pl_real.name args;                                    \
+	}
+
+PL_EXEC_CALL(execve,
+	     (const char *path, char *const argv[], char *const envp[]),
+	     (path, argv, envp))
+PL_EXEC_CALL(execv, (const char *path, char *const argv[]), (path, argv))
+PL_EXEC_CALL(execvp, (const char *file, char *const argv[]), (file, argv))
+PL_EXEC_CALL(execvpe,
+	     (const char *file, char *const argv[], char *const envp[]),
+	     (file, argv, envp))
+PL_EXEC_CALL(fexecve, (int fd, char *const argv[], char *const envp[]),
+	     (fd, argv, envp))
+PL_EXEC_CALL(execveat,
+	     (int dirfd, const char *path, char *const argv[],
+	      char *const envp[], int flags),
+	     (dirfd, path, argv, envp, flags))
+
+/*
+ * execl, execlp, execle: their arguments as an array (the C library's
+ * own do the same, then exec without coming back through here). The
+ * array is on the stack: no malloc between vfork and exec.
+ */
+
+/* How many pointers execl's list holds from arg0 to its NULL, both counted. */
+static size_t exec_list_len(va_list *ap)
+{
+	size_t n = 2;
+
+	while (va_arg(*ap, const char *))
+		n++;
+	return n;
+}
+
+/* argv[0] = arg0, then the list up to its NULL (stored too). */
+static void exec_list_fill(const char **argv, const char *arg0, va_list *ap)
+{
+	size_t i = 0;
+
+	argv[i] = arg0;
+	while (argv[i])
+		argv[++i] = va_arg(*ap, const char *);
+}
+
+int execl(const char *path, const char *arg0, ...)
+{
+	va_list ap;
+	size_t n;
+
+	va_start(ap, arg0);
+	n = exec_list_len(&ap);
+	va_end(ap);
+	const char *argv[n];
+
+	va_start(ap, arg0);
+	exec_list_fill(argv, arg0, &ap);
+	va_end(ap);
+	return execv(path, (char *const *)argv);
+}
+
+int execlp(const char *file, const char *arg0, ...)
+{
+	va_list ap;
+	size_t n;
+
+	va_start(ap, arg0);
+	n = exec_list_len(&ap);
+	va_end(ap);
+	const char *argv[n];
+
+	va_start(ap, arg0);
+	exec_list_fill(argv, arg0, &ap);
+	va_end(ap);
+	return execvp(file, (char *const *)argv);
+}
+
+int execle(const char *path, const char *arg0, ...)
+{
+	va_list ap;
+	size_t n;
+	char *const *envp;
+
+	va_start(ap, arg0);
+	n = exec_list_len(&ap);
+	va_end(ap);
+	const char *argv[n];
+
+	va_start(ap, arg0);
+	exec_list_fill(argv, arg0, &ap);
+	envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, (char *const *)argv, envp);
+}
+
 /* A new TCP socket gets an entry: its route is chosen later. */
 int socket(int domain, int type, int protocol)
 {

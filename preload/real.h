@@ -66,6 +66,12 @@
 	X(int, getsockname, (int, struct sockaddr *, socklen_t *))           \
 	X(int, getpeername, (int, struct sockaddr *, socklen_t *))           \
 	X(pid_t, fork, (void))                                               \
+	X(int, execve, (const char *, char *const[], char *const[]))         \
+	X(int, execv, (const char *, char *const[]))                         \
+	X(int, execvp, (const char *, char *const[]))                        \
+	X(int, execvpe, (const char *, char *const[], char *const[]))        \
+	X(int, fexecve, (int, char *const[], char *const[]))                 \
+	X(int, execveat, (int, const char *, char *const[], char *const[], int)) \
 	X(ssize_t, __read_chk, (int, void *, size_t, size_t))                \
 	X(ssize_t, __recv_chk, (int, void *, size_t, size_t, int))           \
 	X(ssize_t, __recvfrom_chk, (int, void *, size_t, size_t, int,        \

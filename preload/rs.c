@@ -126,6 +126,31 @@ static const char *load_error;
 
 static void lq_stop(struct pl_lq *q);
 
+/* pl_fd_find: a connection of this process on rsocket that exec would keep. */
+static int exec_would_carry(int fd, const struct pl_sock *s)
+{
+	int fl;
+
+	if (s->route != GS_ROUTE_RSOCKET || s->rs < 0 || s->listening ||
+	    s->gen != pl_fork_gen)
+		return 0;
+	fl = pl_real.fcntl(fd, F_GETFD);
+	return fl >= 0 && !(fl & FD_CLOEXEC);
+}
+
+int pl_rs_exec_check(void)
+{
+	int fd = pl_fd_find(exec_would_carry);
+
+	if (fd < 0)
+		return 0;
+	pl_log(PL_LOG_ERROR,
+	       "exec refused: descriptor %d is an rsocket connection, which cannot cross exec (the new program would get a socket that is not connected); close it or set FD_CLOEXEC before exec, or run on the kernel route (route = \"os\")",
+	       fd);
+	errno = EOPNOTSUPP;
+	return -1;
+}
+
 int pl_rs_stale(const struct pl_sock *s)
 {
 	static unsigned warned = ~0u;

@@ -55,6 +55,16 @@ int pl_rs_accept(int fd, struct pl_sock *s, struct sockaddr *sa,
  */
 int pl_rs_stale(const struct pl_sock *s);
 /*
+ * Before exec: an rsocket connection does not cross it (its queue pair
+ * and memory are this image's), and its descriptor would reach the new
+ * program as a kernel socket that is not connected. 0 when exec may go
+ * on; -1 with EOPNOTSUPP, said on stderr, when one of this process's
+ * rsocket connections lacks FD_CLOEXEC. A forked child's copies of its
+ * parent's rsockets (stale) do not count, nor do listeners (their kernel
+ * half goes on taking TCP clients).
+ */
+int pl_rs_exec_check(void);
+/*
  * Fork-safe mode (RDMAV_FORK_SAFE=1): move s, a kernel connection with
  * fork set, to an rsocket now if its peer takes part (rs_fork.c); else
  * it becomes a plain kernel descriptor. A client still connecting waits.

@@ -17,8 +17,12 @@
  *   manyfds    more than 65,536 sockets at once, the last one used
  *   scm        a TCP socket passed over a unix socket (SCM_RIGHTS)
  *   storm      1 MiB echoed while SA_RESTART signals hit every 100 us
+ *   exec-rs    exec with a connected socket open (no FD_CLOEXEC), then with
+ *              FD_CLOEXEC: on the kernel route exec goes on; on the rsocket
+ *              route the first is refused (EOPNOTSUPP), the second goes on.
+ *              Only when named: the process that execs is this one.
  *
- * usage: preload-torture [TEST...]   (default: all)
+ * usage: preload-torture [TEST...]   (default: all but exec-rs)
  */
 #include <config.h>
 
@@ -51,15 +55,21 @@ static void die(const char *what)
 	exit(1);
 }
 
-/* A listener on 127.0.0.1, any port. */
+/*
+ * A listener on 127.0.0.1, any port; on $TORTURE_IP instead if set (an
+ * address that an RDMA device serves, for the rsocket route).
+ */
 static int listener(struct sockaddr_in *sa)
 {
 	socklen_t len = sizeof(*sa);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	const char *ip = getenv("TORTURE_IP");
 
 	memset(sa, 0, sizeof(*sa));
 	sa->sin_family = AF_INET;
 	sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (ip && inet_pton(AF_INET, ip, &sa->sin_addr) != 1)
+		die("TORTURE_IP");
 	if (fd < 0 || bind(fd, (struct sockaddr *)sa, sizeof(*sa)) ||
 	    listen(fd, 1024) || getsockname(fd, (struct sockaddr *)sa, &len))
 		die("listener");
@@ -397,6 +407,40 @@ static int cloexec_child(int a, int b)
 	return full(b, msg, strlen(msg), 1) ? 1 : 0;
 }
 
+static void t_exec_rs(void)
+{
+	struct sockaddr_in sa;
+	int l = listener(&sa), c = socket(AF_INET, SOCK_STREAM, 0), a = -1;
+	char b = 'x', fd[16];
+
+	if (c < 0 || connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    (a = accept(l, NULL, NULL)) < 0 || full(c, &b, 1, 1) ||
+	    full(a, &b, 1, 0))
+		die("exec-rs: a connection");
+	snprintf(fd, sizeof(fd), "%d", c);
+	execl("/proc/self/exe", self, "exec-rs-child", "open", fd,
+	      (char *)NULL);
+	printf("exec-rs: the connection open: exec refused (%s)\n",
+	       strerror(errno));
+	fcntl(c, F_SETFD, FD_CLOEXEC); /* both ends: a's is a connection too */
+	fcntl(a, F_SETFD, FD_CLOEXEC);
+	execl("/proc/self/exe", self, "exec-rs-child", "cloexec", fd,
+	      (char *)NULL);
+	printf("exec-rs: with FD_CLOEXEC: exec refused too (%s)\n",
+	       strerror(errno));
+}
+
+/* The program exec-rs started: what it found at the descriptor. */
+static int exec_rs_child(const char *how, int fd)
+{
+	int fl = fcntl(fd, F_GETFD);
+
+	printf("exec-rs: %s: exec went on; the descriptor %s\n",
+	       strcmp(how, "open") ? "with FD_CLOEXEC" : "the connection open",
+	       fl < 0 ? "is closed" : "is open");
+	return 0;
+}
+
 static void t_select(void)
 {
 	struct rlimit rl;
@@ -584,10 +628,13 @@ static void t_storm(void)
 static const struct {
 	const char *name;
 	void (*fn)(void);
+	int named_only; /* not in the default run */
 } tests[] = {
-	{ "eintr", t_eintr },     { "dup2", t_dup2 },	  { "fork", t_fork },
-	{ "spawn", t_spawn },     { "cloexec", t_cloexec }, { "select", t_select },
-	{ "manyfds", t_manyfds }, { "scm", t_scm },	  { "storm", t_storm },
+	{ "eintr", t_eintr, 0 },     { "dup2", t_dup2, 0 },
+	{ "fork", t_fork, 0 },	     { "spawn", t_spawn, 0 },
+	{ "cloexec", t_cloexec, 0 }, { "select", t_select, 0 },
+	{ "manyfds", t_manyfds, 0 }, { "scm", t_scm, 0 },
+	{ "storm", t_storm, 0 },     { "exec-rs", t_exec_rs, 1 },
 };
 
 int main(int argc, char **argv)
@@ -598,8 +645,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 4 && !strcmp(argv[1], "cloexec-child"))
 		return cloexec_child(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "exec-rs-child"))
+		return exec_rs_child(argv[2], atoi(argv[3]));
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		int want = argc == 1;
+		int want = argc == 1 && !tests[i].named_only;
 
 		for (int k = 1; k < argc; k++)
 			want |= !strcmp(argv[k], tests[i].name);

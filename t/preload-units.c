@@ -25,6 +25,15 @@ static void report(const char *msg)
 		 sizeof(reported) - strlen(reported), "%s\n", msg);
 }
 
+static const struct pl_sock *wanted;
+
+/* pl_fd_find: the entry wanted. */
+static int is_wanted(int fd, const struct pl_sock *s)
+{
+	(void)fd;
+	return s == wanted;
+}
+
 static struct sockaddr_in v4(const char *ip, int port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
@@ -60,14 +69,15 @@ static enum gs_route route(const struct gs_rules *r, const char *prog,
 
 int main(void)
 {
-	struct pl_sock *s = pl_sock_new(AF_INET), *got;
+	struct pl_sock *s = pl_sock_new(AF_INET), *t = pl_sock_new(AF_INET),
+		       *got;
 	struct gs_rules rules;
 	uint8_t addr[16];
 	uint16_t lo, hi;
 	int fam, len, line;
 	cfg_t *cfg;
 
-	tap_plan(22);
+	tap_plan(24);
 
 	/* fd table */
 	ok(pl_fd_get(7) == NULL, "an unknown fd has no entry");
@@ -83,7 +93,17 @@ int main(void)
 	   "cleared slots have no entry");
 	ok(pl_fd_set(PL_FD_MAX, s) == -1 && pl_fd_get(-1) == NULL,
 	   "fds out of range are refused");
+	wanted = t;
+	ok(pl_fd_find(is_wanted) == -1, "find: no match, -1");
+	pl_fd_set(3, s);
+	pl_fd_set(70000, t); /* another chunk */
+	pl_fd_set(5000, t);
+	ok(pl_fd_find(is_wanted) == 5000, "find: the lowest fd that matches");
+	pl_fd_clear(3);
+	pl_fd_clear(5000);
+	pl_fd_clear(70000);
 	pl_sock_put(s);
+	pl_sock_put(t);
 
 	/* parsing */
 	ok(gs_parse_prefix("10.1.0.0/16", &fam, addr, &len) == 0 &&

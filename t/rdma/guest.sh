@@ -322,5 +322,19 @@ sed 's/^/# without: /' /tmp/fds.plain; sed 's/^/# preloaded: /' /tmp/fds.pre
 grep -q '^manyfds: 70000 sockets open at once; a connection above descriptor 65536 carried bytes$' /tmp/fds.pre &&
 	cmp -s /tmp/fds.plain /tmp/fds.pre
 ok $? "preloaded: 70,000 sockets at once, a connection above descriptor 65,536 carries bytes, select and poll on high descriptors: as without the preload"
+
+# exec with an rsocket connection open: refused (EOPNOTSUPP, said on
+# stderr) instead of handing the new program a socket that is not
+# connected; with FD_CLOEXEC set it goes on. On the kernel route both go on.
+env TORTURE_IP=$IP LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 60 preload-torture exec-rs >/tmp/exec.rs 2>/tmp/exec.err
+sed 's/^/# rsocket: /' /tmp/exec.rs /tmp/exec.err
+printf '%s\n' "exec-rs: the connection open: exec refused (Operation not supported)" \
+	"exec-rs: with FD_CLOEXEC: exec went on; the descriptor is closed" | cmp -s - /tmp/exec.rs &&
+	grep -q "exec refused: descriptor [0-9]* is an rsocket connection" /tmp/exec.err
+ok $? "exec with an rsocket connection open is refused with EOPNOTSUPP and the reason; with FD_CLOEXEC it goes on"
+env TORTURE_IP=$IP LD_PRELOAD=$PRELOAD timeout 60 preload-torture exec-rs >/tmp/exec.os 2>&1
+sed 's/^/# kernel route: /' /tmp/exec.os
+echo "exec-rs: the connection open: exec went on; the descriptor is open" | cmp -s - /tmp/exec.os
+ok $? "on the kernel route the same exec goes on and the new program has the connection"
 echo "1..$n"
 exit $fail
