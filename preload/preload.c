@@ -427,80 +427,49 @@ PL_EXEC_CALL(execveat,
 	     (dirfd, path, argv, envp, flags))
 
 /*
- * execl, execlp, execle: their arguments as an array (the C library's
- * own do the same, then exec without coming back through here). The
- * array is on the stack: no malloc between vfork and exec.
+ * execl, execlp, execle: the list from arg0 to its NULL as an array, on
+ * the stack (no malloc between vfork and exec), then execv, execvp or
+ * execve (how: 'l', 'p' or 'e', whose envp follows the NULL). The C
+ * library's own do the same, then exec without coming back through here.
  */
-
-/* How many pointers execl's list holds from arg0 to its NULL, both counted. */
-static size_t exec_list_len(va_list *ap)
+static int exec_list(char how, const char *file, const char *arg0,
+		     va_list *ap)
 {
-	size_t n = 2;
+	va_list again;
+	size_t n = 2, i = 0;
 
-	while (va_arg(*ap, const char *))
+	va_copy(again, *ap);
+	while (va_arg(again, const char *))
 		n++;
-	return n;
-}
+	va_end(again);
 
-/* argv[0] = arg0, then the list up to its NULL (stored too). */
-static void exec_list_fill(const char **argv, const char *arg0, va_list *ap)
-{
-	size_t i = 0;
+	const char *argv[n];
 
-	argv[i] = arg0;
+	argv[0] = arg0;
 	while (argv[i])
 		argv[++i] = va_arg(*ap, const char *);
+	if (how == 'e')
+		return execve(file, (char *const *)argv,
+			      va_arg(*ap, char *const *));
+	return how == 'p' ? execvp(file, (char *const *)argv) :
+			    execv(file, (char *const *)argv);
 }
 
-int execl(const char *path, const char *arg0, ...)
-{
-	va_list ap;
-	size_t n;
+#define PL_EXEC_LIST(name, how)                                              \
+	int name(const char *file, const char *arg0, ...)                    \
+	{                                                                    \
+		va_list ap;                                                  \
+		int r;                                                       \
+                                                                             \
+		va_start(ap, arg0);                                          \
+		r = exec_list(how, file, arg0, &ap);                         \
+		va_end(ap);                                                  \
+		return r;                                                    \
+	}
 
-	va_start(ap, arg0);
-	n = exec_list_len(&ap);
-	va_end(ap);
-	const char *argv[n];
-
-	va_start(ap, arg0);
-	exec_list_fill(argv, arg0, &ap);
-	va_end(ap);
-	return execv(path, (char *const *)argv);
-}
-
-int execlp(const char *file, const char *arg0, ...)
-{
-	va_list ap;
-	size_t n;
-
-	va_start(ap, arg0);
-	n = exec_list_len(&ap);
-	va_end(ap);
-	const char *argv[n];
-
-	va_start(ap, arg0);
-	exec_list_fill(argv, arg0, &ap);
-	va_end(ap);
-	return execvp(file, (char *const *)argv);
-}
-
-int execle(const char *path, const char *arg0, ...)
-{
-	va_list ap;
-	size_t n;
-	char *const *envp;
-
-	va_start(ap, arg0);
-	n = exec_list_len(&ap);
-	va_end(ap);
-	const char *argv[n];
-
-	va_start(ap, arg0);
-	exec_list_fill(argv, arg0, &ap);
-	envp = va_arg(ap, char *const *);
-	va_end(ap);
-	return execve(path, (char *const *)argv, envp);
-}
+PL_EXEC_LIST(execl, 'l')
+PL_EXEC_LIST(execlp, 'p')
+PL_EXEC_LIST(execle, 'e')
 
 /* A new TCP socket gets an entry: its route is chosen later. */
 int socket(int domain, int type, int protocol)

@@ -17,6 +17,9 @@
  *   manyfds    more than 65,536 sockets at once, the last one used
  *   scm        a TCP socket passed over a unix socket (SCM_RIGHTS)
  *   storm      1 MiB echoed while SA_RESTART signals hit every 100 us
+ *   execs      every exec call (execl, execlp, execle, execv, execvp,
+ *              execve, execvpe, fexecve, execveat) runs its program with
+ *              its arguments (and environment, where it takes one)
  *   exec-rs    exec with a connected socket open (no FD_CLOEXEC), then with
  *              FD_CLOEXEC: on the kernel route exec goes on; on the rsocket
  *              route the first is refused (EOPNOTSUPP), the second goes on.
@@ -430,6 +433,70 @@ static void t_exec_rs(void)
 	       strerror(errno));
 }
 
+/*
+ * A child of t_execs: exec this program by way of call number k, with
+ * the arguments "exec-child NAME" and, where the call takes one, an
+ * environment of TORTURE_EXEC=NAME.
+ */
+static const char *const exec_calls[] = { "execl",  "execlp",  "execle",
+					   "execv",  "execvp",  "execve",
+					   "execvpe", "fexecve", "execveat" };
+
+static void exec_by(size_t k, const char *dir)
+{
+	const char *name = exec_calls[k], *exe = "/proc/self/exe";
+	char env0[64], *env[] = { env0, NULL };
+	char *argv[] = { (char *)self, "exec-child", (char *)name, NULL };
+
+	snprintf(env0, sizeof(env0), "TORTURE_EXEC=%s", name);
+	setenv("PATH", dir, 1); /* the p calls find "preload-torture" there */
+	setenv("TORTURE_EXEC", name, 1); /* for the calls without envp */
+	switch (k) {
+	case 0: execl(exe, self, "exec-child", name, (char *)NULL); break;
+	case 1: execlp("preload-torture", self, "exec-child", name, (char *)NULL); break;
+	case 2: execle(exe, self, "exec-child", name, (char *)NULL, env); break;
+	case 3: execv(exe, argv); break;
+	case 4: execvp("preload-torture", argv); break;
+	case 5: execve(exe, argv, env); break;
+	case 6: execvpe("preload-torture", argv, env); break;
+	case 7: fexecve(open(exe, O_RDONLY | O_CLOEXEC), argv, env); break;
+	default: execveat(AT_FDCWD, exe, argv, env, 0); break;
+	}
+	_exit(127);
+}
+
+static void t_execs(void)
+{
+	char dir[4096];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	size_t ok = 0, k;
+
+	if (n <= 0)
+		die("readlink /proc/self/exe");
+	dir[n] = 0;
+	*strrchr(dir, '/') = 0;
+	for (k = 0; k < sizeof(exec_calls) / sizeof(exec_calls[0]); k++) {
+		pid_t pid = fork();
+		int st;
+
+		if (pid == 0)
+			exec_by(k, dir);
+		if (pid < 0 || waitpid(pid, &st, 0) != pid)
+			die("execs: fork");
+		ok += WIFEXITED(st) && WEXITSTATUS(st) == 42;
+	}
+	printf("execs: %zu of %zu exec calls ran the program with its arguments and environment\n",
+	       ok, k);
+}
+
+/* The program t_execs started: 42 when it got what exec_by gave. */
+static int exec_child(const char *name)
+{
+	const char *env = getenv("TORTURE_EXEC");
+
+	return env && !strcmp(env, name) ? 42 : 1;
+}
+
 /* The program exec-rs started: what it found at the descriptor. */
 static int exec_rs_child(const char *how, int fd)
 {
@@ -634,7 +701,8 @@ static const struct {
 	{ "fork", t_fork, 0 },	     { "spawn", t_spawn, 0 },
 	{ "cloexec", t_cloexec, 0 }, { "select", t_select, 0 },
 	{ "manyfds", t_manyfds, 0 }, { "scm", t_scm, 0 },
-	{ "storm", t_storm, 0 },     { "exec-rs", t_exec_rs, 1 },
+	{ "storm", t_storm, 0 },     { "execs", t_execs, 0 },
+	{ "exec-rs", t_exec_rs, 1 },
 };
 
 int main(int argc, char **argv)
@@ -645,6 +713,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 4 && !strcmp(argv[1], "cloexec-child"))
 		return cloexec_child(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 3 && !strcmp(argv[1], "exec-child"))
+		return exec_child(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "exec-rs-child"))
 		return exec_rs_child(argv[2], atoi(argv[3]));
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

@@ -43,14 +43,15 @@ bad=$(grep -v -e '^asyncio: 200 of 200 ' -e '^node: 50 of 50 ' -e '^perl: 20 of 
 	-e '^select: descriptor 1000 readable; poll on descriptor 4099 readable$' \
 	-e '^manyfds: ' -e "^scm: the receiving process wrote 'passed' (status 0)$" \
 	-e '^storm: 1 MiB echoed intact ' \
+	-e '^execs: 9 of 9 exec calls ran the program with its arguments and environment$' \
 	-e '^ssh: 5 of 5 concurrent sessions piped 100 KB through cat intact$' \
 	-e '^rsync: 50 files from the daemon, identical$' \
 	-e '^git: the clone has 3 commits and the same HEAD$' \
 	-e ': not installed$' "$TMP/plain1.txt")
-[ -z "$bad" ] && [ "$(wc -l <"$TMP/plain1.txt")" = 18 ]
+[ -z "$bad" ] && [ "$(wc -l <"$TMP/plain1.txt")" = 19 ]
 rc=$?
 [ $rc = 0 ] || { echo "# unexpected:"; sed 's/^/#   /' "$TMP/plain1.txt"; }
-ok $rc "without the preload, under load, every program did what it should (18 lines)"
+ok $rc "without the preload, under load, every program did what it should (19 lines)"
 missing=$(sed -n 's/: not installed$//p' "$TMP/plain1.txt" | tr '\n' ' ')
 if [ -n "$missing" ]; then
 	echo "ok $((tap_n + 1)) # SKIP not installed here, so not compared: $missing"
