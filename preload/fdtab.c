@@ -119,10 +119,12 @@ int pl_fd_find(int (*match)(int fd, const struct pl_sock *s))
 
 	pthread_rwlock_rdlock(&tab_lock);
 	for (int k = 0; k < NCHUNKS && found < 0; k++) {
-		struct pl_sock **c = __atomic_load_n(&chunks[k], __ATOMIC_ACQUIRE);
+		struct pl_sock **c =
+			__atomic_load_n(&chunks[k], __ATOMIC_ACQUIRE);
 
 		for (int i = 0; c && i < CHUNK && found < 0; i++) {
-			struct pl_sock *s = __atomic_load_n(&c[i], __ATOMIC_ACQUIRE);
+			struct pl_sock *s =
+				__atomic_load_n(&c[i], __ATOMIC_ACQUIRE);
 
 			if (s && match(k * CHUNK + i, s))
 				found = k * CHUNK + i;

@@ -399,20 +399,19 @@ static int exec_refused(void)
 #endif
 }
 
-#define PL_EXEC_CALL(name, params, args)                                     \
-	int name params                                                      \
-	{                                                                    \
-		if (exec_refused())                                          \
-			return -1;                                           \
-		if (!pl_real.name) { /* an older C library */                \
-			errno = ENOSYS;                                      \
-			return -1;                                           \
-		}                                                            \
-		return pl_real.name args;                                    \
+#define PL_EXEC_CALL(name, params, args)                      \
+	int name params                                       \
+	{                                                     \
+		if (exec_refused())                           \
+			return -1;                            \
+		if (!pl_real.name) { /* an older C library */ \
+			errno = ENOSYS;                       \
+			return -1;                            \
+		}                                             \
+		return pl_real.name args;                     \
 	}
 
-PL_EXEC_CALL(execve,
-	     (const char *path, char *const argv[], char *const envp[]),
+PL_EXEC_CALL(execve, (const char *path, char *const argv[], char *const envp[]),
 	     (path, argv, envp))
 PL_EXEC_CALL(execv, (const char *path, char *const argv[]), (path, argv))
 PL_EXEC_CALL(execvp, (const char *file, char *const argv[]), (file, argv))
@@ -432,8 +431,7 @@ PL_EXEC_CALL(execveat,
  * execve (how: 'l', 'p' or 'e', whose envp follows the NULL). The C
  * library's own do the same, then exec without coming back through here.
  */
-static int exec_list(char how, const char *file, const char *arg0,
-		     va_list *ap)
+static int exec_list(char how, const char *file, const char *arg0, va_list *ap)
 {
 	va_list again;
 	size_t n = 2, i = 0;
@@ -455,16 +453,16 @@ static int exec_list(char how, const char *file, const char *arg0,
 			    execv(file, (char *const *)argv);
 }
 
-#define PL_EXEC_LIST(name, how)                                              \
-	int name(const char *file, const char *arg0, ...)                    \
-	{                                                                    \
-		va_list ap;                                                  \
-		int r;                                                       \
-                                                                             \
-		va_start(ap, arg0);                                          \
-		r = exec_list(how, file, arg0, &ap);                         \
-		va_end(ap);                                                  \
-		return r;                                                    \
+#define PL_EXEC_LIST(name, how)                           \
+	int name(const char *file, const char *arg0, ...) \
+	{                                                 \
+		va_list ap;                               \
+		int r;                                    \
+                                                          \
+		va_start(ap, arg0);                       \
+		r = exec_list(how, file, arg0, &ap);      \
+		va_end(ap);                               \
+		return r;                                 \
 	}
 
 PL_EXEC_LIST(execl, 'l')

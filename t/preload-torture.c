@@ -438,9 +438,9 @@ static void t_exec_rs(void)
  * the arguments "exec-child NAME" and, where the call takes one, an
  * environment of TORTURE_EXEC=NAME.
  */
-static const char *const exec_calls[] = { "execl",  "execlp",  "execle",
-					   "execv",  "execvp",  "execve",
-					   "execvpe", "fexecve", "execveat" };
+static const char *const exec_calls[] = { "execl",   "execlp",	"execle",
+					  "execv",   "execvp",	"execve",
+					  "execvpe", "fexecve", "execveat" };
 
 static void exec_by(size_t k, const char *dir)
 {
@@ -452,15 +452,34 @@ static void exec_by(size_t k, const char *dir)
 	setenv("PATH", dir, 1); /* the p calls find "preload-torture" there */
 	setenv("TORTURE_EXEC", name, 1); /* for the calls without envp */
 	switch (k) {
-	case 0: execl(exe, self, "exec-child", name, (char *)NULL); break;
-	case 1: execlp("preload-torture", self, "exec-child", name, (char *)NULL); break;
-	case 2: execle(exe, self, "exec-child", name, (char *)NULL, env); break;
-	case 3: execv(exe, argv); break;
-	case 4: execvp("preload-torture", argv); break;
-	case 5: execve(exe, argv, env); break;
-	case 6: execvpe("preload-torture", argv, env); break;
-	case 7: fexecve(open(exe, O_RDONLY | O_CLOEXEC), argv, env); break;
-	default: execveat(AT_FDCWD, exe, argv, env, 0); break;
+	case 0:
+		execl(exe, self, "exec-child", name, (char *)NULL);
+		break;
+	case 1:
+		execlp("preload-torture", self, "exec-child", name,
+		       (char *)NULL);
+		break;
+	case 2:
+		execle(exe, self, "exec-child", name, (char *)NULL, env);
+		break;
+	case 3:
+		execv(exe, argv);
+		break;
+	case 4:
+		execvp("preload-torture", argv);
+		break;
+	case 5:
+		execve(exe, argv, env);
+		break;
+	case 6:
+		execvpe("preload-torture", argv, env);
+		break;
+	case 7:
+		fexecve(open(exe, O_RDONLY | O_CLOEXEC), argv, env);
+		break;
+	default:
+		execveat(AT_FDCWD, exe, argv, env, 0);
+		break;
 	}
 	_exit(127);
 }

@@ -53,7 +53,6 @@ struct fv_block_stats {
 	uint64_t ns_step[FV_STEPS]; /* server block: a request's steps (above) */
 };
 
-
 /*
  * A server block's request for reference features, to its fetcher (device
  * memory). The block writes id, then seq; the fetcher takes it (taken =

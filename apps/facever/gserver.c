@@ -39,7 +39,8 @@ static void report(struct fv_server_args *a)
 {
 	uint64_t conns = 0, reqs = 0, matches = 0, errors = 0, batches = 0,
 		 keys = 0;
-	double ask = 0, rx = 0, parse = 0, idle = 0, all, steps[FV_STEPS] = { 0 };
+	double ask = 0, rx = 0, parse = 0, idle = 0, all,
+	       steps[FV_STEPS] = { 0 };
 
 	for (unsigned f = 0; f < a->fetchers; f++) {
 		const struct fv_block_stats *st = &a->stats[a->blocks + f];

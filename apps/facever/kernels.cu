@@ -282,12 +282,12 @@ GSOCK_DEVICE int fv_fetch_parse(struct fv_server_args *a, struct fv_fetch *fs,
 		r = gs_bcast(r);
 		n = (uint32_t)(r < 0 ? -1 - r : r);
 		for (uint32_t i = 0; i < n; i++) {
-			uint32_t e = fs->fifo[(fs->head + i) % FV_FIFO];
+			size_t b = fs->fifo[(fs->head + i) % FV_FIFO] &
+				   ~FV_RETRIED;
 
+			/* block b's stored features follow its query's */
 			if (!status[i])
-				gs_copy(a->feats + ((size_t)(e & ~FV_RETRIED) *
-							    2 +
-						    1) * FV_NFEAT,
+				gs_copy(a->feats + (b * 2 + 1) * FV_NFEAT,
 					buf + val[i], FV_FEAT_BYTES);
 		}
 		gs_sync();
