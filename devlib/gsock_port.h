@@ -157,6 +157,18 @@ GSOCK_DEVICE void gs_fence_dev(void)
 	__threadfence();
 }
 
+/*
+ * Publish a device-memory word that another block of this GPU waits on,
+ * after every earlier write of this block (made before a gs_sync): GPU
+ * scope, so no wait for this block's PCIe writes as gs_st64's system
+ * fence does.
+ */
+GSOCK_DEVICE void gs_st_dev64(uint64_t *p, uint64_t v)
+{
+	__threadfence();
+	*(volatile uint64_t *)p = v;
+}
+
 GSOCK_DEVICE uint64_t gs_now_ns(void)
 {
 	uint64_t t;
@@ -294,6 +306,11 @@ GSOCK_DEVICE void gs_add_f64(double *p, double v)
 GSOCK_DEVICE void gs_fence_dev(void)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+GSOCK_DEVICE void gs_st_dev64(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
 
 GSOCK_DEVICE uint64_t gs_now_ns(void)

@@ -117,7 +117,13 @@ int pl_fd_find(int (*match)(int fd, const struct pl_sock *s))
 {
 	int found = -1;
 
-	pthread_rwlock_rdlock(&tab_lock);
+	/*
+	 * Never wait (exec may come from a signal handler that interrupted
+	 * a writer, or from a vfork child): a table being changed right now
+	 * is not looked at.
+	 */
+	if (pthread_rwlock_tryrdlock(&tab_lock))
+		return -1;
 	for (int k = 0; k < NCHUNKS && found < 0; k++) {
 		struct pl_sock **c =
 			__atomic_load_n(&chunks[k], __ATOMIC_ACQUIRE);

@@ -85,8 +85,9 @@ int pl_fd_set(int fd, struct pl_sock *s);
 /* Forget fd, dropping its reference. */
 void pl_fd_clear(int fd);
 /*
- * The lowest fd whose entry match() says yes to, or -1; match runs with
- * the table's read lock held (it must not change the table).
+ * The lowest fd whose entry match() says yes to, or -1 (also when a
+ * writer holds the table: it never waits); match runs with the table's
+ * read lock held (it must not change the table).
  */
 int pl_fd_find(int (*match)(int fd, const struct pl_sock *s));
 /*

@@ -38,6 +38,7 @@ struct pl_real pl_real;
 __thread int pl_busy;
 __thread struct pl_sock *pl_cur_sock;
 unsigned pl_fork_gen;
+pid_t pl_pid;
 
 /* Each route's calls; the kernel's are the real ones. */
 static const struct pl_real *pl_route_calls[] = {
@@ -64,6 +65,7 @@ static void init(void)
 	PL_CALLS(PL_RESOLVE)
 #undef PL_RESOLVE
 	pthread_atfork(lock_table, unlock_table, forked);
+	pl_pid = getpid();
 	pl_route_init();
 	__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
 	pl_busy--;
@@ -95,6 +97,7 @@ static void unlock_table(void)
 static void forked(void)
 {
 	pl_fork_gen++;
+	pl_pid = getpid();
 	pl_fd_forked();
 }
 

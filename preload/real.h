@@ -98,5 +98,11 @@ struct pl_sock;
 extern __thread struct pl_sock *pl_cur_sock;
 /* Forks this process is away from its first ancestor with the preload. */
 extern unsigned pl_fork_gen;
+/*
+ * The process whose rsockets are live: set at init and in a fork()ed
+ * child. A vfork() or clone() child runs no atfork handler, so it is
+ * told apart by getpid() alone.
+ */
+extern pid_t pl_pid;
 
 #endif

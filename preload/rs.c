@@ -20,6 +20,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -126,13 +127,23 @@ static const char *load_error;
 
 static void lq_stop(struct pl_lq *q);
 
-/* pl_fd_find: a connection of this process on rsocket that exec would keep. */
+/*
+ * pl_fd_find: a connection of this process on rsocket that exec would
+ * keep. The entry's fields are read without its lock (atomically): a
+ * socket changing route as exec starts is a race the program made.
+ */
 static int exec_would_carry(int fd, const struct pl_sock *s)
 {
+	struct stat st;
 	int fl;
 
-	if (s->route != GS_ROUTE_RSOCKET || s->rs < 0 || s->listening ||
-	    s->gen != pl_fork_gen)
+	if (__atomic_load_n(&s->route, __ATOMIC_RELAXED) != GS_ROUTE_RSOCKET ||
+	    __atomic_load_n(&s->rs, __ATOMIC_RELAXED) < 0 ||
+	    __atomic_load_n(&s->listening, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&s->gen, __ATOMIC_RELAXED) != pl_fork_gen)
+		return 0;
+	/* a descriptor closed behind our back (close_range) and reused */
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return 0;
 	fl = pl_real.fcntl(fd, F_GETFD);
 	return fl >= 0 && !(fl & FD_CLOEXEC);
@@ -140,8 +151,12 @@ static int exec_would_carry(int fd, const struct pl_sock *s)
 
 int pl_rs_exec_check(void)
 {
-	int fd = pl_fd_find(exec_would_carry);
+	int fd;
 
+	/* a vfork() or clone() child: the connections are its parent's */
+	if (getpid() != pl_pid)
+		return 0;
+	fd = pl_fd_find(exec_would_carry);
 	if (fd < 0)
 		return 0;
 	pl_log(PL_LOG_ERROR,

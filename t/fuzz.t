@@ -20,12 +20,13 @@ plan 6
 fuzz() { # NAME MAX_LEN MIN_RUNS
 	_fuzz=$GSOCK_BUILD/t/fuzz-$1
 	_seeds=$GSOCK_SRC/t/fuzz/$1
-	"$_fuzz" -runs=0 -artifact_prefix="$TMP/$1-" "$_seeds" >"$TMP/$1.replay" 2>&1
+	# -timeout: an input that hangs for 30 s is a crash, with its artifact
+	"$_fuzz" -runs=0 -timeout=30 -artifact_prefix="$TMP/$1-" "$_seeds" >"$TMP/$1.replay" 2>&1
 	_st=$?
 	ok $_st "the $(ls "$_seeds" | wc -l) seeds of t/fuzz/$1 run clean"
 	[ $_st -ne 0 ] && grep -E 'ERROR|SUMMARY|fuzz-arena:|deadly' "$TMP/$1.replay" | sed 's/^/#   /'
 	mkdir "$TMP/$1"
-	"$_fuzz" -max_total_time="$SECS" -max_len="$2" -artifact_prefix="$TMP/$1-" \
+	"$_fuzz" -max_total_time="$SECS" -max_len="$2" -timeout=30 -artifact_prefix="$TMP/$1-" \
 		-print_final_stats=1 "$TMP/$1" "$_seeds" >"$TMP/$1.fuzz" 2>&1
 	_st=$?
 	_runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$TMP/$1.fuzz")

@@ -22,7 +22,8 @@
  *              its arguments (and environment, where it takes one)
  *   exec-rs    exec with a connected socket open (no FD_CLOEXEC), then with
  *              FD_CLOEXEC: on the kernel route exec goes on; on the rsocket
- *              route the first is refused (EOPNOTSUPP), the second goes on.
+ *              route the first is refused (EOPNOTSUPP), the second goes on;
+ *              a vfork child's exec goes on either way.
  *              Only when named: the process that execs is this one.
  *
  * usage: preload-torture [TEST...]   (default: all but exec-rs)
@@ -413,14 +414,25 @@ static int cloexec_child(int a, int b)
 static void t_exec_rs(void)
 {
 	struct sockaddr_in sa;
-	int l = listener(&sa), c = socket(AF_INET, SOCK_STREAM, 0), a = -1;
+	int l = listener(&sa), c = socket(AF_INET, SOCK_STREAM, 0), a = -1, st;
 	char b = 'x', fd[16];
+	pid_t pid;
 
 	if (c < 0 || connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 	    (a = accept(l, NULL, NULL)) < 0 || full(c, &b, 1, 1) ||
 	    full(a, &b, 1, 0))
 		die("exec-rs: a connection");
 	snprintf(fd, sizeof(fd), "%d", c);
+	/* a vfork child's exec goes on: the connection stays its parent's */
+	pid = vfork();
+	if (pid == 0) {
+		execl("/proc/self/exe", self, "exec-rs-child", "vfork", fd,
+		      (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+	    WEXITSTATUS(st))
+		printf("exec-rs: a vfork child: exec refused\n");
 	execl("/proc/self/exe", self, "exec-rs-child", "open", fd,
 	      (char *)NULL);
 	printf("exec-rs: the connection open: exec refused (%s)\n",
@@ -450,7 +462,8 @@ static void exec_by(size_t k, const char *dir)
 
 	snprintf(env0, sizeof(env0), "TORTURE_EXEC=%s", name);
 	setenv("PATH", dir, 1); /* the p calls find "preload-torture" there */
-	setenv("TORTURE_EXEC", name, 1); /* for the calls without envp */
+	/* what the calls that take envp (execle, execve and after) must drop */
+	setenv("TORTURE_EXEC", k == 2 || k >= 5 ? "wrong" : name, 1);
 	switch (k) {
 	case 0:
 		execl(exe, self, "exec-child", name, (char *)NULL);
@@ -522,7 +535,9 @@ static int exec_rs_child(const char *how, int fd)
 	int fl = fcntl(fd, F_GETFD);
 
 	printf("exec-rs: %s: exec went on; the descriptor %s\n",
-	       strcmp(how, "open") ? "with FD_CLOEXEC" : "the connection open",
+	       !strcmp(how, "open")  ? "the connection open" :
+	       !strcmp(how, "vfork") ? "a vfork child" :
+				       "with FD_CLOEXEC",
 	       fl < 0 ? "is closed" : "is open");
 	return 0;
 }

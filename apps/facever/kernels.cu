@@ -83,26 +83,14 @@ struct fv_fetch {
 
 #define FV_RETRIED 0x80000000u /* asked again on a fresh connection once */
 
-/*
- * Store a word of device memory that another block of this GPU waits on,
- * after every earlier write of this block (made before a gs_sync): a GPU
- * scope fence is enough here (gs_st64's system fence, for words the host
- * reads, waits for this block's PCIe writes too).
- */
-GSOCK_DEVICE void fv_publish64(uint64_t *p, uint64_t v)
-{
-	gs_fence_dev();
-	*(volatile uint64_t *)p = v;
-}
-
-/* One thread: the answer for fifo entry e is in; its block may go on. */
-GSOCK_DEVICE void fv_publish_t0(struct fv_server_args *a, uint32_t e,
-				int32_t status)
+/* One thread (any): the answer for fifo entry e is in; its block may go on. */
+GSOCK_DEVICE void fv_publish(struct fv_server_args *a, uint32_t e,
+			     int32_t status)
 {
 	struct fv_ask *k = &a->asks[e & ~FV_RETRIED];
 
 	k->status = status;
-	fv_publish64(&k->done, k->taken);
+	gs_st_dev64(&k->done, k->taken);
 }
 
 /*
@@ -203,7 +191,7 @@ GSOCK_DEVICE void fv_fetch_fail(struct gsock_dev gs, struct fv_server_args *a,
 			uint32_t e = fs->fifo[i % FV_FIFO];
 
 			if (e & FV_RETRIED)
-				fv_publish_t0(a, e, FV_E_STORE);
+				fv_publish(a, e, FV_E_STORE);
 			else
 				fs->fifo[(fs->head + n++) % FV_FIFO] =
 					e | FV_RETRIED;
@@ -216,8 +204,8 @@ GSOCK_DEVICE void fv_fetch_fail(struct gsock_dev gs, struct fv_server_args *a,
 	if (fs->head != fs->tail && fv_ask_batch(gs, a, fs, fs->head, text)) {
 		if (gs_tid() == 0) {
 			for (; fs->head != fs->tail; fs->head++)
-				fv_publish_t0(a, fs->fifo[fs->head % FV_FIFO],
-					      FV_E_STORE);
+				fv_publish(a, fs->fifo[fs->head % FV_FIFO],
+					   FV_E_STORE);
 		}
 		gs_sync();
 	}
@@ -292,8 +280,8 @@ GSOCK_DEVICE int fv_fetch_parse(struct fv_server_args *a, struct fv_fetch *fs,
 		}
 		gs_sync();
 		for (uint32_t i = gs_tid(); i < n; i += gs_bdim())
-			fv_publish_t0(a, fs->fifo[(fs->head + i) % FV_FIFO],
-				      status[i]);
+			fv_publish(a, fs->fifo[(fs->head + i) % FV_FIFO],
+				   status[i]);
 		gs_sync();
 		if (gs_tid() == 0 && n) {
 			fs->head += n;
@@ -330,6 +318,7 @@ GSOCK_DEVICE void fv_fetch_compact(struct fv_fetch *fs, uint8_t *buf)
 struct fv_fetch_count {
 	uint64_t batches, keys, ns_ask, ns_recv, ns_parse, ns_idle;
 	uint64_t t; /* the clock at the last split */
+	uint64_t out; /* batches when the counts last went to the report */
 };
 
 /* Thread 0 (the others do nothing): the time since *t goes to *to. */
@@ -364,7 +353,7 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 	uint8_t *buf = (uint8_t *)text + FV_FETCH_TEXT;
 	const uint32_t cap = FV_FETCH_BUF - FV_FETCH_TEXT;
 	struct fv_block_stats *st = &a->stats[a->blocks + f];
-	struct fv_fetch_count cnt = { 0, 0, 0, 0, 0, 0, gs_now_ns() };
+	struct fv_fetch_count cnt = { 0, 0, 0, 0, 0, 0, gs_now_ns(), 0 };
 	unsigned idle = 0;
 
 	if (gs_tid() == 0) {
@@ -414,8 +403,11 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 			}
 		}
 		if (busy) {
-			if (gs_tid() == 0 && !(cnt.batches & 63))
+			if (gs_tid() == 0 && !(cnt.batches & 63) &&
+			    cnt.batches != cnt.out) {
 				fv_count_out_t0(&cnt, st);
+				cnt.out = cnt.batches;
+			}
 			idle = 0;
 			continue;
 		}
@@ -430,8 +422,7 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 	}
 	if (gs_tid() == 0) {
 		for (; fs.head != fs.tail; fs.head++)
-			fv_publish_t0(a, fs.fifo[fs.head % FV_FIFO],
-				      FV_E_STORE);
+			fv_publish(a, fs.fifo[fs.head % FV_FIFO], FV_E_STORE);
 		fv_count_out_t0(&cnt, st);
 	}
 	if (fs.fd >= 0)
@@ -446,7 +437,7 @@ GSOCK_DEVICE void fv_ask(struct fv_server_args *a, uint32_t b, uint32_t id,
 
 	if (gs_tid() == 0) {
 		k->id = id;
-		fv_publish64(&k->seq, ++*seq);
+		gs_st_dev64(&k->seq, ++*seq);
 	}
 	gs_sync();
 }
