@@ -59,9 +59,9 @@ int pl_rs_stale(const struct pl_sock *s);
  * and memory are this image's), and its descriptor would reach the new
  * program as a kernel socket that is not connected. 0 when exec may go
  * on; -1 with EOPNOTSUPP, said on stderr, when one of this process's
- * rsocket connections lacks FD_CLOEXEC. A child's (fork, vfork, clone) copies of its
- * parent's rsockets (stale) do not count, nor do listeners (their kernel
- * half goes on taking TCP clients).
+ * rsocket connections lacks FD_CLOEXEC. A child's (fork, vfork, clone)
+ * copies of its parent's rsockets do not count, nor do listeners (their
+ * kernel half goes on taking TCP clients).
  */
 int pl_rs_exec_check(void);
 /*
