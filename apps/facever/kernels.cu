@@ -318,7 +318,6 @@ GSOCK_DEVICE void fv_fetch_compact(struct fv_fetch *fs, uint8_t *buf)
 struct fv_fetch_count {
 	uint64_t batches, keys, ns_ask, ns_recv, ns_parse, ns_idle;
 	uint64_t t; /* the clock at the last split */
-	uint64_t out; /* batches when the counts last went to the report */
 };
 
 /* Thread 0 (the others do nothing): the time since *t goes to *to. */
@@ -332,7 +331,7 @@ GSOCK_DEVICE void fv_split_t0(uint64_t *t, uint64_t *to)
 	}
 }
 
-/* Thread 0: the counts to the block's report (stores only). */
+/* Thread 0: the counts to the block's report (stores only), as it stops. */
 GSOCK_DEVICE void fv_count_out_t0(const struct fv_fetch_count *c,
 				  struct fv_block_stats *st)
 {
@@ -353,7 +352,7 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 	uint8_t *buf = (uint8_t *)text + FV_FETCH_TEXT;
 	const uint32_t cap = FV_FETCH_BUF - FV_FETCH_TEXT;
 	struct fv_block_stats *st = &a->stats[a->blocks + f];
-	struct fv_fetch_count cnt = { 0, 0, 0, 0, 0, 0, gs_now_ns(), 0 };
+	struct fv_fetch_count cnt = { 0, 0, 0, 0, 0, 0, gs_now_ns() };
 	unsigned idle = 0;
 
 	if (gs_tid() == 0) {
@@ -403,11 +402,6 @@ GSOCK_DEVICE void fv_fetcher(struct gsock_dev gs, struct fv_server_args *a,
 			}
 		}
 		if (busy) {
-			if (gs_tid() == 0 && !(cnt.batches & 63) &&
-			    cnt.batches != cnt.out) {
-				fv_count_out_t0(&cnt, st);
-				cnt.out = cnt.batches;
-			}
 			idle = 0;
 			continue;
 		}
