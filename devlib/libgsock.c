@@ -188,7 +188,7 @@ static int gs_connect_control(const struct gsock_opts *o, char *err, size_t len)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *path = o->control ? o->control : getenv("GSOCK_CONTROL");
 	char def[sizeof(sa.sun_path)];
-	int fd;
+	int fd, r;
 
 	if (!path || !*path) {
 		gs_ctl_default_path(def, sizeof(def));
@@ -205,7 +205,11 @@ static int gs_connect_control(const struct gsock_opts *o, char *err, size_t len)
 		    strerror(errno));
 		return -1;
 	}
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	/* a signal may interrupt the wait for room in gsockd's backlog */
+	while ((r = connect(fd, (struct sockaddr *)&sa, sizeof(sa))) < 0 &&
+	       errno == EINTR)
+		;
+	if (r < 0) {
 		say(err, len,
 		    "cannot reach gsockd at %s: %s (is gsockd running? start it or set GSOCK_CONTROL)",
 		    path, strerror(errno));
@@ -282,7 +286,11 @@ static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &ctx->memfd, sizeof(int));
-	if (sendmsg(ctx->ctl_fd, &msg, MSG_NOSIGNAL) < 0) {
+	/* the application's signals must not read as gsockd's refusal */
+	while ((n = sendmsg(ctx->ctl_fd, &msg, MSG_NOSIGNAL)) < 0 &&
+	       errno == EINTR)
+		;
+	if (n < 0) {
 		int e = errno;
 
 		/* gsockd may have said why before it closed */
@@ -298,7 +306,9 @@ static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
 		}
 		return -1;
 	}
-	n = recv(ctx->ctl_fd, &reply, sizeof(reply), 0);
+	while ((n = recv(ctx->ctl_fd, &reply, sizeof(reply), 0)) < 0 &&
+	       errno == EINTR)
+		;
 	if (n != (ssize_t)sizeof(reply) || reply.magic != GS_CTL_MAGIC) {
 		say(err, len,
 		    "gsockd closed the control socket without a reply");

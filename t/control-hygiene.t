@@ -9,7 +9,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
-plan 20
+plan 21
 
 ABUSE="python3 $GSOCK_SRC/t/ctl_abuse.py"
 GSOCKD_CONF=$TMP/gsock.conf
@@ -73,6 +73,12 @@ grep -q '^refused -7 .*2000 command slots.*max_slots' "$TMP/big"
 ok $? "2000 slots are refused naming max_slots: $(cat "$TMP/big")"
 $ABUSE big "$GSOCK_CONTROL" 4096 1024 >"$TMP/big" 2>&1
 is "$(cat "$TMP/big")" registered "the limits themselves are allowed"
+
+# An application's own timer interrupts its registration's waits (a
+# SIGALRM without SA_RESTART every 50 us): never taken for a refusal.
+timeout 60 "$GSOCK_BUILD/t/register-signals" 300 50 >"$TMP/sig" 2>&1
+grep -q '^registered 300 of 300, [1-9][0-9]* signals$' "$TMP/sig"
+ok $? "300 registrations under a signal every 50 us: $(cat "$TMP/sig")"
 
 # More clients than a GPU server holds: the ones it holds are served, the
 # rest wait in the listen queue (as at any full server), nothing breaks.

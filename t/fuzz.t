@@ -32,8 +32,15 @@ fuzz() { # NAME MAX_LEN MIN_RUNS
 	_runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$TMP/$1.fuzz")
 	_cov=$(sed -n 's/^#[0-9]*[[:space:]]*DONE[[:space:]]*cov: \([0-9]*\).*/\1/p' "$TMP/$1.fuzz")
 	echo "# fuzz-$1: $_runs inputs in $SECS s, $_cov edges covered, corpus $(ls "$TMP/$1" | wc -l) new inputs"
-	[ $_st -ne 0 ] && grep -E 'ERROR|SUMMARY|Test unit written|fuzz-arena:|deadly' "$TMP/$1.fuzz" | sed 's/^/#   /'
-	ok $_st "fuzz-$1: $SECS s of fuzzing, no crash, leak or sanitizer report"
+	_why=
+	if [ $_st -ne 0 ]; then
+		grep -E 'ERROR|SUMMARY|Test unit written|fuzz-arena:|deadly|^Base64' "$TMP/$1.fuzz" | sed 's/^/#   /'
+		# the reason on the result line too: CI's summary shows only those
+		_why=": $(grep -m1 -E '^fuzz-arena:|^==[0-9]*==ERROR|^SUMMARY' "$TMP/$1.fuzz")"
+		_b64=$(sed -n 's/^Base64: //p' "$TMP/$1.fuzz" | head -1)
+		[ ${#_b64} -gt 0 ] && [ ${#_b64} -le 600 ] && _why="$_why; the input, base64: $_b64"
+	fi
+	ok $_st "fuzz-$1: $SECS s of fuzzing, no crash, leak or sanitizer report$_why"
 	[ "${_runs:-0}" -gt "$3" ]
 	ok $? "and it ran ($_runs inputs)"
 }

@@ -363,13 +363,25 @@ GSOCK_KERNEL(fz_capture, gs, arg)
 	*(struct gsock_dev *)arg = gs;
 }
 
-/* Wait for fd to be readable, as gsockd's control thread would. */
+/*
+ * Wait for fd to be readable, as gsockd's control thread would. libFuzzer's
+ * -timeout is a SIGALRM every few seconds, and poll() is never restarted:
+ * an interrupted wait goes on until the 10 s are up.
+ */
 static void ready(int fd, const char *what)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
+	uint64_t end = br_now_ns() + 10000000000u, now;
+	int r;
 
-	if (poll(&p, 1, 10000) != 1)
-		fz_fail("no %s within 10 s (%s)", what, f.err);
+	do {
+		now = br_now_ns();
+		r = now < end ? poll(&p, 1, (int)((end - now) / 1000000) + 1) :
+				0;
+	} while (r < 0 && errno == EINTR);
+	if (r != 1)
+		fz_fail("no %s within 10 s (%s)", what,
+			r < 0 ? strerror(errno) : f.err);
 }
 
 /*
