@@ -64,6 +64,7 @@ static int ask(const char *path, struct sample *s)
 	} first;
 	size_t cap = 0, batch = 1024;
 	bool ended = false;
+	char why[256];
 	ssize_t n;
 	int fd;
 
@@ -80,6 +81,11 @@ static int ask(const char *path, struct sample *s)
 			path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
+		return EX_UNAVAILABLE;
+	}
+	if (!gs_ctl_peer_ok(fd, path, why, sizeof(why))) {
+		fprintf(stderr, "gsock-stat: %s\n", why);
+		close(fd);
 		return EX_UNAVAILABLE;
 	}
 	/* A stuck gsockd must not hang us. */

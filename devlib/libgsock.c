@@ -187,7 +187,7 @@ static int gs_connect_control(const struct gsock_opts *o, char *err, size_t len)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *path = o->control ? o->control : getenv("GSOCK_CONTROL");
-	char def[sizeof(sa.sun_path)];
+	char def[sizeof(sa.sun_path)], why[256];
 	int fd, r;
 
 	if (!path || !*path) {
@@ -213,6 +213,11 @@ static int gs_connect_control(const struct gsock_opts *o, char *err, size_t len)
 		say(err, len,
 		    "cannot reach gsockd at %s: %s (is gsockd running? start it or set GSOCK_CONTROL)",
 		    path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (!gs_ctl_peer_ok(fd, path, why, sizeof(why))) {
+		say(err, len, "refusing to hand the arena over: %s", why);
 		close(fd);
 		return -1;
 	}

@@ -9,7 +9,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
-plan 21
+plan 23
 
 ABUSE="python3 $GSOCK_SRC/t/ctl_abuse.py"
 GSOCKD_CONF=$TMP/gsock.conf
@@ -79,6 +79,31 @@ is "$(cat "$TMP/big")" registered "the limits themselves are allowed"
 timeout 60 "$GSOCK_BUILD/t/register-signals" 300 50 >"$TMP/sig" 2>&1
 grep -q '^registered 300 of 300, [1-9][0-9]* signals$' "$TMP/sig"
 ok $? "300 registrations under a signal every 50 us: $(cat "$TMP/sig")"
+
+# Another user's process listening where gsockd would (anyone can bind a
+# path in /tmp first) is never handed an arena: libgsock and gsock-stat
+# ask the kernel who listens (SO_PEERCRED). Needs root, to listen as nobody.
+if [ "$(id -u)" = 0 ]; then
+	SQ=$TMP/squat.sock
+	timeout 20 $ABUSE squat "$SQ" 65534 3 >"$TMP/squat" 2>"$TMP/squat.err" &
+	SQP=$!
+	for _ in $(seq 100); do grep -q listening "$TMP/squat" && break; sleep 0.05; done
+	GSOCK_CONTROL=$SQ timeout 10 "$SERVER" -l 127.0.0.1:0 -b 1 >/dev/null 2>"$TMP/squat-app.err"
+	st=$?
+	"$GSOCK_BUILD/bridge/gsock-stat" -s "$SQ" >/dev/null 2>"$TMP/squat-stat.err"
+	st2=$?
+	wait $SQP
+	[ $st != 0 ] && [ $st != 124 ] && grep -q "held by uid 65534 .*not this user's gsockd" "$TMP/squat-app.err" &&
+		[ $st2 != 0 ] && grep -q "held by uid 65534" "$TMP/squat-stat.err"
+	ok $? "an application and gsock-stat refuse a control socket held by another user: $(head -1 "$TMP/squat-app.err")"
+	is "$(tail -1 "$TMP/squat")" "handed 0 arenas" "and the impostor got no arena"
+	[ -s "$TMP/squat.err" ] && sed 's/^/#   /' "$TMP/squat.err"
+else
+	for w in "an application refuses another user's control socket" "and hands it no arena"; do
+		tap_n=$((tap_n + 1))
+		echo "ok $tap_n # SKIP $w: needs root, to listen as another user"
+	done
+fi
 
 # More clients than a GPU server holds: the ones it holds are served, the
 # rest wait in the listen queue (as at any full server), nothing breaks.

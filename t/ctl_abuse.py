@@ -14,6 +14,10 @@
                          sends a line: "echoed E waiting W other O", then
                          whether the echoed ones still echo ("again A") and,
                          once all are closed, a new client ("after ok")
+  squat PATH UID SECONDS another user's impostor: listens at PATH as UID
+                         (run as root), greets every connection as gsockd
+                         does, and prints "listening", then for each
+                         "greeted", and "handed N arenas" when SECONDS end
 """
 import os
 import select
@@ -23,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bad_arena import CTL_MAGIC, Arena, hello_bytes  # noqa: E402
+from bad_arena import CTL_MAGIC, CTL_VERSION, WELCOME_MAGIC, Arena, hello_bytes  # noqa: E402
 
 
 def reply_of(data):
@@ -129,6 +133,39 @@ def crowd(port, n):
     print("after " + ("ok" if s.recv(16) == b"after\n" else "bad"), flush=True)
 
 
+def squat(path, uid, secs):
+    lst = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    lst.bind(path)
+    os.chmod(path, 0o777)
+    os.setuid(uid)  # SO_PEERCRED names who listened: this user
+    lst.listen(16)
+    print("listening", flush=True)
+    conns, arenas = [], 0
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([lst] + conns, [], [], 0.05)
+        for s in ready:
+            if s is lst:
+                c, _ = lst.accept()
+                print("greeted", flush=True)
+                try:
+                    c.send(struct.pack("<IIII", WELCOME_MAGIC, CTL_VERSION, 1, 0))
+                    conns.append(c)
+                except ConnectionError:  # gone before the greeting
+                    c.close()
+                continue
+            try:
+                _, fds, _, _ = socket.recv_fds(s, 64, 4)
+            except ConnectionError:  # closed unread: the greeting refused
+                fds = []
+            arenas += len(fds)
+            for fd in fds:
+                os.close(fd)
+            conns.remove(s)
+            s.close()
+    print("handed %d arenas" % arenas, flush=True)
+
+
 def main(argv):
     what, path = argv[1], argv[2]
     if what == "idle":
@@ -143,6 +180,8 @@ def main(argv):
         crowd(int(path), int(argv[3]))
     elif what == "big":
         register(path, int(argv[3]), int(argv[4]))
+    elif what == "squat":
+        squat(path, int(argv[3]), float(argv[4]))
     else:
         sys.exit(__doc__)
     return 0
