@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../devlib/gsock_ctl.h"
 #include "bridge.h"
 #include "log.h"
 #include "numa.h"
@@ -133,8 +134,14 @@ static int control_open(const char *path)
 	if (fd < 0)
 		return -1;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		br_err("another gsockd is running at %s (stop it, or use --control)",
-		       path);
+		char why[256];
+
+		if (!gs_ctl_peer_ok(fd, path, why, sizeof(why)))
+			br_err("cannot take the control socket: %s (use --control, or set XDG_RUNTIME_DIR)",
+			       why);
+		else
+			br_err("another gsockd is running at %s (stop it, or use --control)",
+			       path);
 		goto err_close;
 	}
 	close(fd);

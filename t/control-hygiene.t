@@ -9,7 +9,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
-plan 23
+plan 24
 
 ABUSE="python3 $GSOCK_SRC/t/ctl_abuse.py"
 GSOCKD_CONF=$TMP/gsock.conf
@@ -92,14 +92,18 @@ if [ "$(id -u)" = 0 ]; then
 	st=$?
 	"$GSOCK_BUILD/bridge/gsock-stat" -s "$SQ" >/dev/null 2>"$TMP/squat-stat.err"
 	st2=$?
+	timeout 10 "$GSOCKD" --control "$SQ" >/dev/null 2>"$TMP/squat-gsockd.err"
+	st3=$?
 	wait $SQP
 	[ $st != 0 ] && [ $st != 124 ] && grep -q "held by uid 65534 .*not this user's gsockd" "$TMP/squat-app.err" &&
 		[ $st2 != 0 ] && grep -q "held by uid 65534" "$TMP/squat-stat.err"
 	ok $? "an application and gsock-stat refuse a control socket held by another user: $(head -1 "$TMP/squat-app.err")"
+	[ $st3 = 69 ] && grep -q "cannot take the control socket: .*held by uid 65534" "$TMP/squat-gsockd.err"
+	ok $? "gsockd does not start there, and says why: $(head -1 "$TMP/squat-gsockd.err")"
 	is "$(tail -1 "$TMP/squat")" "handed 0 arenas" "and the impostor got no arena"
 	[ -s "$TMP/squat.err" ] && sed 's/^/#   /' "$TMP/squat.err"
 else
-	for w in "an application refuses another user's control socket" "and hands it no arena"; do
+	for w in "an application refuses another user's control socket" "gsockd does not start there" "and hands it no arena"; do
 		tap_n=$((tap_n + 1))
 		echo "ok $tap_n # SKIP $w: needs root, to listen as another user"
 	done
