@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef GSOCK_USE_CUDA
@@ -35,6 +36,7 @@
 #define DEFAULT_SLOTS 256
 #define DEFAULT_SOCKS 128
 #define DEFAULT_RING (64u << 10)
+#define GS_CTL_WAIT_MS 10000 /* for gsockd's welcome, then for its verdict */
 
 /* One kernel launch still running. */
 struct gs_launch {
@@ -225,6 +227,29 @@ static int gs_connect_control(const struct gsock_opts *o, char *err, size_t len)
 }
 
 /*
+ * Wait at most ms milliseconds in all, signals or not, for gsockd's end of
+ * the control socket to have something to read (or to close). A stuck or
+ * stopped peer must not hold gsock_init forever; an application's timer
+ * that interrupts poll() must not restart the wait either.
+ */
+static bool gs_ctl_wait(int fd, int ms)
+{
+	struct pollfd pfd = { fd, POLLIN, 0 };
+	struct timespec t0, t;
+	int left = ms, r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while ((r = poll(&pfd, 1, left)) < 0 && errno == EINTR) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		left = ms - (int)((t.tv_sec - t0.tv_sec) * 1000 +
+				  (t.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left < 0)
+			left = 0;
+	}
+	return r > 0;
+}
+
+/*
  * gsockd speaks first: its welcome says how many doorbell queues the
  * arena needs (one per worker), or a reply says why it will not serve
  * us. Bounded, so an older gsockd that waits for our hello is named.
@@ -236,14 +261,9 @@ static int gs_welcome(struct gsock_ctx *ctx, uint32_t *workers, char *err,
 		struct gs_ctl_welcome w;
 		struct gs_ctl_reply r;
 	} m;
-	struct pollfd pfd = { ctx->ctl_fd, POLLIN, 0 };
 	ssize_t n;
-	int r;
 
-	do
-		r = poll(&pfd, 1, 10000);
-	while (r < 0 && errno == EINTR);
-	if (r == 0) {
+	if (!gs_ctl_wait(ctx->ctl_fd, GS_CTL_WAIT_MS)) {
 		say(err, len,
 		    "gsockd did not greet within 10 s (an older gsockd? this libgsock speaks protocol %u)",
 		    GS_CTL_VERSION);
@@ -311,9 +331,12 @@ static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
 		}
 		return -1;
 	}
-	while ((n = recv(ctx->ctl_fd, &reply, sizeof(reply), 0)) < 0 &&
-	       errno == EINTR)
-		;
+	if (!gs_ctl_wait(ctx->ctl_fd, GS_CTL_WAIT_MS)) {
+		say(err, len,
+		    "gsockd did not answer the arena within 10 s (stopped, or stuck?)");
+		return -1;
+	}
+	n = recv(ctx->ctl_fd, &reply, sizeof(reply), MSG_DONTWAIT);
 	if (n != (ssize_t)sizeof(reply) || reply.magic != GS_CTL_MAGIC) {
 		say(err, len,
 		    "gsockd closed the control socket without a reply");

@@ -9,7 +9,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
-plan 24
+plan 26
 
 ABUSE="python3 $GSOCK_SRC/t/ctl_abuse.py"
 GSOCKD_CONF=$TMP/gsock.conf
@@ -108,6 +108,29 @@ else
 		echo "ok $tap_n # SKIP $w: needs root, to listen as another user"
 	done
 fi
+
+# A stuck gsockd (stopped, or not gsockd at all) holds a registration for
+# 10 s at most, signals or not: 10 s for the welcome, 10 s for the verdict
+# on the arena. Both at once.
+ME=$(id -u)
+timeout 20 $ABUSE squat "$TMP/mute.sock" "$ME" 14 silent >"$TMP/mute" 2>&1 &
+M1=$!
+timeout 20 $ABUSE squat "$TMP/stuck.sock" "$ME" 14 >"$TMP/stuck" 2>&1 &
+M2=$!
+for _ in $(seq 100); do grep -q listening "$TMP/mute" && grep -q listening "$TMP/stuck" && break; sleep 0.05; done
+GSOCK_CONTROL=$TMP/mute.sock timeout 30 "$GSOCK_BUILD/t/register-signals" 1 50 >"$TMP/mute.app" 2>&1 &
+A1=$!
+GSOCK_CONTROL=$TMP/stuck.sock timeout 30 "$GSOCK_BUILD/t/register-signals" 1 50 >"$TMP/stuck.app" 2>&1 &
+A2=$!
+wait $A1
+s1=$?
+wait $A2
+s2=$?
+wait $M1 $M2
+[ $s1 = 1 ] && grep -q "did not greet within 10 s" "$TMP/mute.app"
+ok $? "a control socket that never greets: gsock_init gives up after 10 s, under signals: $(cat "$TMP/mute.app")"
+[ $s2 = 1 ] && grep -q "did not answer the arena within 10 s" "$TMP/stuck.app" && grep -q "handed 1 arenas" "$TMP/stuck"
+ok $? "one that takes the arena and never answers: likewise: $(cat "$TMP/stuck.app")"
 
 # More clients than a GPU server holds: the ones it holds are served, the
 # rest wait in the listen queue (as at any full server), nothing breaks.

@@ -14,10 +14,13 @@
                          sends a line: "echoed E waiting W other O", then
                          whether the echoed ones still echo ("again A") and,
                          once all are closed, a new client ("after ok")
-  squat PATH UID SECONDS another user's impostor: listens at PATH as UID
-                         (run as root), greets every connection as gsockd
-                         does, and prints "listening", then for each
-                         "greeted", and "handed N arenas" when SECONDS end
+  squat PATH UID SECONDS [silent]
+                         an impostor, or a stuck gsockd: listens at PATH as
+                         UID (another user's needs root), greets every
+                         connection as gsockd does (silent: never), never
+                         answers a hello, and prints "listening", then for
+                         each "greeted", and "handed N arenas" when SECONDS
+                         end
 """
 import os
 import select
@@ -133,20 +136,23 @@ def crowd(port, n):
     print("after " + ("ok" if s.recv(16) == b"after\n" else "bad"), flush=True)
 
 
-def squat(path, uid, secs):
+def squat(path, uid, secs, silent):
     lst = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     lst.bind(path)
     os.chmod(path, 0o777)
     os.setuid(uid)  # SO_PEERCRED names who listened: this user
     lst.listen(16)
     print("listening", flush=True)
-    conns, arenas = [], 0
+    conns, held, arenas = [], [], 0
     deadline = time.monotonic() + secs
     while time.monotonic() < deadline:
         ready, _, _ = select.select([lst] + conns, [], [], 0.05)
         for s in ready:
             if s is lst:
                 c, _ = lst.accept()
+                if silent:
+                    conns.append(c)
+                    continue
                 print("greeted", flush=True)
                 try:
                     c.send(struct.pack("<IIII", WELCOME_MAGIC, CTL_VERSION, 1, 0))
@@ -155,14 +161,17 @@ def squat(path, uid, secs):
                     c.close()
                 continue
             try:
-                _, fds, _, _ = socket.recv_fds(s, 64, 4)
+                msg, fds, _, _ = socket.recv_fds(s, 64, 4)
             except ConnectionError:  # closed unread: the greeting refused
-                fds = []
+                msg, fds = b"", []
             arenas += len(fds)
             for fd in fds:
                 os.close(fd)
             conns.remove(s)
-            s.close()
+            if msg:  # a hello, never answered: held open, as if stuck
+                held.append(s)
+            else:
+                s.close()
     print("handed %d arenas" % arenas, flush=True)
 
 
@@ -181,7 +190,7 @@ def main(argv):
     elif what == "big":
         register(path, int(argv[3]), int(argv[4]))
     elif what == "squat":
-        squat(path, int(argv[3]), float(argv[4]))
+        squat(path, int(argv[3]), float(argv[4]), argv[5:] == ["silent"])
     else:
         sys.exit(__doc__)
     return 0
