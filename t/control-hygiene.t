@@ -90,14 +90,18 @@ if [ "$(id -u)" = 0 ]; then
 	for _ in $(seq 100); do grep -q listening "$TMP/squat" && break; sleep 0.05; done
 	GSOCK_CONTROL=$SQ timeout 10 "$SERVER" -l 127.0.0.1:0 -b 1 >/dev/null 2>"$TMP/squat-app.err"
 	st=$?
-	"$GSOCK_BUILD/bridge/gsock-stat" -s "$SQ" >/dev/null 2>"$TMP/squat-stat.err"
+	# gsock-stat as a third user (root may read any user's gsockd)
+	chmod 711 "$TMP"
+	cp "$GSOCK_BUILD/bridge/gsock-stat" "$TMP/gsock-stat" && chmod 755 "$TMP/gsock-stat"
+	python3 -c 'import os, sys; os.setgid(1); os.setuid(1); os.execv(sys.argv[1], sys.argv[1:])' \
+		"$TMP/gsock-stat" -s "$SQ" >/dev/null 2>"$TMP/squat-stat.err"
 	st2=$?
 	timeout 10 "$GSOCKD" --control "$SQ" >/dev/null 2>"$TMP/squat-gsockd.err"
 	st3=$?
 	wait $SQP
 	[ $st != 0 ] && [ $st != 124 ] && grep -q "held by uid 65534 .*not this user's gsockd" "$TMP/squat-app.err" &&
 		[ $st2 != 0 ] && grep -q "held by uid 65534" "$TMP/squat-stat.err"
-	ok $? "an application and gsock-stat refuse a control socket held by another user: $(head -1 "$TMP/squat-app.err")"
+	ok $? "an application, and gsock-stat of a third user, refuse a control socket held by another user: $(head -1 "$TMP/squat-app.err")"
 	[ $st3 = 69 ] && grep -q "cannot take the control socket: .*held by uid 65534" "$TMP/squat-gsockd.err"
 	ok $? "gsockd does not start there, and says why: $(head -1 "$TMP/squat-gsockd.err")"
 	is "$(tail -1 "$TMP/squat")" "handed 0 arenas" "and the impostor got no arena"
