@@ -112,6 +112,7 @@ static int map_arena(struct br_app *a, int memfd, uint64_t size, char *why,
 		     size_t len)
 {
 	const int seals = F_SEAL_SHRINK | F_SEAL_SEAL;
+	int got;
 	struct gs_arena_hdr h;
 	struct gs_layout l;
 	struct stat st;
@@ -122,7 +123,9 @@ static int map_arena(struct br_app *a, int memfd, uint64_t size, char *why,
 			 (unsigned long long)size);
 		return -EINVAL;
 	}
-	if ((fcntl(memfd, F_GET_SEALS) & seals) != seals) {
+	/* -1 (a file that is no memfd: EINVAL) has every bit set */
+	got = fcntl(memfd, F_GET_SEALS);
+	if (got < 0 || (got & seals) != seals) {
 		snprintf(
 			why, len,
 			"the arena memfd is not sealed against shrinking (F_SEAL_SHRINK | F_SEAL_SEAL)");

@@ -5,7 +5,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
-plan 35
+plan 36
 
 start_gsockd
 start_server -l 127.0.0.1:0 -b 4

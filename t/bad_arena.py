@@ -16,6 +16,7 @@ import random
 import socket
 import struct
 import sys
+import tempfile
 import time
 
 CTL_MAGIC, CTL_VERSION, WELCOME_MAGIC = 0x6C746367, 3, 0x6C657767
@@ -154,6 +155,14 @@ def main(path, echo_port):
     refused(path, "pipe-descriptor", hello_bytes(4096), [r])
     a = Arena(seal=False)
     refused(path, "unsealed-memfd", hello_bytes(a.size), [a.fd])
+    # A file on disk is no memfd: no seals, and it can be cut short under
+    # gsockd (a SIGBUS). Made where the tests build, not in a tmpfs.
+    a = Arena()
+    ffd, fpath = tempfile.mkstemp(dir=os.environ.get("GSOCK_BUILD") or None)
+    os.unlink(fpath)
+    os.write(ffd, a.m[:a.size])
+    refused(path, "regular-file-arena", hello_bytes(a.size), [ffd])
+    os.close(ffd)
     a = Arena()
     a.m[0:8] = b"notgsock"
     refused(path, "bad-arena-magic", hello_bytes(a.size), [a.fd])
