@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../devlib/gsock_arena.h"
+#include "../devlib/ctl_peer.h"
 #include "../devlib/gsock_ctl.h"
 
 struct sample {
@@ -51,6 +52,13 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * Root may read any user's gsockd at a path it names with -s; anyone
+ * else, and root at the default path (/tmp without XDG_RUNTIME_DIR, where
+ * any user may bind first), only their own or root's.
+ */
+static bool any_owner;
+
 /* One answer from gsockd into s; 0, or EX_* with a sentence on stderr. */
 static int ask(const char *path, struct sample *s)
 {
@@ -76,6 +84,9 @@ static int ask(const char *path, struct sample *s)
 	}
 	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	/* A listen queue that stays full must not hang us either. */
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		fprintf(stderr, "gsock-stat: cannot reach gsockd at %s: %s\n",
 			path, strerror(errno));
@@ -83,8 +94,7 @@ static int ask(const char *path, struct sample *s)
 			close(fd);
 		return EX_UNAVAILABLE;
 	}
-	/* only root may read another user's gsockd (it can read all anyway) */
-	if (geteuid() != 0 && !gs_ctl_peer_ok(fd, path, why, sizeof(why))) {
+	if (!any_owner && !gs_ctl_peer_ok(fd, path, why, sizeof(why))) {
 		fprintf(stderr, "gsock-stat: %s\n", why);
 		close(fd);
 		return EX_UNAVAILABLE;
@@ -396,6 +406,7 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			path = optarg;
+			any_owner = geteuid() == 0;
 			break;
 		case 'h':
 			usage(stdout);

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../devlib/ctl_peer.h"
 #include "../devlib/gsock_ctl.h"
 #include "bridge.h"
 #include "log.h"
@@ -160,8 +161,16 @@ static int control_open(const char *path)
 	umask(old);
 	/* rename() replaces a stale socket of a dead gsockd, atomically. */
 	if (chmod(tmp, 0600) < 0 || listen(fd, SOMAXCONN) < 0 || rename(tmp, path) < 0) {
-		br_err("cannot listen on the control socket %s: %s", path,
-		       strerror(errno));
+		struct stat st;
+		int e = errno;
+
+		/* in a sticky folder (/tmp) another user's file stays put */
+		if (lstat(path, &st) == 0 && st.st_uid != geteuid())
+			br_err("cannot take the control socket: %s belongs to uid %u (use --control, or set XDG_RUNTIME_DIR)",
+			       path, (unsigned)st.st_uid);
+		else
+			br_err("cannot listen on the control socket %s: %s",
+			       path, strerror(e));
 		goto err_unlink;
 	}
 	return fd;

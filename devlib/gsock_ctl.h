@@ -28,7 +28,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define GS_CTL_MAGIC 0x6c746367u /* "gctl" */
@@ -114,34 +113,5 @@ static inline void gs_ctl_default_path(char *buf, size_t len)
 	else
 		snprintf(buf, len, "/tmp/gsockd-%u.sock", (unsigned)geteuid());
 }
-
-#ifdef _GNU_SOURCE /* struct ucred */
-/*
- * Whether the listener at the other end of control connection fd belongs
- * to this user or to root, as the kernel says (SO_PEERCRED: who made the
- * listening socket). Anyone may bind a path in /tmp first; an application
- * that handed its arena to another user's process would give it every
- * byte of its traffic. Else 0 and why in buf, naming path.
- */
-static inline int gs_ctl_peer_ok(int fd, const char *path, char *buf,
-				 size_t len)
-{
-	struct ucred c;
-	socklen_t clen = sizeof(c);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &clen) < 0) {
-		snprintf(buf, len, "cannot ask who listens at %s", path);
-		return 0;
-	}
-	if (c.uid != geteuid() && c.uid != 0) {
-		snprintf(buf, len,
-			 "%s is held by uid %u (pid %d), not by this user (uid %u) or root: not this user's gsockd",
-			 path, (unsigned)c.uid, (int)c.pid,
-			 (unsigned)geteuid());
-		return 0;
-	}
-	return 1;
-}
-#endif
 
 #endif /* GSOCK_CTL_H */

@@ -31,12 +31,13 @@
 
 #include "gsock.cuh"
 #include "gsock.h"
+#include "ctl_peer.h"
 #include "gsock_ctl.h"
 
 #define DEFAULT_SLOTS 256
 #define DEFAULT_SOCKS 128
 #define DEFAULT_RING (64u << 10)
-#define GS_CTL_WAIT_MS 10000 /* for gsockd's welcome, then for its verdict */
+#define GS_CTL_WAIT_MS 10000 /* to connect, for the welcome, for the verdict */
 
 /* One kernel launch still running. */
 struct gs_launch {
@@ -185,12 +186,73 @@ static void *gs_watch(void *p)
 	return NULL;
 }
 
+/* Milliseconds left of ms since t0 (CLOCK_MONOTONIC), 0 when none. */
+static int gs_ms_left(const struct timespec *t0, int ms)
+{
+	struct timespec t;
+	long long used;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	used = (long long)(t.tv_sec - t0->tv_sec) * 1000 +
+	       (t.tv_nsec - t0->tv_nsec) / 1000000;
+	return used >= ms ? 0 : (int)(ms - used);
+}
+
+/*
+ * Connect to the control socket within ms milliseconds in all. A full
+ * listen queue (a stuck gsockd, or any listener at that path that never
+ * accepts) would hold a blocking connect for ever: SO_SNDTIMEO bounds each
+ * try (and, left set, the hello's sendmsg), and a signal's EINTR starts a
+ * try with only what is left. ETIMEDOUT when the time is up.
+ */
+static int gs_ctl_connect(int fd, const struct sockaddr_un *sa, int ms)
+{
+	struct timespec t0;
+	int left, r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		struct timeval tv;
+
+		left = gs_ms_left(&t0, ms);
+		if (!left) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		tv.tv_sec = left / 1000;
+		tv.tv_usec = (left % 1000) * 1000;
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+	} while (r < 0 && errno == EINTR);
+	if (r < 0 && errno == EAGAIN) /* SO_SNDTIMEO ran out */
+		errno = ETIMEDOUT;
+	return r;
+}
+
+/*
+ * Wait at most ms milliseconds in all, signals or not, for gsockd's end of
+ * the control socket to have something to read (or to close). A stuck or
+ * stopped peer must not hold gsock_init forever; an application's timer
+ * that interrupts poll() must not restart the wait either.
+ */
+static bool gs_ctl_wait(int fd, int ms)
+{
+	struct pollfd pfd = { fd, POLLIN, 0 };
+	struct timespec t0;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while ((r = poll(&pfd, 1, gs_ms_left(&t0, ms))) < 0 && errno == EINTR)
+		;
+	return r > 0;
+}
+
 static int gs_connect_control(const struct gsock_opts *o, char *err, size_t len)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *path = o->control ? o->control : getenv("GSOCK_CONTROL");
 	char def[sizeof(sa.sun_path)], why[256];
-	int fd, r;
+	int fd;
 
 	if (!path || !*path) {
 		gs_ctl_default_path(def, sizeof(def));
@@ -207,14 +269,15 @@ static int gs_connect_control(const struct gsock_opts *o, char *err, size_t len)
 		    strerror(errno));
 		return -1;
 	}
-	/* a signal may interrupt the wait for room in gsockd's backlog */
-	while ((r = connect(fd, (struct sockaddr *)&sa, sizeof(sa))) < 0 &&
-	       errno == EINTR)
-		;
-	if (r < 0) {
-		say(err, len,
-		    "cannot reach gsockd at %s: %s (is gsockd running? start it or set GSOCK_CONTROL)",
-		    path, strerror(errno));
+	if (gs_ctl_connect(fd, &sa, GS_CTL_WAIT_MS) < 0) {
+		if (errno == ETIMEDOUT)
+			say(err, len,
+			    "cannot reach gsockd at %s: its listen queue stayed full for 10 s (gsockd stuck or stopped?)",
+			    path);
+		else
+			say(err, len,
+			    "cannot reach gsockd at %s: %s (is gsockd running? start it or set GSOCK_CONTROL)",
+			    path, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -224,29 +287,6 @@ static int gs_connect_control(const struct gsock_opts *o, char *err, size_t len)
 		return -1;
 	}
 	return fd;
-}
-
-/*
- * Wait at most ms milliseconds in all, signals or not, for gsockd's end of
- * the control socket to have something to read (or to close). A stuck or
- * stopped peer must not hold gsock_init forever; an application's timer
- * that interrupts poll() must not restart the wait either.
- */
-static bool gs_ctl_wait(int fd, int ms)
-{
-	struct pollfd pfd = { fd, POLLIN, 0 };
-	struct timespec t0, t;
-	int left = ms, r;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while ((r = poll(&pfd, 1, left)) < 0 && errno == EINTR) {
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		left = ms - (int)((t.tv_sec - t0.tv_sec) * 1000 +
-				  (t.tv_nsec - t0.tv_nsec) / 1000000);
-		if (left < 0)
-			left = 0;
-	}
-	return r > 0;
 }
 
 /*

@@ -9,7 +9,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
-plan 26
+plan 27
 
 ABUSE="python3 $GSOCK_SRC/t/ctl_abuse.py"
 GSOCKD_CONF=$TMP/gsock.conf
@@ -75,36 +75,39 @@ $ABUSE big "$GSOCK_CONTROL" 4096 1024 >"$TMP/big" 2>&1
 is "$(cat "$TMP/big")" registered "the limits themselves are allowed"
 
 # An application's own timer interrupts its registration's waits (a
-# SIGALRM without SA_RESTART every 50 us): never taken for a refusal.
-timeout 60 "$GSOCK_BUILD/t/register-signals" 300 50 >"$TMP/sig" 2>&1
-grep -q '^registered 300 of 300, [1-9][0-9]* signals$' "$TMP/sig"
-ok $? "300 registrations under a signal every 50 us: $(cat "$TMP/sig")"
+# SIGALRM without SA_RESTART every 20 us): never taken for a refusal.
+timeout 120 "$GSOCK_BUILD/t/register-signals" 1000 20 >"$TMP/sig" 2>&1
+grep -q '^registered 1000 of 1000, [1-9][0-9]* signals$' "$TMP/sig"
+ok $? "1000 registrations under a signal every 20 us: $(cat "$TMP/sig")"
 
 # Another user's process listening where gsockd would (anyone can bind a
 # path in /tmp first) is never handed an arena: libgsock and gsock-stat
 # ask the kernel who listens (SO_PEERCRED). Needs root, to listen as nobody.
 if [ "$(id -u)" = 0 ]; then
 	SQ=$TMP/squat.sock
-	timeout 20 $ABUSE squat "$SQ" 65534 3 >"$TMP/squat" 2>"$TMP/squat.err" &
+	timeout 120 $ABUSE squat "$SQ" 65534 100 >"$TMP/squat" 2>"$TMP/squat.err" &
 	SQP=$!
+	PIDS="$PIDS $SQP"
 	for _ in $(seq 100); do grep -q listening "$TMP/squat" && break; sleep 0.05; done
-	GSOCK_CONTROL=$SQ timeout 10 "$SERVER" -l 127.0.0.1:0 -b 1 >/dev/null 2>"$TMP/squat-app.err"
+	GSOCK_CONTROL=$SQ timeout 30 "$SERVER" -l 127.0.0.1:0 -b 1 >/dev/null 2>"$TMP/squat-app.err"
 	st=$?
-	# gsock-stat as a third user (root may read any user's gsockd)
+	# gsock-stat as a third user (root may read any user's gsockd, at a
+	# path it names)
 	chmod 711 "$TMP"
 	cp "$GSOCK_BUILD/bridge/gsock-stat" "$TMP/gsock-stat" && chmod 755 "$TMP/gsock-stat"
-	python3 -c 'import os, sys; os.setgid(1); os.setuid(1); os.execv(sys.argv[1], sys.argv[1:])' \
+	python3 -c 'import os, sys; os.setgroups([]); os.setgid(1); os.setuid(1); os.execv(sys.argv[1], sys.argv[1:])' \
 		"$TMP/gsock-stat" -s "$SQ" >/dev/null 2>"$TMP/squat-stat.err"
 	st2=$?
 	timeout 10 "$GSOCKD" --control "$SQ" >/dev/null 2>"$TMP/squat-gsockd.err"
 	st3=$?
-	wait $SQP
 	[ $st != 0 ] && [ $st != 124 ] && grep -q "held by uid 65534 .*not this user's gsockd" "$TMP/squat-app.err" &&
 		[ $st2 != 0 ] && grep -q "held by uid 65534" "$TMP/squat-stat.err"
 	ok $? "an application, and gsock-stat of a third user, refuse a control socket held by another user: $(head -1 "$TMP/squat-app.err")"
 	[ $st3 = 69 ] && grep -q "cannot take the control socket: .*held by uid 65534" "$TMP/squat-gsockd.err"
 	ok $? "gsockd does not start there, and says why: $(head -1 "$TMP/squat-gsockd.err")"
-	is "$(tail -1 "$TMP/squat")" "handed 0 arenas" "and the impostor got no arena"
+	kill $SQP
+	wait $SQP
+	is "$(grep -c '^arena' "$TMP/squat")" 0 "and the impostor got no arena"
 	[ -s "$TMP/squat.err" ] && sed 's/^/#   /' "$TMP/squat.err"
 else
 	for w in "an application refuses another user's control socket" "gsockd does not start there" "and hands it no arena"; do
@@ -114,27 +117,37 @@ else
 fi
 
 # A stuck gsockd (stopped, or not gsockd at all) holds a registration for
-# 10 s at most, signals or not: 10 s for the welcome, 10 s for the verdict
-# on the arena. Both at once.
+# 10 s at most, signals or not: 10 s to connect past a full listen queue,
+# 10 s for the welcome, 10 s for the verdict on the arena. All at once.
 ME=$(id -u)
-timeout 20 $ABUSE squat "$TMP/mute.sock" "$ME" 14 silent >"$TMP/mute" 2>&1 &
-M1=$!
-timeout 20 $ABUSE squat "$TMP/stuck.sock" "$ME" 14 >"$TMP/stuck" 2>&1 &
-M2=$!
-for _ in $(seq 100); do grep -q listening "$TMP/mute" && grep -q listening "$TMP/stuck" && break; sleep 0.05; done
-GSOCK_CONTROL=$TMP/mute.sock timeout 30 "$GSOCK_BUILD/t/register-signals" 1 50 >"$TMP/mute.app" 2>&1 &
-A1=$!
-GSOCK_CONTROL=$TMP/stuck.sock timeout 30 "$GSOCK_BUILD/t/register-signals" 1 50 >"$TMP/stuck.app" 2>&1 &
-A2=$!
-wait $A1
+M=""
+for how in full silent greet; do
+	timeout 120 $ABUSE squat "$TMP/$how.sock" "$ME" 100 $how >"$TMP/$how" 2>&1 &
+	M="$M $!"
+done
+PIDS="$PIDS $M"
+for how in full silent greet; do
+	for _ in $(seq 100); do grep -q listening "$TMP/$how" && break; sleep 0.05; done
+done
+A=""
+for how in full silent greet; do
+	GSOCK_CONTROL=$TMP/$how.sock timeout 60 "$GSOCK_BUILD/t/register-signals" 1 50 >"$TMP/$how.app" 2>&1 &
+	A="$A $!"
+done
+set -- $A
+wait $1
 s1=$?
-wait $A2
+wait $2
 s2=$?
-wait $M1 $M2
-[ $s1 = 1 ] && grep -q "did not greet within 10 s" "$TMP/mute.app"
-ok $? "a control socket that never greets: gsock_init gives up after 10 s, under signals: $(cat "$TMP/mute.app")"
-[ $s2 = 1 ] && grep -q "did not answer the arena within 10 s" "$TMP/stuck.app" && grep -q "handed 1 arenas" "$TMP/stuck"
-ok $? "one that takes the arena and never answers: likewise: $(cat "$TMP/stuck.app")"
+wait $3
+s3=$?
+kill $M
+[ $s1 = 1 ] && grep -q "its listen queue stayed full for 10 s" "$TMP/full.app"
+ok $? "a control socket whose listen queue stays full: gsock_init gives up after 10 s, under signals: $(cat "$TMP/full.app")"
+[ $s2 = 1 ] && grep -q "did not greet within 10 s" "$TMP/silent.app"
+ok $? "one that never greets: likewise: $(cat "$TMP/silent.app")"
+[ $s3 = 1 ] && grep -q "did not answer the arena within 10 s" "$TMP/greet.app" && grep -q "^arena" "$TMP/greet"
+ok $? "one that takes the arena and never answers: likewise: $(cat "$TMP/greet.app")"
 
 # More clients than a GPU server holds: the ones it holds are served, the
 # rest wait in the listen queue (as at any full server), nothing breaks.

@@ -14,13 +14,15 @@
                          sends a line: "echoed E waiting W other O", then
                          whether the echoed ones still echo ("again A") and,
                          once all are closed, a new client ("after ok")
-  squat PATH UID SECONDS [silent]
+  squat PATH UID SECONDS [silent|full]
                          an impostor, or a stuck gsockd: listens at PATH as
                          UID (another user's needs root), greets every
-                         connection as gsockd does (silent: never), never
-                         answers a hello, and prints "listening", then for
-                         each "greeted", and "handed N arenas" when SECONDS
-                         end
+                         connection as gsockd does (silent: never; full: a
+                         listen queue it fills itself and never accepts
+                         from), never answers a hello; prints "listening",
+                         then "greeted" for each connection and "arena" for
+                         each arena handed over, and "handed N arenas" when
+                         SECONDS end
 """
 import os
 import select
@@ -136,21 +138,28 @@ def crowd(port, n):
     print("after " + ("ok" if s.recv(16) == b"after\n" else "bad"), flush=True)
 
 
-def squat(path, uid, secs, silent):
+def squat(path, uid, secs, how):
     lst = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     lst.bind(path)
     os.chmod(path, 0o777)
     os.setuid(uid)  # SO_PEERCRED names who listened: this user
+    conns, held, arenas = [], [], 0
+    if how == "full":  # a queue of one, taken by our own connection
+        lst.listen(0)
+        filler = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        filler.connect(path)
+        print("listening", flush=True)
+        time.sleep(secs)
+        return
     lst.listen(16)
     print("listening", flush=True)
-    conns, held, arenas = [], [], 0
     deadline = time.monotonic() + secs
     while time.monotonic() < deadline:
         ready, _, _ = select.select([lst] + conns, [], [], 0.05)
         for s in ready:
             if s is lst:
                 c, _ = lst.accept()
-                if silent:
+                if how == "silent":
                     conns.append(c)
                     continue
                 print("greeted", flush=True)
@@ -164,9 +173,10 @@ def squat(path, uid, secs, silent):
                 msg, fds, _, _ = socket.recv_fds(s, 64, 4)
             except ConnectionError:  # closed unread: the greeting refused
                 msg, fds = b"", []
-            arenas += len(fds)
             for fd in fds:
+                print("arena", flush=True)
                 os.close(fd)
+            arenas += len(fds)
             conns.remove(s)
             if msg:  # a hello, never answered: held open, as if stuck
                 held.append(s)
@@ -190,7 +200,7 @@ def main(argv):
     elif what == "big":
         register(path, int(argv[3]), int(argv[4]))
     elif what == "squat":
-        squat(path, int(argv[3]), float(argv[4]), argv[5:] == ["silent"])
+        squat(path, int(argv[3]), float(argv[4]), argv[5] if len(argv) > 5 else "greet")
     else:
         sys.exit(__doc__)
     return 0
