@@ -30,10 +30,10 @@ static inline int gs_ctl_peer_ok(int fd, const char *path, char *buf,
 		return 0;
 	}
 	if (c.uid != geteuid() && c.uid != 0) {
-		snprintf(buf, len,
-			 "%s is held by uid %u (pid %d), not by this user (uid %u) or root: not this user's gsockd",
-			 path, (unsigned)c.uid, (int)c.pid,
-			 (unsigned)geteuid());
+		snprintf(
+			buf, len,
+			"%s is held by uid %u (pid %d), not by this user (uid %u) or root: not this user's gsockd",
+			path, (unsigned)c.uid, (int)c.pid, (unsigned)geteuid());
 		return 0;
 	}
 	return 1;
