@@ -6,8 +6,10 @@
  * Threading contract:
  * - The control thread (main.c) alone owns the control socket, the list of
  *   applications (br.apps, and struct br_app's fields marked "control"),
- *   registration, and the sleep watch: while a worker sleeps it looks at
- *   that worker's doorbell queues and wakes it (br_worker.wake_fd).
+ *   registration, and the doorbell watch (watch.c): while a worker sleeps
+ *   it looks at that worker's doorbell queues and wakes it
+ *   (br_worker.wake_fd). Its period is an atomic that a worker going to
+ *   sleep owed an answer may shorten (br_watch_hurry).
  * - A worker owns the real sockets whose br_sock.owner names it, for the
  *   socket's whole life: it alone touches their fields, descriptors,
  *   rings' bridge-side counters and its own epoll set, so the data path
@@ -181,6 +183,18 @@ struct br_worker {
 	pthread_t thread;
 	bool started;
 	int sleeping; /* atomic: 1 while in a wait only wake_fd ends */
+	/*
+	 * The worker's own: when an application owes it an answer. Bytes put
+	 * in an rx ring or a command completed start a wait (expect_ns, the
+	 * oldest unanswered); the next doorbell ends it and its length feeds
+	 * reply_ns, the mean time an application takes to answer. While that
+	 * is short the worker spins until spin_until for the answer; else it
+	 * sleeps and the watch looks for it.
+	 */
+	uint64_t expect_ns; /* 0: nothing owed */
+	uint64_t spin_until;
+	uint64_t reply_ns; /* moving mean, 1/8 weight */
+	uint32_t expects; /* waits started: every 32nd spins in full */
 	pthread_mutex_t lock; /* inbox */
 	struct br_msg *inbox, **inbox_tail;
 	/* the worker's own */
@@ -257,6 +271,16 @@ int br_worker_turn(struct br_worker *w);
 void br_workers_stop(void);
 void br_worker_post(struct br_worker *w, struct br_msg *m);
 struct br_worker *br_self(void);
+/* The calling worker handed an application something it will answer. */
+void br_worker_expect(void);
+
+/* watch.c; all but br_watch_hurry are the control thread's */
+void br_watch_start(void);
+uint64_t br_watch_period_ns(void);
+int br_watch(void);
+void br_watch_next(int found, uint64_t quiet_ns);
+/* A worker going to sleep is owed an answer: the watch looks soon. */
+void br_watch_hurry(void);
 
 /* uring.c; br_uring_* exist where HAVE_LIBURING */
 int br_io_decide(void);

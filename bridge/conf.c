@@ -19,7 +19,8 @@ void br_conf_defaults(struct br_conf *c)
 {
 	memset(c, 0, sizeof(*c));
 	gs_ctl_default_path(c->control, sizeof(c->control));
-	c->busy_poll_us = 200;
+	c->busy_poll_us = 50;
+	c->watch_min_us = 20;
 	c->idle_sleep_us = 1000;
 	c->log_level = BR_LOG_INFO;
 	c->max_apps = 64;
@@ -60,6 +61,7 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 	} ints[] = {
 		{ "busy_poll_us", offsetof(struct br_conf, busy_poll_us) },
 		{ "idle_sleep_us", offsetof(struct br_conf, idle_sleep_us) },
+		{ "watch_min_us", offsetof(struct br_conf, watch_min_us) },
 		{ "max_apps", offsetof(struct br_conf, max_apps) },
 		{ "max_arena_mb", offsetof(struct br_conf, max_arena_mb) },
 		{ "max_sockets", offsetof(struct br_conf, max_sockets) },

@@ -3,8 +3,8 @@
  * gsockd: the bridge daemon. It owns the real sockets of GPU endpoints
  * and moves bytes between them and the applications' arenas. This file
  * holds the options, the control socket and the control thread's loop:
- * registration, clean-up, and the watch that wakes a sleeping worker
- * when a doorbell waits in its queue (worker.c moves the bytes).
+ * registration, clean-up, and the turns of the doorbell watch (watch.c)
+ * that wakes a sleeping worker (worker.c moves the bytes).
  */
 #include <config.h>
 
@@ -221,65 +221,49 @@ static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
 	}
 }
 
-/*
- * GPU doorbells cannot wake epoll. A worker spins while its traffic
- * flows and then sleeps; from then on this watch looks at its queues
- * once per idle_sleep_us and wakes it when a cell waits there. Returns
- * whether any worker was awake or had to be woken.
- */
-static int watch(void)
+/* epoll_wait for at most ns nanoseconds (-1: no limit). */
+static int wait_ns(struct epoll_event *evs, int n, int64_t ns)
 {
-	int busy = 0;
+#ifdef HAVE_EPOLL_PWAIT2
+	struct timespec ts = { ns / 1000000000, ns % 1000000000 };
+	int r = epoll_pwait2(br.epfd, evs, n, ns < 0 ? NULL : &ts, NULL);
 
-	for (struct br_app *a = br.apps; a; a = a->next) {
-		if (a->pending || br_app_dead(a))
-			continue;
-		for (uint32_t q = 0; q < a->nqueues; q++) {
-			struct br_worker *w = &br.workers[q % a->nworkers];
-
-			if (!__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST)) {
-				busy = 1;
-			} else if (br_app_pending(a, q)) {
-				br_wake(w->wake_fd);
-				busy = 1;
-			}
-		}
-	}
-	return busy;
+	if (r >= 0 || errno != ENOSYS)
+		return r;
+#endif
+	return epoll_wait(br.epfd, evs, n,
+			  ns < 0 ? -1 : (int)((ns + 999999) / 1000000));
 }
-
-/* After this long with every worker asleep, the watch looks less often. */
-#define BR_DEEP_IDLE_NS 1000000000ull
-#define BR_DEEP_IDLE_FACTOR 4
 
 /*
  * The control thread's loop: control connections, deaths, signals, and
- * the watch, which runs once per idle_sleep_us while an application is
- * registered (every BR_DEEP_IDLE_FACTOR times that after a second with
- * all workers asleep: an idle gsockd stays under 1 % of a core) and not
- * at all otherwise.
+ * the doorbell watch (watch.c), while an application is registered.
  */
 static void run(int ctl_fd)
 {
 	struct epoll_event evs[64];
-	const int tick_ms = (int)((br.conf.idle_sleep_us + 999) / 1000);
 	uint64_t quiet_since = br_now_ns();
 	int stop = 0;
 
+	br_watch_start();
 	while (!stop) {
-		int deep = br_now_ns() - quiet_since > BR_DEEP_IDLE_NS;
-		int n = epoll_wait(br.epfd, evs, 64,
-				   !br.apps ? -1 :
-				   deep	    ? BR_DEEP_IDLE_FACTOR * tick_ms :
-					      tick_ms);
+		int64_t wait = -1;
+		int n, found;
+		uint64_t now;
 
+		if (br.apps)
+			wait = (int64_t)br_watch_period_ns();
+		n = wait_ns(evs, 64, wait);
 		for (int i = 0; i < n; i++)
 			dispatch(&evs[i], ctl_fd, &stop);
 		br_app_sweep(br_now_ns());
 		br_reap();
 		br_log_flush();
-		if (watch() || n > 0)
-			quiet_since = br_now_ns();
+		found = br_watch();
+		now = br_now_ns();
+		if (found || n > 0)
+			quiet_since = now;
+		br_watch_next(found, now - quiet_since);
 	}
 }
 
@@ -485,11 +469,12 @@ int main(int argc, char **argv)
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, sig_fd, &ev);
 	ev.data.ptr = &wake_ev;
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, br.wake_fd, &ev);
-	br_info("listening on %s%s (%u workers%s, busy poll %ld us, idle sleep %ld us, transport %s)",
+	br_info("listening on %s%s (%u workers%s, spin for answers up to %ld us, doorbell watch every %ld-%ld us, transport %s)",
 		br.conf.control, activated ? ", from socket activation" : "",
 		br.nworkers,
 		br.conf.workers ? "" : ", automatic: a quarter of the cores",
-		br.conf.busy_poll_us, br.conf.idle_sleep_us,
+		br.conf.busy_poll_us, br.conf.watch_min_us,
+		br.conf.idle_sleep_us,
 		br.conf.rsocket ? "rsocket" : "tcp");
 	run(ctl_fd);
 	br_info("stopping: closing %u applications", br.napps);

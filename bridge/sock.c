@@ -379,6 +379,9 @@ static void uring_tx(struct br_sock *s)
 /* Bytes the kernel took from the tx ring: tell the application. */
 static void tx_sent(struct br_sock *s, uint64_t n)
 {
+	/* Space freed in a ring over half full: a kernel may wait for it. */
+	if (2 * n >= s->app->ring_size)
+		br_worker_expect();
 	s->last_ns = turn_ns();
 	s->tx_head += n;
 	__atomic_store_n(&arena_sock(s)->tx_head, s->tx_head, __ATOMIC_RELEASE);
@@ -473,6 +476,7 @@ static bool rx_open(struct br_sock *s)
 /* Bytes the kernel put in the rx ring: tell the application. */
 static void rx_received(struct br_sock *s, uint64_t n)
 {
+	br_worker_expect(); /* a request, most often: its answer comes */
 	s->last_ns = turn_ns();
 	s->rx_tail += n;
 	__atomic_store_n(&arena_sock(s)->rx_tail, s->rx_tail, __ATOMIC_RELEASE);

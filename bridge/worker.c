@@ -2,10 +2,18 @@
 /*
  * gsockd's workers: each is a thread with its own epoll set, its own
  * sockets and its own doorbell queue in every arena it serves, so the
- * data path takes no lock (bridge.h has the contract). A worker spins
- * while its traffic flows and then sleeps in epoll until a socket event,
- * a message in its inbox, or the control thread's watch (which sees a
- * doorbell in a sleeping worker's queue) wakes it.
+ * data path takes no lock (bridge.h has the contract).
+ *
+ * A worker's CPU follows its traffic. It sleeps in epoll (or io_uring)
+ * until a socket event, a message in its inbox, or the control thread's
+ * watch (main.c: it alone looks at sleeping workers' doorbell queues)
+ * wakes it. It spins only while an application owes it an answer it
+ * expects soon: after it hands a kernel bytes or a command's result, it
+ * spins for twice the mean time the application has taken to answer,
+ * when that is below busy_poll_us; a slower application's answer is the
+ * watch's to find. So a trickle costs a wake-up and a few microseconds
+ * per request, not a spinning core, and traffic that keeps a worker
+ * busy keeps it awake without any spin at all.
  */
 #include <config.h>
 
@@ -28,6 +36,47 @@ static __thread struct br_worker *self;
 struct br_worker *br_self(void)
 {
 	return self;
+}
+
+/* The shortest spin worth its cost, and how far past the mean it goes. */
+#define BR_SPIN_MIN_NS 2000u
+#define BR_PROBE_EVERY 32u
+
+void br_worker_expect(void)
+{
+	struct br_worker *w = self;
+	const uint64_t cap = (uint64_t)br.conf.busy_poll_us * 1000;
+	uint64_t spin;
+
+	if (!w)
+		return; /* the control thread: nothing to spin for */
+	if (!w->expect_ns)
+		w->expect_ns = w->now_ns;
+	/*
+	 * Spin for twice the mean answer time when that fits in
+	 * busy_poll_us; every BR_PROBE_EVERY-th wait spins in full, so an
+	 * application that became fast is seen as fast again (a mean learnt
+	 * from the watch's finds holds the watch's delay too).
+	 */
+	spin = 2 * w->reply_ns + BR_SPIN_MIN_NS;
+	if (++w->expects % BR_PROBE_EVERY == 0)
+		spin = cap;
+	else if (spin > cap)
+		spin = 0;
+	if (w->now_ns + spin > w->spin_until)
+		w->spin_until = w->now_ns + spin;
+}
+
+/* A doorbell came: the wait it ends teaches the mean answer time. */
+static void answered(struct br_worker *w)
+{
+	int64_t d;
+
+	if (!w->expect_ns)
+		return;
+	d = (int64_t)(br_now_ns() - w->expect_ns);
+	w->reply_ns = (uint64_t)((int64_t)w->reply_ns + (d - (int64_t)w->reply_ns) / 8);
+	w->expect_ns = 0;
 }
 
 uint64_t br_now_ns(void)
@@ -137,7 +186,10 @@ static int poll_apps(struct br_worker *w)
 			work = 1;
 			continue;
 		}
-		work |= br_app_poll(w, a) > 0;
+		if (br_app_poll(w, a) > 0) {
+			answered(w);
+			work = 1;
+		}
 		if (w->nclosing)
 			br_sock_tick(a);
 	}
@@ -211,40 +263,37 @@ static void open_ring(struct br_worker *w)
 static void *worker_main(void *p)
 {
 	struct br_worker *w = p;
-	uint64_t last_busy = br_now_ns();
-	const uint64_t busy_ns = (uint64_t)br.conf.busy_poll_us * 1000;
 	const int tick_ms = (int)((br.conf.idle_sleep_us + 999) / 1000);
+	int work = 0;
 
 	self = w;
 	pthread_setname_np(pthread_self(), w->name);
 	place(w);
 	open_ring(w);
 	while (!__atomic_load_n(&br.stopping, __ATOMIC_ACQUIRE)) {
-		uint64_t now = br_now_ns();
-		int busy = now - last_busy < busy_ns, work;
+		/* A turn that did work looks again at once; so does a spin. */
+		int awake = work || w->now_ns < w->spin_until;
 		/* Closing sockets have deadlines: look at them now and then. */
-		int timeout = busy ? 0 : w->nclosing ? tick_ms : -1;
+		int timeout = awake ? 0 : w->nclosing ? tick_ms : -1;
 
-		w->now_ns = now;
-		if (!busy) {
+		if (!awake) {
 			/* The watch looks at our queues from now on. */
 			__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
 			if (poll_apps(w)) {
 				__atomic_store_n(&w->sleeping, 0,
 						 __ATOMIC_RELAXED);
-				last_busy = br_now_ns();
+				work = 1;
 				continue;
 			}
+			if (w->expect_ns)
+				br_watch_hurry(); /* an answer is owed */
 		}
 		work = io_turn(w, timeout);
-		if (!busy) {
+		if (!awake)
 			__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
-			w->now_ns = br_now_ns(); /* it may have slept */
-		}
+		w->now_ns = br_now_ns(); /* this turn's time: it may have slept */
 		work |= drain_inbox(w) > 0;
 		work |= poll_apps(w);
-		if (work)
-			last_busy = br_now_ns();
 	}
 	/* Stopping: close our sockets; the control thread frees the rest. */
 	for (uint32_t i = 0; i < w->napps; i++) {

@@ -38,6 +38,7 @@ static const struct {
 	long min, max;
 } int_keys[] = {
 	{ "busy_poll_us", 0, 10000000 }, { "idle_sleep_us", 10, 1000000 },
+	{ "watch_min_us", 1, 1000000 },
 	{ "max_apps", 1, 4096 },	 { "max_arena_mb", 1, 1 << 20 },
 	{ "accept_queue", 1, 65536 },	 { "linger_ms", 0, 3600000 },
 	{ "workers", 0, 64 },		 { "numa_node", -1, 1023 },
@@ -159,7 +160,8 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 	};
 	static cfg_opt_t opts[] = {
 		CFG_STR("control", NULL, CFGF_NODEFAULT),
-		CFG_INT("busy_poll_us", 200, CFGF_NONE),
+		CFG_INT("busy_poll_us", 50, CFGF_NONE),
+		CFG_INT("watch_min_us", 20, CFGF_NONE),
 		CFG_INT("idle_sleep_us", 1000, CFGF_NONE),
 		CFG_STR("log_level", "info", CFGF_NONE),
 		CFG_STR("log", "stderr", CFGF_NONE),
