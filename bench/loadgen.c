@@ -20,6 +20,17 @@
  * down receives and checks the source's pattern. MB/s is what was sent
  * (up) or received (down) in the measured seconds.
  *
+ * -r RATE runs an open loop instead: requests go out on a schedule of
+ * RATE a second in all (spread over the connections in turn), whether or
+ * not earlier ones were answered, several in flight on a connection when
+ * the server is slow; each round trip counts from the time the request
+ * was due, not from when it went out, so a server that stalls shows its
+ * stall in the latencies and the schedule does not slow down with it
+ * (no coordinated omission). The requests due in the measured seconds
+ * are waited for up to 10 s past its end; any still unanswered then fail
+ * the run (missing=). send_lag_max_us says how late the client itself
+ * was: a client that cannot keep the schedule says so there.
+ *
  * -i N also opens N idle connections first (from 127.0.0.2 up, so a
  * loopback client is not short of ports) and holds them for the run; their
  * setup time is reported. Every connection ends with a reset (SO_LINGER
@@ -39,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sysexits.h>
@@ -55,6 +67,11 @@ struct conn {
 	uint64_t t0;
 	int want_out; /* EPOLLOUT registered */
 	uint8_t *rbuf;
+	/* -r: requests due and not yet answered, oldest first */
+	uint64_t *due; /* when each was due (ns) */
+	size_t ndue, due_first, due_cap;
+	uint64_t owe; /* bytes of them not yet sent */
+	uint64_t sent_all, got_all; /* bytes over the whole run */
 };
 
 struct worker {
@@ -66,12 +83,18 @@ struct worker {
 	uint32_t *lat; /* ns, measured phase only */
 	size_t nlat, cap;
 	int fail; /* a connection broke or an echo was wrong */
+	/* -r */
+	double rate; /* this thread's requests a second */
+	uint64_t offset_ns; /* its schedule's shift from the others' */
+	uint64_t sched, missing, lag_max;
 };
 
 static struct addrinfo *peer;
 static size_t size = 64;
 static uint8_t *pattern; /* what every request carries */
 static volatile int phase = WARMUP;
+static double rate; /* -r: requests a second in all; 0: closed loop */
+static uint64_t start_ns, window_t0, window_t1; /* -r: the schedule's */
 
 /* Every request and stream carries stream.h's pattern. */
 
@@ -207,6 +230,178 @@ static void *run(void *arg)
 				w->fail = 1;
 			}
 	}
+	return NULL;
+}
+
+/* -r: whether a request due at t falls in the measured seconds. */
+static int in_window(uint64_t t)
+{
+	return t >= window_t0 && t < window_t1;
+}
+
+/* -r: c's request due at t joins its queue. */
+static int due_push(struct conn *c, uint64_t t)
+{
+	if (c->ndue == c->due_cap) {
+		size_t cap = c->due_cap ? 2 * c->due_cap : 16;
+		uint64_t *d = malloc(cap * sizeof(*d));
+
+		if (!d)
+			return -1;
+		for (size_t i = 0; i < c->ndue; i++)
+			d[i] = c->due[(c->due_first + i) % c->due_cap];
+		free(c->due);
+		c->due = d;
+		c->due_cap = cap;
+		c->due_first = 0;
+	}
+	c->due[(c->due_first + c->ndue++) % c->due_cap] = t;
+	c->owe += size;
+	return 0;
+}
+
+/* -r: send what c owes, as far as the socket takes it; -1: broken. */
+static int paced_send(struct worker *w, struct conn *c)
+{
+	while (c->owe) {
+		size_t off = c->sent_all % size, len = size - off;
+		ssize_t n;
+
+		if (len > c->owe)
+			len = c->owe;
+		n = send(c->fd, pattern + off, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n < 0)
+			return -1;
+		c->sent_all += (uint64_t)n;
+		c->owe -= (uint64_t)n;
+	}
+	watch(w, c, c->owe != 0);
+	return 0;
+}
+
+/* -r: read c's echoes, check them, and time each whole one; -1: broken. */
+static int paced_recv(struct worker *w, struct conn *c)
+{
+	for (;;) {
+		ssize_t n = recv(c->fd, c->rbuf, 65536, 0);
+		size_t i = 0;
+
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			return -1;
+		if (n < 0)
+			return 0;
+		while (i < (size_t)n) {
+			size_t off = c->got_all % size, len = size - off;
+
+			if (len > (size_t)n - i)
+				len = (size_t)n - i;
+			if (!c->ndue || memcmp(c->rbuf + i, pattern + off, len)) {
+				fprintf(stderr,
+					"loadgen: echo differs near byte %llu\n",
+					(unsigned long long)c->got_all);
+				return -1;
+			}
+			c->got_all += len;
+			i += len;
+			if (c->got_all % size == 0) {
+				uint64_t t = c->due[c->due_first];
+
+				c->due_first = (c->due_first + 1) % c->due_cap;
+				c->ndue--;
+				if (in_window(t)) {
+					w->reqs++;
+					w->bytes += size;
+					record(w, now_ns() - t);
+				}
+			}
+		}
+	}
+}
+
+/* -r: wait for events until deadline (ns) at most. */
+static int wait_until(int ep, struct epoll_event *evs, int n, uint64_t deadline)
+{
+	uint64_t now = now_ns(), ns = deadline > now ? deadline - now : 0;
+#ifdef HAVE_EPOLL_PWAIT2
+	struct timespec ts = { (time_t)(ns / 1000000000u),
+			       (long)(ns % 1000000000u) };
+
+	return epoll_pwait2(ep, evs, n, &ts, NULL);
+#else
+	return epoll_wait(ep, evs, n, (int)((ns + 999999) / 1000000));
+#endif
+}
+
+/*
+ * -r: one thread's open loop. Its k-th request is due at start_ns +
+ * offset + k / rate, on its connections in turn; it goes out when due
+ * (or as soon as the socket takes it), whatever is still unanswered.
+ */
+static void *run_paced(void *arg)
+{
+	struct worker *w = arg;
+	struct epoll_event evs[256];
+	const double gap = 1e9 / w->rate;
+	uint64_t k = 0, next = start_ns + w->offset_ns, drain_by;
+	int pending;
+
+	prctl(PR_SET_TIMERSLACK, 1000ul); /* keep microsecond gaps */
+	while (!w->fail && next < window_t1) {
+		uint64_t now = now_ns();
+
+		while (next <= now && next < window_t1) {
+			struct conn *c = &w->c[k % (uint64_t)w->n];
+
+			if (due_push(c, next) < 0) {
+				w->fail = 1;
+				break;
+			}
+			if (in_window(next))
+				w->sched++;
+			if (in_window(next) && now - next > w->lag_max)
+				w->lag_max = now - next;
+			if (paced_send(w, c) < 0)
+				w->fail = 1;
+			k++;
+			next = start_ns + w->offset_ns + (uint64_t)((double)k * gap);
+		}
+		int m = wait_until(w->ep, evs, 256, next);
+
+		for (int i = 0; i < m && !w->fail; i++) {
+			struct conn *c = evs[i].data.ptr;
+
+			if (paced_recv(w, c) < 0 ||
+			    ((evs[i].events & EPOLLOUT) && paced_send(w, c) < 0))
+				w->fail = 1;
+		}
+	}
+	/* The schedule is over: wait for the answers still owed. */
+	drain_by = now_ns() + 10000000000ull;
+	for (;;) {
+		pending = 0;
+		for (int i = 0; i < w->n; i++)
+			pending += w->c[i].ndue != 0;
+		if (!pending || w->fail || now_ns() >= drain_by)
+			break;
+		int m = wait_until(w->ep, evs, 256, drain_by);
+
+		for (int i = 0; i < m && !w->fail; i++) {
+			struct conn *c = evs[i].data.ptr;
+
+			if (paced_recv(w, c) < 0 ||
+			    ((evs[i].events & EPOLLOUT) && paced_send(w, c) < 0))
+				w->fail = 1;
+		}
+	}
+	for (int i = 0; i < w->n; i++)
+		for (size_t j = 0; j < w->c[i].ndue; j++)
+			w->missing += in_window(
+				w->c[i].due[(w->c[i].due_first + j) %
+					    w->c[i].due_cap]);
+	if (w->missing)
+		w->fail = 1;
 	return NULL;
 }
 
@@ -451,7 +646,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: loadgen [-c conns] [-s bytes] [-t threads] [-d seconds] [-w seconds]\n"
-		"               [-i idle-conns] [-m rr|duplex|up|down] HOST PORT\n");
+		"               [-i idle-conns] [-m rr|duplex|up|down] [-r requests/s] HOST PORT\n");
 }
 
 int main(int argc, char **argv)
@@ -461,11 +656,12 @@ int main(int argc, char **argv)
 	double secs = 2, warm = 0.5, idle_s = 0;
 	struct worker *w;
 	uint64_t reqs = 0, bytes = 0, errors = 0, t0, t1;
+	uint64_t sched = 0, missing = 0, lag_max = 0; /* -r */
 	size_t nlat = 0;
 	uint32_t *all;
 	int fail = 0, kind = RR;
 
-	while ((opt = getopt(argc, argv, "c:s:t:d:w:i:m:h")) != -1) {
+	while ((opt = getopt(argc, argv, "c:s:t:d:w:i:m:r:h")) != -1) {
 		switch (opt) {
 		case 'c':
 			conns = atoi(optarg);
@@ -484,6 +680,15 @@ int main(int argc, char **argv)
 			break;
 		case 'i':
 			idle = atoi(optarg);
+			break;
+		case 'r':
+			rate = atof(optarg);
+			if (!(rate > 0 && rate <= 1e8)) {
+				fprintf(stderr,
+					"loadgen: -r is requests a second, above 0 and at most 1e8, not %s\n",
+					optarg);
+				return EX_USAGE;
+			}
 			break;
 		case 'm':
 			kind = !strcmp(optarg, "rr")	 ? RR :
@@ -531,6 +736,10 @@ int main(int argc, char **argv)
 		return EX_OSERR;
 	for (size_t i = 0; i < size + STREAM_PERIOD; i++)
 		pattern[i] = stream_byte(i);
+	if (kind != RR && rate > 0) {
+		fprintf(stderr, "loadgen: -r paces request and answer (-m rr) only\n");
+		return EX_USAGE;
+	}
 	if (kind != RR)
 		return run_streams(kind, conns, warm, secs);
 	if (idle) {
@@ -561,9 +770,23 @@ int main(int argc, char **argv)
 			epoll_ctl(w[t].ep, EPOLL_CTL_ADD, c->fd, &ev);
 		}
 	}
-	for (int t = 0; t < threads; t++)
-		pthread_create(&w[t].thread, NULL, run, &w[t]);
-	measure(warm, secs, &t0, &t1);
+	if (rate > 0) {
+		/* A thread's share follows its connections; schedules interleave. */
+		start_ns = now_ns() + 1000000;
+		window_t0 = start_ns + (uint64_t)(warm * 1e9);
+		window_t1 = window_t0 + (uint64_t)(secs * 1e9);
+		for (int t = 0; t < threads; t++) {
+			w[t].rate = rate * w[t].n / conns;
+			w[t].offset_ns = (uint64_t)(1e9 / rate * t);
+			pthread_create(&w[t].thread, NULL, run_paced, &w[t]);
+		}
+		t0 = window_t0;
+		t1 = window_t1;
+	} else {
+		for (int t = 0; t < threads; t++)
+			pthread_create(&w[t].thread, NULL, run, &w[t]);
+		measure(warm, secs, &t0, &t1);
+	}
 	for (int t = 0; t < threads; t++) {
 		pthread_join(w[t].thread, NULL);
 		reqs += w[t].reqs;
@@ -571,6 +794,10 @@ int main(int argc, char **argv)
 		errors += w[t].errors;
 		nlat += w[t].nlat;
 		fail |= w[t].fail;
+		sched += w[t].sched;
+		missing += w[t].missing;
+		if (w[t].lag_max > lag_max)
+			lag_max = w[t].lag_max;
 	}
 	all = malloc((nlat ? nlat : 1) * sizeof(*all));
 	if (!all)
@@ -583,11 +810,20 @@ int main(int argc, char **argv)
 	qsort(all, nlat, sizeof(*all), cmp_u32);
 #define PCT(p) (nlat ? all[(size_t)((double)(nlat - 1) * (p))] / 1000.0 : 0.0)
 	printf("conns=%d size=%zu threads=%d idle=%d idle_open_s=%.2f secs=%.3f reqs=%llu "
-	       "rps=%.0f MBps=%.1f p50_us=%.2f p99_us=%.2f p999_us=%.2f errors=%llu\n",
+	       "rps=%.0f MBps=%.1f p50_us=%.2f p99_us=%.2f p999_us=%.2f errors=%llu",
 	       conns, size, threads, idle, idle_s, (double)(t1 - t0) / 1e9,
 	       (unsigned long long)reqs, (double)reqs * 1e9 / (double)(t1 - t0),
 	       (double)bytes * 1e3 / (double)(t1 - t0), PCT(0.50), PCT(0.99),
 	       PCT(0.999), (unsigned long long)errors);
+	if (rate > 0)
+		printf(" rate=%.0f offered_rps=%.0f missing=%llu send_lag_max_us=%.1f",
+		       rate, (double)sched * 1e9 / (double)(t1 - t0),
+		       (unsigned long long)missing, (double)lag_max / 1e3);
+	printf("\n");
+	if (missing)
+		fprintf(stderr,
+			"loadgen: %llu requests of the measured seconds got no answer within 10 s\n",
+			(unsigned long long)missing);
 	for (int i = 0; i < idle; i++)
 		close(idle_fds[i]);
 	return fail || !reqs ? 1 : 0;

@@ -44,6 +44,70 @@ def kv(s):
     return dict(p.split("=", 1) for p in s.split() if "=" in p)
 
 
+def paced_table(rows, w):
+    """Section 7: CPU at fixed request rates, A/B cores last; each cell the
+    median over the rounds and, in brackets, the range."""
+    cpu = [r for r in rows if r["section"] == "pacedcpu"]
+    lat = [r for r in rows if r["section"] == "paced"]
+    if not cpu:
+        return
+    points = sorted({(int(kv(r["extra"])["rate"]), int(r["conns"])) for r in cpu})
+    servers = [s for s in ("A", "B", "Cb") if any(r["server"] == s for r in cpu)]
+    rounds = max(int(kv(r["extra"]).get("rep", 1)) for r in cpu)
+
+    def med(xs):
+        xs = sorted(x for x in xs if not math.isnan(x))
+        return xs[len(xs) // 2] if xs else math.nan
+
+    def cell(vals, digits):
+        vals = [v for v in vals if not math.isnan(v)]
+        if not vals:
+            return "n/a", math.nan
+        m = med(vals)
+        spread = f" ({fmt(min(vals), digits)}-{fmt(max(vals), digits)})" if len(vals) > 1 else ""
+        return f"{fmt(m, digits)}{spread}", m
+
+    w("## 7. CPU at fixed request rates (64 B echo, open loop)")
+    w("")
+    w(f"bench/loadgen -r: requests go out on a schedule and each round trip counts from "
+      f"when it was due. A's cores are gsockd's plus the GPU server's host process. "
+      f"{rounds} round(s), servers alternating (A, B, Cb, A, ...); a cell is the median "
+      f"over the rounds, the range in brackets.")
+    w("")
+    w("| rate, connections | " + " | ".join(f"{s} cores" for s in servers) +
+      " | A gsockd / host | " + " | ".join(f"{s} p50 / p99 us" for s in servers) +
+      " | A/B cores |")
+    w("| --- " * (2 * len(servers) + 3) + "|")
+    for rate, conns in points:
+        def sel(src, srv):
+            return [r for r in src if r["server"] == srv and r["conns"] == str(conns)
+                    and int(kv(r["extra"])["rate"]) == rate]
+        cores, med_cores = [], {}
+        for srv in servers:
+            text, m = cell([num(kv(r["extra"]).get("cores")) for r in sel(cpu, srv)], 2)
+            cores.append(text)
+            med_cores[srv] = m
+        ag = med([num(kv(r["extra"]).get("daemon")) for r in sel(cpu, "A")])
+        ah = med([num(kv(r["extra"]).get("host")) for r in sel(cpu, "A")])
+        lats = []
+        for srv in servers:
+            rs = sel(lat, srv)
+            lats.append(f"{fmt(med([num(r['p50_us']) for r in rs]), 1)} / "
+                        f"{fmt(med([num(r['p99_us']) for r in rs]), 1)}" if rs else "n/a")
+        ab = [ratio(kv(a["extra"]).get("cores"), kv(b["extra"]).get("cores"))
+              for a in sel(cpu, "A") for b in sel(cpu, "B")
+              if kv(a["extra"]).get("rep") == kv(b["extra"]).get("rep")]
+        abtext = cell(ab, 2)[0]
+        w(f"| {rate:,}/s, {conns} | " + " | ".join(cores) + f" | {fmt(ag, 2)} / {fmt(ah, 2)} | " +
+          " | ".join(lats) + f" | {abtext} |")
+    miss = sum(int(kv(r["extra"]).get("missing") or 0) for r in cpu)
+    lag = max((num(kv(r["extra"]).get("lag_us")) for r in cpu), default=math.nan)
+    w("")
+    w(f"Requests unanswered: {miss}. The client's worst lateness against its schedule: "
+      f"{fmt(lag, 1)} us.")
+    w("")
+
+
 def main():
     rows = list(csv.DictReader(open(sys.argv[1])))
     out = sys.argv[2]
@@ -86,6 +150,12 @@ def main():
       f"A: gsockd ({facts.get('aw')} workers, io {facts.get('aio')}) + the GPU echo server; for throughput {facts.get('ab')} "
       f"blocks x {facts.get('am')} connections each (gpoll)")
     w("")
+    if all(r["section"] in ("paced", "pacedcpu") for r in rows):
+        w(f"- A's gsockd: {facts.get('gsockd')}")
+        w("")
+        paced_table(rows, w)
+        open(out, "w").write("\n".join(L) + "\n")
+        return
 
     def rtt_median(server, size):
         """The repetition with the median p50, and the p50 range of all."""
@@ -274,6 +344,8 @@ def main():
         w(f"| {n} | {m.get('open_s', 'n/a')} | {m.get('gsockd_bytes_per_sock', 'n/a')} | "
           f"{fmt(r['p50_us'], 2)} | {fmt(r['p99_us'], 2)} | {fmt(r['rps'])} |")
     w("")
+
+    paced_table(rows, w)
 
     w("## 6. Physical floors (same run)")
     w("")
