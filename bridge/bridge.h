@@ -187,13 +187,14 @@ struct br_worker {
 	 * The worker's own: when an application owes it an answer. Bytes put
 	 * in an rx ring or a command completed start a wait (expect_ns, the
 	 * oldest unanswered); the next doorbell ends it and its length feeds
-	 * reply_ns, the mean time an application takes to answer. While that
-	 * is short the worker spins until spin_until for the answer; else it
-	 * sleeps and the watch looks for it.
+	 * reply_ns and reply_dev_ns, how long applications take to answer.
+	 * While that is short the worker spins until spin_until for the
+	 * answer; else it sleeps and the watch looks for it.
 	 */
 	uint64_t expect_ns; /* 0: nothing owed */
 	uint64_t spin_until;
 	uint64_t reply_ns; /* moving mean, 1/8 weight */
+	uint64_t reply_dev_ns; /* moving mean deviation, 1/4 weight */
 	uint32_t expects; /* waits started: every 32nd spins in full */
 	pthread_mutex_t lock; /* inbox */
 	struct br_msg *inbox, **inbox_tail;

@@ -56,8 +56,9 @@ int br_watch(void)
 }
 
 /*
- * After a look: watch_min_us after a find, else twice the last period,
- * up to idle_sleep_us (BR_DEEP_IDLE_FACTOR times that when quiet for
+ * After a look: watch_min_us after a find, else a quarter longer than
+ * the last period (an answer late by a little is still found soon), up
+ * to idle_sleep_us (BR_DEEP_IDLE_FACTOR times that when quiet for
  * BR_DEEP_IDLE_NS). A worker's hurry meanwhile wins.
  */
 void br_watch_next(int found, uint64_t quiet_ns)
@@ -65,7 +66,7 @@ void br_watch_next(int found, uint64_t quiet_ns)
 	uint64_t min = (uint64_t)br.conf.watch_min_us * 1000;
 	uint64_t max = (uint64_t)br.conf.idle_sleep_us * 1000;
 	uint64_t p = __atomic_load_n(&period_ns, __ATOMIC_RELAXED);
-	uint64_t next = found ? min : 2 * p;
+	uint64_t next = found ? min : p + p / 4 + 1;
 
 	if (quiet_ns > BR_DEEP_IDLE_NS)
 		max *= BR_DEEP_IDLE_FACTOR;

@@ -8,9 +8,9 @@
  * until a socket event, a message in its inbox, or the control thread's
  * watch (main.c: it alone looks at sleeping workers' doorbell queues)
  * wakes it. It spins only while an application owes it an answer it
- * expects soon: after it hands a kernel bytes or a command's result, it
- * spins for twice the mean time the application has taken to answer,
- * when that is below busy_poll_us; a slower application's answer is the
+ * expects soon: after it hands a kernel bytes, it spins for about as
+ * long as the application has taken to answer (mean and deviation), when
+ * that is below busy_poll_us; a slower application's answer is the
  * watch's to find. So a trickle costs a wake-up and a few microseconds
  * per request, not a spinning core, and traffic that keeps a worker
  * busy keeps it awake without any spin at all.
@@ -38,7 +38,7 @@ struct br_worker *br_self(void)
 	return self;
 }
 
-/* The shortest spin worth its cost, and how far past the mean it goes. */
+/* A spin's slack past the estimate, and how often a wait spins in full. */
 #define BR_SPIN_MIN_NS 2000u
 #define BR_PROBE_EVERY 32u
 
@@ -53,12 +53,13 @@ void br_worker_expect(void)
 	if (!w->expect_ns)
 		w->expect_ns = w->now_ns;
 	/*
-	 * Spin for twice the mean answer time when that fits in
-	 * busy_poll_us; every BR_PROBE_EVERY-th wait spins in full, so an
-	 * application that became fast is seen as fast again (a mean learnt
-	 * from the watch's finds holds the watch's delay too).
+	 * Spin for the mean answer time and four mean deviations (as TCP
+	 * times a retransmission) when that fits in busy_poll_us; every
+	 * BR_PROBE_EVERY-th wait spins in full, so an application that became
+	 * fast is seen as fast again (a mean learnt from the watch's finds
+	 * holds the watch's delay too).
 	 */
-	spin = 2 * w->reply_ns + BR_SPIN_MIN_NS;
+	spin = w->reply_ns + 4 * w->reply_dev_ns + BR_SPIN_MIN_NS;
 	if (++w->expects % BR_PROBE_EVERY == 0)
 		spin = cap;
 	else if (spin > cap)
@@ -67,15 +68,20 @@ void br_worker_expect(void)
 		w->spin_until = w->now_ns + spin;
 }
 
-/* A doorbell came: the wait it ends teaches the mean answer time. */
+/* A doorbell came: the wait it ends teaches the answer time. */
 static void answered(struct br_worker *w)
 {
-	int64_t d;
+	int64_t d, err;
 
 	if (!w->expect_ns)
 		return;
 	d = (int64_t)(br_now_ns() - w->expect_ns);
-	w->reply_ns = (uint64_t)((int64_t)w->reply_ns + (d - (int64_t)w->reply_ns) / 8);
+	err = d - (int64_t)w->reply_ns;
+	w->reply_ns = (uint64_t)((int64_t)w->reply_ns + err / 8);
+	if (err < 0)
+		err = -err;
+	w->reply_dev_ns = (uint64_t)((int64_t)w->reply_dev_ns +
+				     (err - (int64_t)w->reply_dev_ns) / 4);
 	w->expect_ns = 0;
 }
 

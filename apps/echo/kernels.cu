@@ -210,15 +210,19 @@ GSOCK_KERNEL(echo_mux_kernel, gs, arg)
 			gs_sync();
 			k--; /* the one moved into k */
 		}
-		while (lrev && n < (int)a->per_block) {
+		/*
+		 * One connection a turn: every block polls the listener, so a
+		 * burst of connections spreads over the blocks instead of
+		 * filling the first ones (16 blocks held 256 connections and
+		 * served each in turn, the rest idle).
+		 */
+		if (lrev && n < (int)a->per_block) {
 			int c = gaccept_nb(gs, (int)lfd, 0, 0);
 
 			if (c == -ECANCELED || c == -ECONNABORTED ||
 			    c == -EBADF)
 				goto out;
-			if (c < 0)
-				break;
-			if (gs_tid() == 0)
+			if (gs_tid() == 0 && c >= 0)
 				p[n++] = (struct gpollfd){ c, POLLIN, 0 };
 			gs_sync();
 		}
