@@ -100,6 +100,7 @@ struct br_sock {
 	bool in_epoll;
 	bool shut_wr_pending; /* shutdown(SHUT_WR) once tx drains */
 	uint8_t io; /* BR_OP_* in flight (io_uring) */
+	uint32_t owed_in; /* 1 + the owner's period it is owed in; 0: not */
 	uint32_t status; /* the bridge's copy of gs_sock.status */
 	uint64_t rx_tail; /* the bridge's copy of gs_sock.rx_tail */
 	uint64_t tx_head; /* the bridge's copy of gs_sock.tx_head */
@@ -184,18 +185,22 @@ struct br_worker {
 	bool started;
 	int sleeping; /* atomic: 1 while in a wait only wake_fd ends */
 	/*
-	 * The worker's own: when an application owes it an answer. Bytes put
-	 * in an rx ring or a command completed start a wait (expect_ns, the
-	 * oldest unanswered); the next doorbell ends it and its length feeds
-	 * reply_ns and reply_dev_ns, how long applications take to answer.
-	 * While that is short the worker spins until spin_until for the
-	 * answer; else it sleeps and the watch looks for it.
+	 * The worker's own: answers its sockets' kernels owe it. Bytes put
+	 * in a socket's rx ring (or space freed in a full tx ring) make the
+	 * socket owed (br_sock.owed_in); its next doorbell pays. While any
+	 * is owed the worker spins until spin_until, busy_poll_us after the
+	 * first debt or the last payment; what is still owed then is the
+	 * watch's to find. Spins
+	 * that end unpaid raise miss_rate; above one half the worker spins
+	 * only every BR_PROBE_EVERY-th time (an application slower than
+	 * busy_poll_us).
 	 */
-	uint64_t expect_ns; /* 0: nothing owed */
+	uint32_t owed; /* sockets owed in this wake period */
+	uint32_t period; /* bumped at each sleep: older debts lapse */
+	uint32_t owes; /* debts started: the probe's count */
+	uint32_t miss_rate; /* of 256: unpaid spins, moving mean 1/8 */
+	bool spin_armed; /* spin_until was set for a debt */
 	uint64_t spin_until;
-	uint64_t reply_ns; /* moving mean, 1/8 weight */
-	uint64_t reply_dev_ns; /* moving mean deviation, 1/4 weight */
-	uint32_t expects; /* waits started: every 32nd spins in full */
 	pthread_mutex_t lock; /* inbox */
 	struct br_msg *inbox, **inbox_tail;
 	/* the worker's own */
@@ -272,8 +277,10 @@ int br_worker_turn(struct br_worker *w);
 void br_workers_stop(void);
 void br_worker_post(struct br_worker *w, struct br_msg *m);
 struct br_worker *br_self(void);
-/* The calling worker handed an application something it will answer. */
-void br_worker_expect(void);
+/* The calling worker handed s's kernel something it will answer... */
+void br_worker_owe(struct br_sock *s);
+/* ... and a doorbell of s came. */
+void br_worker_paid(struct br_sock *s);
 
 /* watch.c; all but br_watch_hurry are the control thread's */
 void br_watch_start(void);

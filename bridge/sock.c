@@ -167,6 +167,7 @@ static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 	s->readable = s->writable = s->in_epoll = s->shut_wr_pending = false;
 	s->rdhup = false;
 	s->io = 0;
+	s->owed_in = 0;
 	s->rx_tail = s->tx_head = 0;
 	s->last_ns = turn_ns();
 	s->wait_slot = -1;
@@ -381,7 +382,7 @@ static void tx_sent(struct br_sock *s, uint64_t n)
 {
 	/* Space freed in a ring over half full: a kernel may wait for it. */
 	if (2 * n >= s->app->ring_size)
-		br_worker_expect();
+		br_worker_owe(s);
 	s->last_ns = turn_ns();
 	s->tx_head += n;
 	__atomic_store_n(&arena_sock(s)->tx_head, s->tx_head, __ATOMIC_RELEASE);
@@ -476,7 +477,7 @@ static bool rx_open(struct br_sock *s)
 /* Bytes the kernel put in the rx ring: tell the application. */
 static void rx_received(struct br_sock *s, uint64_t n)
 {
-	br_worker_expect(); /* a request, most often: its answer comes */
+	br_worker_owe(s); /* a request, most often: its answer comes */
 	s->last_ns = turn_ns();
 	s->rx_tail += n;
 	__atomic_store_n(&arena_sock(s)->rx_tail, s->rx_tail, __ATOMIC_RELEASE);
@@ -645,6 +646,7 @@ void br_sock_doorbell(struct br_app *a, uint32_t id)
 	/* Not ours: stale, or rung before its owner's turn (it pumps then). */
 	if (!mine(s))
 		return;
+	br_worker_paid(s);
 	if (!s->adopted)
 		adopt(s);
 	else

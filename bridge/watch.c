@@ -79,7 +79,7 @@ void br_watch_next(int found, uint64_t quiet_ns)
 }
 
 /*
- * A worker goes to sleep owed an answer (br_worker_expect): the watch
+ * A worker goes to sleep owed an answer (worker.c, lapse): the watch
  * starts again from its shortest period, at once if it was sleeping
  * longer. Costs a write only when the watch was slow.
  */

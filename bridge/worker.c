@@ -8,10 +8,9 @@
  * until a socket event, a message in its inbox, or the control thread's
  * watch (main.c: it alone looks at sleeping workers' doorbell queues)
  * wakes it. It spins only while an application owes it an answer it
- * expects soon: after it hands a kernel bytes, it spins for about as
- * long as the application has taken to answer (mean and deviation), when
- * that is below busy_poll_us; a slower application's answer is the
- * watch's to find. So a trickle costs a wake-up and a few microseconds
+ * expects soon: after it hands a kernel bytes, it spins until the
+ * kernel answers, busy_poll_us at most; when most spins end unanswered
+ * (a slow application) it stops spinning and the watch finds the answers. So a trickle costs a wake-up and a few microseconds
  * per request, not a spinning core, and traffic that keeps a worker
  * busy keeps it awake without any spin at all.
  */
@@ -38,51 +37,58 @@ struct br_worker *br_self(void)
 	return self;
 }
 
-/* A spin's slack past the estimate, and how often a wait spins in full. */
-#define BR_SPIN_MIN_NS 2000u
+/* A spin every this many debts whatever the miss rate; half of 256. */
 #define BR_PROBE_EVERY 32u
+#define BR_MISS_HALF 128u
 
-void br_worker_expect(void)
+void br_worker_owe(struct br_sock *s)
 {
 	struct br_worker *w = self;
-	const uint64_t cap = (uint64_t)br.conf.busy_poll_us * 1000;
-	uint64_t spin;
 
-	if (!w)
-		return; /* the control thread: nothing to spin for */
-	if (!w->expect_ns)
-		w->expect_ns = w->now_ns;
-	/*
-	 * Spin for the mean answer time and four mean deviations (as TCP
-	 * times a retransmission) when that fits in busy_poll_us; every
-	 * BR_PROBE_EVERY-th wait spins in full, so an application that became
-	 * fast is seen as fast again (a mean learnt from the watch's finds
-	 * holds the watch's delay too).
-	 */
-	spin = w->reply_ns + 4 * w->reply_dev_ns + BR_SPIN_MIN_NS;
-	if (++w->expects % BR_PROBE_EVERY == 0)
-		spin = cap;
-	else if (spin > cap)
-		spin = 0;
-	if (w->now_ns + spin > w->spin_until)
-		w->spin_until = w->now_ns + spin;
+	if (!w || s->owed_in == w->period + 1)
+		return; /* the control thread, or owed already */
+	s->owed_in = w->period + 1;
+	w->owed++;
+	if (w->miss_rate >= BR_MISS_HALF && ++w->owes % BR_PROBE_EVERY)
+		return; /* slower than a spin: the watch finds the answer */
+	if (!w->spin_armed) {
+		w->spin_armed = true;
+		w->spin_until = w->now_ns + (uint64_t)br.conf.busy_poll_us * 1000;
+	}
 }
 
-/* A doorbell came: the wait it ends teaches the answer time. */
-static void answered(struct br_worker *w)
+void br_worker_paid(struct br_sock *s)
 {
-	int64_t d, err;
+	struct br_worker *w = self;
 
-	if (!w->expect_ns)
+	if (!w || s->owed_in != w->period + 1)
 		return;
-	d = (int64_t)(br_now_ns() - w->expect_ns);
-	err = d - (int64_t)w->reply_ns;
-	w->reply_ns = (uint64_t)((int64_t)w->reply_ns + err / 8);
-	if (err < 0)
-		err = -err;
-	w->reply_dev_ns = (uint64_t)((int64_t)w->reply_dev_ns +
-				     (err - (int64_t)w->reply_dev_ns) / 4);
-	w->expect_ns = 0;
+	s->owed_in = 0;
+	if (w->owed)
+		w->owed--;
+	if (w->spin_armed) {
+		w->miss_rate -= w->miss_rate / 8;
+		/* Answers keep coming: wait busy_poll_us for the next. */
+		w->spin_until = w->now_ns + (uint64_t)br.conf.busy_poll_us * 1000;
+	}
+	if (!w->owed)
+		w->spin_armed = false; /* the next debt starts a new spin */
+}
+
+/*
+ * The worker goes to sleep: debts still owed lapse (their answers are
+ * the watch's to find) and, if a spin waited for them, count as a miss.
+ */
+static void lapse(struct br_worker *w)
+{
+	if (!w->owed)
+		return;
+	if (w->spin_armed)
+		w->miss_rate += (256 - w->miss_rate) / 8;
+	w->owed = 0;
+	w->spin_armed = false;
+	w->period++;
+	br_watch_hurry();
 }
 
 uint64_t br_now_ns(void)
@@ -192,10 +198,7 @@ static int poll_apps(struct br_worker *w)
 			work = 1;
 			continue;
 		}
-		if (br_app_poll(w, a) > 0) {
-			answered(w);
-			work = 1;
-		}
+		work |= br_app_poll(w, a) > 0;
 		if (w->nclosing)
 			br_sock_tick(a);
 	}
@@ -278,7 +281,7 @@ static void *worker_main(void *p)
 	open_ring(w);
 	while (!__atomic_load_n(&br.stopping, __ATOMIC_ACQUIRE)) {
 		/* A turn that did work looks again at once; so does a spin. */
-		int awake = work || w->now_ns < w->spin_until;
+		int awake = work || (w->spin_armed && w->now_ns < w->spin_until);
 		/* Closing sockets have deadlines: look at them now and then. */
 		int timeout = awake ? 0 : w->nclosing ? tick_ms : -1;
 
@@ -291,8 +294,7 @@ static void *worker_main(void *p)
 				work = 1;
 				continue;
 			}
-			if (w->expect_ns)
-				br_watch_hurry(); /* an answer is owed */
+			lapse(w);
 		}
 		work = io_turn(w, timeout);
 		if (!awake)
