@@ -816,8 +816,8 @@ int main(int argc, char **argv)
 	       (double)bytes * 1e3 / (double)(t1 - t0), PCT(0.50), PCT(0.99),
 	       PCT(0.999), (unsigned long long)errors);
 	if (rate > 0)
-		printf(" rate=%.0f offered_rps=%.0f missing=%llu send_lag_max_us=%.1f",
-		       rate, (double)sched * 1e9 / (double)(t1 - t0),
+		printf(" rate=%.0f offered_rps=%.0f max_us=%.2f missing=%llu send_lag_max_us=%.1f",
+		       rate, (double)sched * 1e9 / (double)(t1 - t0), PCT(1.0),
 		       (unsigned long long)missing, (double)lag_max / 1e3);
 	printf("\n");
 	if (missing)
