@@ -189,8 +189,10 @@ struct br_worker {
 	 * in a socket's rx ring (or space freed in a full tx ring) make the
 	 * socket owed (br_sock.owed_in); its next doorbell pays. While any
 	 * is owed the worker spins until spin_until, busy_poll_us after the
-	 * first debt or the last payment; what is still owed then is the
-	 * watch's to find. Spins
+	 * first debt or the last payment. Past that it naps, looking at its
+	 * queues after each nap (watch_min_us, a quarter longer each time),
+	 * for idle_sleep_us in all; what is still owed then is the watch's
+	 * to find. Spins
 	 * that end unpaid raise miss_rate; above one half the worker spins
 	 * only every BR_PROBE_EVERY-th time (an application slower than
 	 * busy_poll_us).
@@ -201,6 +203,9 @@ struct br_worker {
 	uint32_t miss_rate; /* of 256: unpaid spins, moving mean 1/8 */
 	bool spin_armed; /* spin_until was set for a debt */
 	uint64_t spin_until;
+	uint64_t nap_ns, napped_ns; /* owed, not spinning: its own naps */
+	/* counts, the worker's own, logged as gsockd stops */
+	uint64_t n_sleeps, n_naps, n_paid_spinning, n_lapsed;
 	pthread_mutex_t lock; /* inbox */
 	struct br_msg *inbox, **inbox_tail;
 	/* the worker's own */
@@ -244,6 +249,9 @@ extern struct br br;
 #endif
 
 uint64_t br_now_ns(void);
+struct epoll_event;
+/* epoll_wait for at most ns nanoseconds (-1: no limit, 0: a look). */
+int br_epoll_wait_ns(int epfd, struct epoll_event *evs, int n, int64_t ns);
 void br_wake(int eventfd);
 
 /* app.c */
@@ -287,6 +295,7 @@ void br_watch_start(void);
 uint64_t br_watch_period_ns(void);
 int br_watch(void);
 void br_watch_next(int found, uint64_t quiet_ns);
+void br_watch_report(void); /* its counts, to the log */
 /* A worker going to sleep is owed an answer: the watch looks soon. */
 void br_watch_hurry(void);
 
@@ -295,7 +304,7 @@ int br_io_decide(void);
 int br_uring_open(struct br_worker *w);
 void br_uring_close(struct br_worker *w);
 struct io_uring_sqe *br_uring_sqe(struct br_worker *w);
-int br_uring_turn(struct br_worker *w, int timeout_ms);
+int br_uring_turn(struct br_worker *w, int64_t timeout_ns);
 bool br_uring_poll_first(void);
 
 /* sock.c */

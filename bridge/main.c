@@ -221,20 +221,6 @@ static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
 	}
 }
 
-/* epoll_wait for at most ns nanoseconds (-1: no limit). */
-static int wait_ns(struct epoll_event *evs, int n, int64_t ns)
-{
-#ifdef HAVE_EPOLL_PWAIT2
-	struct timespec ts = { ns / 1000000000, ns % 1000000000 };
-	int r = epoll_pwait2(br.epfd, evs, n, ns < 0 ? NULL : &ts, NULL);
-
-	if (r >= 0 || errno != ENOSYS)
-		return r;
-#endif
-	return epoll_wait(br.epfd, evs, n,
-			  ns < 0 ? -1 : (int)((ns + 999999) / 1000000));
-}
-
 /*
  * The control thread's loop: control connections, deaths, signals, and
  * the doorbell watch (watch.c), while an application is registered.
@@ -253,7 +239,7 @@ static void run(int ctl_fd)
 
 		if (br.apps)
 			wait = (int64_t)br_watch_period_ns();
-		n = wait_ns(evs, 64, wait);
+		n = br_epoll_wait_ns(br.epfd, evs, 64, wait);
 		for (int i = 0; i < n; i++)
 			dispatch(&evs[i], ctl_fd, &stop);
 		br_app_sweep(br_now_ns());
@@ -478,6 +464,7 @@ int main(int argc, char **argv)
 		br.conf.rsocket ? "rsocket" : "tcp");
 	run(ctl_fd);
 	br_info("stopping: closing %u applications", br.napps);
+	br_watch_report();
 	br_workers_stop();
 	for (struct br_app *a = br.apps; a; a = a->next)
 		__atomic_store_n(&a->dead, 1, __ATOMIC_RELEASE);

@@ -208,21 +208,21 @@ static void dispatch(struct br_worker *w, uint64_t ud, int res,
 			(unsigned)(ud & BR_OP_MASK), res);
 }
 
-int br_uring_turn(struct br_worker *w, int timeout_ms)
+int br_uring_turn(struct br_worker *w, int64_t timeout_ns)
 {
 	struct io_uring *r = w->ring;
 	struct io_uring_cqe *cqe;
 	unsigned kflags = IO_URING_READ_ONCE(*r->sq.kflags);
 	int n = 0;
 
-	if (timeout_ms) {
+	if (timeout_ns) {
 		struct __kernel_timespec ts = {
-			.tv_sec = timeout_ms / 1000,
-			.tv_nsec = (long long)(timeout_ms % 1000) * 1000000,
+			.tv_sec = timeout_ns / 1000000000,
+			.tv_nsec = timeout_ns % 1000000000,
 		};
 
 		io_uring_submit_and_wait_timeout(r, &cqe, 1,
-						 timeout_ms > 0 ? &ts : NULL,
+						 timeout_ns > 0 ? &ts : NULL,
 						 NULL);
 	} else if (io_uring_sq_ready(r) ||
 		   (kflags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {

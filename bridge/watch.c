@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 
 #include "bridge.h"
+#include "log.h"
 
 /* After this long without a find, the period may grow this much more. */
 #define BR_DEEP_IDLE_NS 1000000000ull
@@ -21,6 +22,8 @@
 
 /* Nanoseconds between looks; the control thread's, and workers' hurry. */
 static uint64_t period_ns;
+/* Counts, logged as gsockd stops: the control thread's, but hurries. */
+static uint64_t n_looks, n_finds, n_hurries; /* n_hurries: atomic */
 
 void br_watch_start(void)
 {
@@ -39,6 +42,7 @@ int br_watch(void)
 {
 	int found = 0;
 
+	n_looks++;
 	for (struct br_app *a = br.apps; a; a = a->next) {
 		if (a->pending || br_app_dead(a))
 			continue;
@@ -52,7 +56,15 @@ int br_watch(void)
 			}
 		}
 	}
+	n_finds += found;
 	return found;
+}
+
+void br_watch_report(void)
+{
+	br_info("doorbell watch: %llu looks, %llu found a doorbell; workers hurried it %llu times",
+		(unsigned long long)n_looks, (unsigned long long)n_finds,
+		(unsigned long long)__atomic_load_n(&n_hurries, __ATOMIC_RELAXED));
 }
 
 /*
@@ -88,6 +100,7 @@ void br_watch_hurry(void)
 	uint64_t min = (uint64_t)br.conf.watch_min_us * 1000;
 
 	if (__atomic_load_n(&period_ns, __ATOMIC_RELAXED) > min) {
+		__atomic_add_fetch(&n_hurries, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&period_ns, min, __ATOMIC_RELAXED);
 		br_wake(br.wake_fd);
 	}

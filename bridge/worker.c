@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,7 +49,10 @@ void br_worker_owe(struct br_sock *s)
 	if (!w || s->owed_in == w->period + 1)
 		return; /* the control thread, or owed already */
 	s->owed_in = w->period + 1;
-	w->owed++;
+	if (!w->owed++) {
+		w->nap_ns = (uint64_t)br.conf.watch_min_us * 1000;
+		w->napped_ns = 0;
+	}
 	if (w->miss_rate >= BR_MISS_HALF && ++w->owes % BR_PROBE_EVERY)
 		return; /* slower than a spin: the watch finds the answer */
 	if (!w->spin_armed) {
@@ -67,6 +71,7 @@ void br_worker_paid(struct br_sock *s)
 	if (w->owed)
 		w->owed--;
 	if (w->spin_armed) {
+		w->n_paid_spinning++;
 		w->miss_rate -= w->miss_rate / 8;
 		/* Answers keep coming: wait busy_poll_us for the next. */
 		w->spin_until = w->now_ns + (uint64_t)br.conf.busy_poll_us * 1000;
@@ -83,6 +88,7 @@ static void lapse(struct br_worker *w)
 {
 	if (!w->owed)
 		return;
+	w->n_lapsed++;
 	if (w->spin_armed)
 		w->miss_rate += (256 - w->miss_rate) / 8;
 	w->owed = 0;
@@ -214,11 +220,25 @@ static void place(struct br_worker *w)
 			strerror(errno));
 }
 
-/* Wait up to timeout ms for epoll events and handle them; 1 if any. */
-static int epoll_turn(struct br_worker *w, int timeout)
+/* epoll_wait for at most ns nanoseconds (-1: no limit, 0: a look). */
+int br_epoll_wait_ns(int epfd, struct epoll_event *evs, int n, int64_t ns)
+{
+#ifdef HAVE_EPOLL_PWAIT2
+	struct timespec ts = { ns / 1000000000, ns % 1000000000 };
+	int r = epoll_pwait2(epfd, evs, n, ns < 0 ? NULL : &ts, NULL);
+
+	if (r >= 0 || errno != ENOSYS)
+		return r;
+#endif
+	return epoll_wait(epfd, evs, n,
+			  ns < 0 ? -1 : (int)((ns + 999999) / 1000000));
+}
+
+/* Wait up to timeout ns for epoll events and handle them; 1 if any. */
+static int epoll_turn(struct br_worker *w, int64_t timeout)
 {
 	struct epoll_event evs[128];
-	int n = epoll_wait(w->epfd, evs, 128, timeout), work = n > 0;
+	int n = br_epoll_wait_ns(w->epfd, evs, 128, timeout), work = n > 0;
 
 	for (int i = 0; i < n; i++) {
 		struct br_ev *e = evs[i].data.ptr;
@@ -236,10 +256,10 @@ static int epoll_turn(struct br_worker *w, int timeout)
 }
 
 /*
- * Wait up to timeout ms (-1: until something happens) for socket I/O,
+ * Wait up to timeout ns (-1: until something happens) for socket I/O,
  * socket events or a wake-up, and handle what came; 1 if anything did.
  */
-static int io_turn(struct br_worker *w, int timeout)
+static int io_turn(struct br_worker *w, int64_t timeout)
 {
 #ifdef HAVE_LIBURING
 	if (w->ring) {
@@ -269,21 +289,48 @@ static void open_ring(struct br_worker *w)
 #endif
 }
 
+/*
+ * How long the worker may sleep (ns; -1: until woken) when it would
+ * sleep for timeout. Owed an answer it naps, so that it finds the answer
+ * itself: one timer wake-up, where the watch would take its own and then
+ * the worker's. Naps grow by a quarter, idle_sleep_us in all; then the
+ * debts lapse to the watch.
+ */
+static int64_t nap(struct br_worker *w, int64_t timeout)
+{
+	uint64_t nap = w->nap_ns;
+
+	if (w->owed && w->napped_ns < (uint64_t)br.conf.idle_sleep_us * 1000) {
+		if (w->spin_armed) /* the spin ended unanswered */
+			w->miss_rate += (256 - w->miss_rate) / 8;
+		w->spin_armed = false;
+		w->napped_ns += nap;
+		w->nap_ns = nap + nap / 4 + 1;
+		w->n_naps++;
+		return timeout >= 0 && timeout < (int64_t)nap ? timeout :
+								  (int64_t)nap;
+	}
+	lapse(w);
+	w->n_sleeps++;
+	return timeout;
+}
+
 static void *worker_main(void *p)
 {
 	struct br_worker *w = p;
-	const int tick_ms = (int)((br.conf.idle_sleep_us + 999) / 1000);
+	const int64_t tick_ns = br.conf.idle_sleep_us * 1000;
 	int work = 0;
 
 	self = w;
 	pthread_setname_np(pthread_self(), w->name);
+	prctl(PR_SET_TIMERSLACK, 1000ul); /* naps of tens of microseconds */
 	place(w);
 	open_ring(w);
 	while (!__atomic_load_n(&br.stopping, __ATOMIC_ACQUIRE)) {
 		/* A turn that did work looks again at once; so does a spin. */
 		int awake = work || (w->spin_armed && w->now_ns < w->spin_until);
 		/* Closing sockets have deadlines: look at them now and then. */
-		int timeout = awake ? 0 : w->nclosing ? tick_ms : -1;
+		int64_t timeout = awake ? 0 : w->nclosing ? tick_ns : -1;
 
 		if (!awake) {
 			/* The watch looks at our queues from now on. */
@@ -294,7 +341,7 @@ static void *worker_main(void *p)
 				work = 1;
 				continue;
 			}
-			lapse(w);
+			timeout = nap(w, timeout);
 		}
 		work = io_turn(w, timeout);
 		if (!awake)
@@ -303,6 +350,11 @@ static void *worker_main(void *p)
 		work |= drain_inbox(w) > 0;
 		work |= poll_apps(w);
 	}
+	br_info("%s: slept %llu times, napped %llu; %llu answers came while it spun, it slept owed an answer %llu times; miss rate %u/256",
+		w->name, (unsigned long long)w->n_sleeps,
+		(unsigned long long)w->n_naps,
+		(unsigned long long)w->n_paid_spinning,
+		(unsigned long long)w->n_lapsed, w->miss_rate);
 	/* Stopping: close our sockets; the control thread frees the rest. */
 	for (uint32_t i = 0; i < w->napps; i++) {
 		br_sock_close_owned(w->apps[i]);
