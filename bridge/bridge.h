@@ -183,7 +183,7 @@ struct br_worker {
 	struct br_ev wake_ev; /* BR_EV_WAKE */
 	pthread_t thread;
 	bool started;
-	int sleeping; /* atomic: 1 while in a wait only wake_fd ends */
+	int sleeping; /* atomic: 1 while in a wait only wake_fd ends, 2 napping */
 	/*
 	 * The worker's own: answers its sockets' kernels owe it. Bytes put
 	 * in a socket's rx ring (or space freed in a full tx ring) make the

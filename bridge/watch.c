@@ -49,7 +49,7 @@ int br_watch(void)
 		for (uint32_t q = 0; q < a->nqueues; q++) {
 			struct br_worker *w = &br.workers[q % a->nworkers];
 
-			if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) &&
+			if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) == 1 &&
 			    br_app_pending(a, q)) {
 				br_wake(w->wake_fd);
 				found = 1;

@@ -311,6 +311,7 @@ static int64_t nap(struct br_worker *w, int64_t timeout)
 								  (int64_t)nap;
 	}
 	lapse(w);
+	w->napped_ns = 0;
 	w->n_sleeps++;
 	return timeout;
 }
@@ -342,6 +343,10 @@ static void *worker_main(void *p)
 				continue;
 			}
 			timeout = nap(w, timeout);
+			/* A nap ends by itself: the watch need not look. */
+			if (w->napped_ns)
+				__atomic_store_n(&w->sleeping, 2,
+						 __ATOMIC_RELAXED);
 		}
 		work = io_turn(w, timeout);
 		if (!awake)
