@@ -52,6 +52,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sysexits.h>
 #include <time.h>
@@ -320,18 +321,43 @@ static int paced_recv(struct worker *w, struct conn *c)
 	}
 }
 
-/* -r: wait for events until deadline (ns) at most. */
-static int wait_until(int ep, struct epoll_event *evs, int n, uint64_t deadline)
+/*
+ * -r: wait for events until deadline (CLOCK_MONOTONIC ns) at most: the
+ * thread's timerfd (tfd, in the set with a NULL pointer) ends the wait.
+ * Not epoll_pwait2, which the gsock preload does not wrap.
+ */
+static int wait_until(int ep, int tfd, struct epoll_event *evs, int n,
+		      uint64_t deadline)
 {
-	uint64_t now = now_ns(), ns = deadline > now ? deadline - now : 0;
-#ifdef HAVE_EPOLL_PWAIT2
-	struct timespec ts = { (time_t)(ns / 1000000000u),
-			       (long)(ns % 1000000000u) };
+	struct itimerspec t = { .it_value = { (time_t)(deadline / 1000000000u),
+					      (long)(deadline % 1000000000u) } };
 
-	return epoll_pwait2(ep, evs, n, &ts, NULL);
-#else
-	return epoll_wait(ep, evs, n, (int)((ns + 999999) / 1000000));
-#endif
+	if (deadline <= now_ns())
+		return epoll_wait(ep, evs, n, 0);
+	if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &t, NULL) < 0)
+		return epoll_wait(ep, evs, n, 1);
+	return epoll_wait(ep, evs, n, -1);
+}
+
+/* -r: handle what a wait brought; the timer's event is skipped. */
+static void paced_events(struct worker *w, int tfd, struct epoll_event *evs,
+			 int m)
+{
+	uint64_t v;
+
+	for (int i = 0; i < m && !w->fail; i++) {
+		struct conn *c = evs[i].data.ptr;
+
+		if (!c) {
+			if (read(tfd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: it fired and was read already */
+			}
+			continue;
+		}
+		if (paced_recv(w, c) < 0 ||
+		    ((evs[i].events & EPOLLOUT) && paced_send(w, c) < 0))
+			w->fail = 1;
+	}
 }
 
 /*
@@ -345,9 +371,14 @@ static void *run_paced(void *arg)
 	struct epoll_event evs[256];
 	const double gap = 1e9 / w->rate;
 	uint64_t k = 0, next = start_ns + w->offset_ns, drain_by;
-	int pending;
+	int pending, tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+	struct epoll_event tev = { .events = EPOLLIN, .data.ptr = NULL };
 
 	prctl(PR_SET_TIMERSLACK, 1000ul); /* keep microsecond gaps */
+	if (tfd < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, tfd, &tev) < 0) {
+		fprintf(stderr, "loadgen: timerfd: %s\n", strerror(errno));
+		w->fail = 1;
+	}
 	while (!w->fail && next < window_t1) {
 		uint64_t now = now_ns();
 
@@ -367,15 +398,7 @@ static void *run_paced(void *arg)
 			k++;
 			next = start_ns + w->offset_ns + (uint64_t)((double)k * gap);
 		}
-		int m = wait_until(w->ep, evs, 256, next);
-
-		for (int i = 0; i < m && !w->fail; i++) {
-			struct conn *c = evs[i].data.ptr;
-
-			if (paced_recv(w, c) < 0 ||
-			    ((evs[i].events & EPOLLOUT) && paced_send(w, c) < 0))
-				w->fail = 1;
-		}
+		paced_events(w, tfd, evs, wait_until(w->ep, tfd, evs, 256, next));
 	}
 	/* The schedule is over: wait for the answers still owed. */
 	drain_by = now_ns() + 10000000000ull;
@@ -385,16 +408,11 @@ static void *run_paced(void *arg)
 			pending += w->c[i].ndue != 0;
 		if (!pending || w->fail || now_ns() >= drain_by)
 			break;
-		int m = wait_until(w->ep, evs, 256, drain_by);
-
-		for (int i = 0; i < m && !w->fail; i++) {
-			struct conn *c = evs[i].data.ptr;
-
-			if (paced_recv(w, c) < 0 ||
-			    ((evs[i].events & EPOLLOUT) && paced_send(w, c) < 0))
-				w->fail = 1;
-		}
+		paced_events(w, tfd, evs,
+			     wait_until(w->ep, tfd, evs, 256, drain_by));
 	}
+	if (tfd >= 0)
+		close(tfd);
 	for (int i = 0; i < w->n; i++)
 		for (size_t j = 0; j < w->c[i].ndue; j++)
 			w->missing += in_window(

@@ -53,6 +53,7 @@ enum br_ev_kind {
 	BR_EV_SOCK, /* a real socket of an arena socket (a worker's epoll) */
 	BR_EV_SIGNAL, /* signalfd: SIGINT, SIGTERM */
 	BR_EV_WAKE, /* an eventfd: messages waiting, or wake up and look */
+	BR_EV_TIMER, /* a timerfd: a wait shorter than a millisecond ended */
 };
 
 struct br_ev {
@@ -181,6 +182,8 @@ struct br_worker {
 	bool ep_ready; /* io_uring: the epoll set has events to take */
 	int wake_fd; /* eventfd: an inbox message, or the watch saw a doorbell */
 	struct br_ev wake_ev; /* BR_EV_WAKE */
+	int timer_fd; /* timerfd: naps (br_epoll_wait_ns) */
+	struct br_ev timer_ev; /* BR_EV_TIMER */
 	pthread_t thread;
 	bool started;
 	int sleeping; /* atomic: 1 while in a wait only wake_fd ends, 2 napping */
@@ -220,6 +223,7 @@ struct br {
 	struct br_conf conf;
 	int epfd; /* the control thread's */
 	int wake_fd; /* the control thread's eventfd: an application died */
+	int timer_fd; /* the control thread's timerfd: the watch's period */
 	struct br_app *apps; /* control */
 	uint32_t napps; /* control: registered applications */
 	uint32_t serials; /* control: arenas registered so far */
@@ -250,8 +254,15 @@ extern struct br br;
 
 uint64_t br_now_ns(void);
 struct epoll_event;
-/* epoll_wait for at most ns nanoseconds (-1: no limit, 0: a look). */
-int br_epoll_wait_ns(int epfd, struct epoll_event *evs, int n, int64_t ns);
+/*
+ * epoll_wait for at most ns nanoseconds (-1: no limit, 0: a look); a
+ * wait shorter than whole milliseconds ends by timer_fd, a timerfd in the
+ * set, which the caller reads when it fires.
+ */
+int br_epoll_wait_ns(int epfd, int timer_fd, struct epoll_event *evs, int n,
+		     int64_t ns);
+/* A timerfd for that, in epfd's set with ev as its data; -1 (logged). */
+int br_timer_open(int epfd, struct br_ev *ev);
 void br_wake(int eventfd);
 
 /* app.c */

@@ -42,6 +42,7 @@ struct br br;
 static struct br_ev control_ev = { BR_EV_CONTROL };
 static struct br_ev signal_ev = { BR_EV_SIGNAL };
 static struct br_ev wake_ev = { BR_EV_WAKE };
+static struct br_ev timer_ev;
 
 static void usage(FILE *f)
 {
@@ -213,6 +214,14 @@ static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
 		}
 		break;
 	}
+	case BR_EV_TIMER: {
+		uint64_t v;
+
+		if (read(br.timer_fd, &v, sizeof(v)) < 0) {
+			/* EAGAIN: a wait that other events ended first */
+		}
+		break;
+	}
 	case BR_EV_SOCK: /* only in workers' sets */
 		break;
 	case BR_EV_SIGNAL:
@@ -239,7 +248,7 @@ static void run(int ctl_fd)
 
 		if (br.apps)
 			wait = (int64_t)br_watch_period_ns();
-		n = br_epoll_wait_ns(br.epfd, evs, 64, wait);
+		n = br_epoll_wait_ns(br.epfd, br.timer_fd, evs, 64, wait);
 		for (int i = 0; i < n; i++)
 			dispatch(&evs[i], ctl_fd, &stop);
 		br_app_sweep(br_now_ns());
@@ -455,6 +464,7 @@ int main(int argc, char **argv)
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, sig_fd, &ev);
 	ev.data.ptr = &wake_ev;
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, br.wake_fd, &ev);
+	br.timer_fd = br_timer_open(br.epfd, &timer_ev);
 	br_info("listening on %s%s (%u workers%s, spin for answers up to %ld us, doorbell watch every %ld-%ld us, transport %s)",
 		br.conf.control, activated ? ", from socket activation" : "",
 		br.nworkers,
@@ -474,6 +484,8 @@ int main(int argc, char **argv)
 		unlink(br.conf.control);
 	close(sig_fd);
 	close(br.wake_fd);
+	if (br.timer_fd >= 0)
+		close(br.timer_fd);
 	close(br.epfd);
 	br_log_close();
 	return 0;

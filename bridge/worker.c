@@ -24,6 +24,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -220,25 +221,47 @@ static void place(struct br_worker *w)
 			strerror(errno));
 }
 
-/* epoll_wait for at most ns nanoseconds (-1: no limit, 0: a look). */
-int br_epoll_wait_ns(int epfd, struct epoll_event *evs, int n, int64_t ns)
+/*
+ * Not epoll_pwait2: valgrind 3.19 does not know it, and under the preload
+ * (transport rsocket) it would pass the preload's epoll wrapper by, which
+ * waits for rsocket descriptors in the set too.
+ */
+int br_epoll_wait_ns(int epfd, int timer_fd, struct epoll_event *evs, int n,
+		     int64_t ns)
 {
-#ifdef HAVE_EPOLL_PWAIT2
-	struct timespec ts = { ns / 1000000000, ns % 1000000000 };
-	int r = epoll_pwait2(epfd, evs, n, ns < 0 ? NULL : &ts, NULL);
+	if (ns > 0 && ns % 1000000) {
+		struct itimerspec t = { .it_value = { ns / 1000000000,
+						      ns % 1000000000 } };
 
-	if (r >= 0 || errno != ENOSYS)
-		return r;
-#endif
-	return epoll_wait(epfd, evs, n,
-			  ns < 0 ? -1 : (int)((ns + 999999) / 1000000));
+		if (timerfd_settime(timer_fd, 0, &t, NULL) == 0)
+			ns = -1; /* the timer ends it */
+		else
+			ns += 1000000; /* whole milliseconds, rounded up */
+	}
+	return epoll_wait(epfd, evs, n, ns < 0 ? -1 : (int)(ns / 1000000));
+}
+
+int br_timer_open(int epfd, struct br_ev *ev)
+{
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	struct epoll_event e = { .events = EPOLLIN, .data.ptr = ev };
+
+	ev->kind = BR_EV_TIMER;
+	if (fd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+		br_err("cannot set up a timer: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* Wait up to timeout ns for epoll events and handle them; 1 if any. */
 static int epoll_turn(struct br_worker *w, int64_t timeout)
 {
 	struct epoll_event evs[128];
-	int n = br_epoll_wait_ns(w->epfd, evs, 128, timeout), work = n > 0;
+	int n = br_epoll_wait_ns(w->epfd, w->timer_fd, evs, 128, timeout);
+	int work = n > 0;
 
 	for (int i = 0; i < n; i++) {
 		struct br_ev *e = evs[i].data.ptr;
@@ -246,6 +269,8 @@ static int epoll_turn(struct br_worker *w, int64_t timeout)
 
 		if (e->kind == BR_EV_SOCK)
 			br_sock_event((struct br_sock *)e, evs[i].events);
+		else if (e->kind == BR_EV_TIMER)
+			work = read(w->timer_fd, &v, sizeof(v)) < 0 && work;
 		else if (read(w->wake_fd, &v, sizeof(v)) < 0)
 			work = 0; /* EAGAIN: read by an earlier turn */
 	}
@@ -407,7 +432,8 @@ int br_worker_init(struct br_worker *w, uint32_t i)
 		       strerror(errno));
 		return -1;
 	}
-	return 0;
+	w->timer_fd = br_timer_open(w->epfd, &w->timer_ev);
+	return w->timer_fd < 0 ? -1 : 0;
 }
 
 int br_worker_turn(struct br_worker *w)
@@ -469,6 +495,8 @@ void br_workers_stop(void)
 			close(w->epfd);
 		if (w->wake_fd > 0)
 			close(w->wake_fd);
+		if (w->timer_fd > 0)
+			close(w->timer_fd);
 		free(w->apps);
 		pthread_mutex_destroy(&w->lock);
 	}
