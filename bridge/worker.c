@@ -5,14 +5,15 @@
  * data path takes no lock (bridge.h has the contract).
  *
  * A worker's CPU follows its traffic. It sleeps in epoll (or io_uring)
- * until a socket event, a message in its inbox, or the control thread's
- * watch (main.c: it alone looks at sleeping workers' doorbell queues)
- * wakes it. It spins only while an application owes it an answer it
- * expects soon: after it hands a kernel bytes, it spins until the
- * kernel answers, busy_poll_us at most; when most spins end unanswered
- * (a slow application) it stops spinning and the watch finds the answers. So a trickle costs a wake-up and a few microseconds
- * per request, not a spinning core, and traffic that keeps a worker
- * busy keeps it awake without any spin at all.
+ * until a socket event, a message in its inbox, or the doorbell watch
+ * (watch.c: it alone looks at sleeping workers' doorbell queues) wakes
+ * it. Only while a socket's kernel owes it an answer (it put bytes in
+ * the socket's rx ring) does it wait actively: it spins until the
+ * answer's doorbell, busy_poll_us at most (not at all while most spins
+ * end unanswered), then naps and looks itself, idle_sleep_us in all,
+ * and then leaves the answer to the watch. So a trickle costs a wake-up
+ * or two per request, not a spinning core, and traffic that keeps a
+ * worker busy keeps it awake with no spin at all.
  */
 #include <config.h>
 
@@ -50,12 +51,14 @@ void br_worker_owe(struct br_sock *s)
 	if (!w || s->owed_in == w->period + 1)
 		return; /* the control thread, or owed already */
 	s->owed_in = w->period + 1;
+	/* Not now_ns: the turn's time is from before any sleep it ended. */
+	w->now_ns = br_now_ns();
 	if (!w->owed++) {
 		w->nap_ns = (uint64_t)br.conf.watch_min_us * 1000;
 		w->napped_ns = 0;
 	}
 	if (w->miss_rate >= BR_MISS_HALF && ++w->owes % BR_PROBE_EVERY)
-		return; /* slower than a spin: the watch finds the answer */
+		return; /* slower than a spin: naps find the answer */
 	if (!w->spin_armed) {
 		w->spin_armed = true;
 		w->spin_until = w->now_ns + (uint64_t)br.conf.busy_poll_us * 1000;
@@ -75,7 +78,7 @@ void br_worker_paid(struct br_sock *s)
 		w->n_paid_spinning++;
 		w->miss_rate -= w->miss_rate / 8;
 		/* Answers keep coming: wait busy_poll_us for the next. */
-		w->spin_until = w->now_ns + (uint64_t)br.conf.busy_poll_us * 1000;
+		w->spin_until = br_now_ns() + (uint64_t)br.conf.busy_poll_us * 1000;
 	}
 	if (!w->owed)
 		w->spin_armed = false; /* the next debt starts a new spin */
@@ -261,18 +264,23 @@ static int epoll_turn(struct br_worker *w, int64_t timeout)
 {
 	struct epoll_event evs[128];
 	int n = br_epoll_wait_ns(w->epfd, w->timer_fd, evs, 128, timeout);
-	int work = n > 0;
+	int work = 0;
 
 	for (int i = 0; i < n; i++) {
 		struct br_ev *e = evs[i].data.ptr;
 		uint64_t v;
 
-		if (e->kind == BR_EV_SOCK)
+		if (e->kind == BR_EV_SOCK) {
 			br_sock_event((struct br_sock *)e, evs[i].events);
-		else if (e->kind == BR_EV_TIMER)
-			work = read(w->timer_fd, &v, sizeof(v)) < 0 && work;
-		else if (read(w->wake_fd, &v, sizeof(v)) < 0)
-			work = 0; /* EAGAIN: read by an earlier turn */
+			work = 1;
+		} else if (e->kind == BR_EV_TIMER) {
+			/* a nap ended: no work in itself */
+			if (read(w->timer_fd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: a nap other events ended first */
+			}
+		} else if (read(w->wake_fd, &v, sizeof(v)) == sizeof(v)) {
+			work = 1; /* else EAGAIN: read by an earlier turn */
+		}
 	}
 	/* io_uring: a full batch may leave more, with no new poll event. */
 	if (w->ring && n == 128)
