@@ -18,6 +18,11 @@ plan 9
 
 # io_uring where the kernel gives it: gsockd says which path it took.
 start_gsockd --io auto
+# gsockd writes its log from its loop: wait for the line after the path's.
+for _ in $(seq 100); do
+	grep -q 'listening on' "$TMP/gsockd.log" && break
+	sleep 0.05
+done
 URING=$(sed -n 's/.*info: io: \(io_uring\).*/\1/p' "$TMP/gsockd.log" | head -1)
 why=$(sed -n 's/.*info: io: epoll (\(.*\))/\1/p' "$TMP/gsockd.log" | head -1)
 kill "$GSOCKD_PID"; wait "$GSOCKD_PID" 2>/dev/null
