@@ -243,20 +243,24 @@ static void run(int ctl_fd)
 	br_watch_start();
 	while (!stop) {
 		int64_t wait = -1;
-		int n, found;
+		int n, found, events = 0;
 		uint64_t now;
 
 		if (br.apps)
 			wait = (int64_t)br_watch_period_ns();
 		n = br_epoll_wait_ns(br.epfd, br.timer_fd, evs, 64, wait);
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n; i++) {
+			struct br_ev *e = evs[i].data.ptr;
+
+			events += e->kind != BR_EV_TIMER; /* the watch's own */
 			dispatch(&evs[i], ctl_fd, &stop);
+		}
 		br_app_sweep(br_now_ns());
 		br_reap();
 		br_log_flush();
 		found = br_watch();
 		now = br_now_ns();
-		if (found || n > 0)
+		if (found || events)
 			quiet_since = now;
 		br_watch_next(found, now - quiet_since);
 	}
