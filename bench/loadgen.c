@@ -298,7 +298,8 @@ static int paced_recv(struct worker *w, struct conn *c)
 
 			if (len > (size_t)n - i)
 				len = (size_t)n - i;
-			if (!c->ndue || memcmp(c->rbuf + i, pattern + off, len)) {
+			if (!c->ndue ||
+			    memcmp(c->rbuf + i, pattern + off, len)) {
 				fprintf(stderr,
 					"loadgen: echo differs near byte %llu\n",
 					(unsigned long long)c->got_all);
@@ -329,8 +330,9 @@ static int paced_recv(struct worker *w, struct conn *c)
 static int wait_until(int ep, int tfd, struct epoll_event *evs, int n,
 		      uint64_t deadline)
 {
-	struct itimerspec t = { .it_value = { (time_t)(deadline / 1000000000u),
-					      (long)(deadline % 1000000000u) } };
+	struct itimerspec t = { .it_value = {
+					(time_t)(deadline / 1000000000u),
+					(long)(deadline % 1000000000u) } };
 
 	if (deadline <= now_ns())
 		return epoll_wait(ep, evs, n, 0);
@@ -396,9 +398,11 @@ static void *run_paced(void *arg)
 			if (paced_send(w, c) < 0)
 				w->fail = 1;
 			k++;
-			next = start_ns + w->offset_ns + (uint64_t)((double)k * gap);
+			next = start_ns + w->offset_ns +
+			       (uint64_t)((double)k * gap);
 		}
-		paced_events(w, tfd, evs, wait_until(w->ep, tfd, evs, 256, next));
+		paced_events(w, tfd, evs,
+			     wait_until(w->ep, tfd, evs, 256, next));
 	}
 	/* The schedule is over: wait for the answers still owed. */
 	drain_by = now_ns() + 10000000000ull;
@@ -415,9 +419,9 @@ static void *run_paced(void *arg)
 		close(tfd);
 	for (int i = 0; i < w->n; i++)
 		for (size_t j = 0; j < w->c[i].ndue; j++)
-			w->missing += in_window(
-				w->c[i].due[(w->c[i].due_first + j) %
-					    w->c[i].due_cap]);
+			w->missing +=
+				in_window(w->c[i].due[(w->c[i].due_first + j) %
+						      w->c[i].due_cap]);
 	if (w->missing)
 		w->fail = 1;
 	return NULL;
@@ -755,7 +759,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < size + STREAM_PERIOD; i++)
 		pattern[i] = stream_byte(i);
 	if (kind != RR && rate > 0) {
-		fprintf(stderr, "loadgen: -r paces request and answer (-m rr) only\n");
+		fprintf(stderr,
+			"loadgen: -r paces request and answer (-m rr) only\n");
 		return EX_USAGE;
 	}
 	if (kind != RR)

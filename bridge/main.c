@@ -474,8 +474,7 @@ int main(int argc, char **argv)
 		br.nworkers,
 		br.conf.workers ? "" : ", automatic: a quarter of the cores",
 		br.conf.busy_poll_us, br.conf.watch_min_us,
-		br.conf.idle_sleep_us,
-		br.conf.rsocket ? "rsocket" : "tcp");
+		br.conf.idle_sleep_us, br.conf.rsocket ? "rsocket" : "tcp");
 	run(ctl_fd);
 	br_info("stopping: closing %u applications", br.napps);
 	br_watch_report();

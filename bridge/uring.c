@@ -221,9 +221,8 @@ int br_uring_turn(struct br_worker *w, int64_t timeout_ns)
 			.tv_nsec = timeout_ns % 1000000000,
 		};
 
-		io_uring_submit_and_wait_timeout(r, &cqe, 1,
-						 timeout_ns > 0 ? &ts : NULL,
-						 NULL);
+		io_uring_submit_and_wait_timeout(
+			r, &cqe, 1, timeout_ns > 0 ? &ts : NULL, NULL);
 	} else if (io_uring_sq_ready(r) ||
 		   (kflags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {
 		io_uring_submit_and_get_events(r);

@@ -49,7 +49,8 @@ int br_watch(void)
 		for (uint32_t q = 0; q < a->nqueues; q++) {
 			struct br_worker *w = &br.workers[q % a->nworkers];
 
-			if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) == 1 &&
+			if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) ==
+				    1 &&
 			    br_app_pending(a, q)) {
 				br_wake(w->wake_fd);
 				found = 1;
@@ -64,7 +65,8 @@ void br_watch_report(void)
 {
 	br_info("doorbell watch: %llu looks, %llu found a doorbell; workers hurried it %llu times",
 		(unsigned long long)n_looks, (unsigned long long)n_finds,
-		(unsigned long long)__atomic_load_n(&n_hurries, __ATOMIC_RELAXED));
+		(unsigned long long)__atomic_load_n(&n_hurries,
+						    __ATOMIC_RELAXED));
 }
 
 /*

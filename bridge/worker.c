@@ -61,7 +61,8 @@ void br_worker_owe(struct br_sock *s)
 		return; /* slower than a spin: naps find the answer */
 	if (!w->spin_armed) {
 		w->spin_armed = true;
-		w->spin_until = w->now_ns + (uint64_t)br.conf.busy_poll_us * 1000;
+		w->spin_until =
+			w->now_ns + (uint64_t)br.conf.busy_poll_us * 1000;
 	}
 }
 
@@ -78,7 +79,8 @@ void br_worker_paid(struct br_sock *s)
 		w->n_paid_spinning++;
 		w->miss_rate -= w->miss_rate / 8;
 		/* Answers keep coming: wait busy_poll_us for the next. */
-		w->spin_until = br_now_ns() + (uint64_t)br.conf.busy_poll_us * 1000;
+		w->spin_until =
+			br_now_ns() + (uint64_t)br.conf.busy_poll_us * 1000;
 	}
 	if (!w->owed)
 		w->spin_armed = false; /* the next debt starts a new spin */
@@ -341,7 +343,7 @@ static int64_t nap(struct br_worker *w, int64_t timeout)
 		w->nap_ns = nap + nap / 4 + 1;
 		w->n_naps++;
 		return timeout >= 0 && timeout < (int64_t)nap ? timeout :
-								  (int64_t)nap;
+								(int64_t)nap;
 	}
 	lapse(w);
 	w->napped_ns = 0;
@@ -362,7 +364,8 @@ static void *worker_main(void *p)
 	open_ring(w);
 	while (!__atomic_load_n(&br.stopping, __ATOMIC_ACQUIRE)) {
 		/* A turn that did work looks again at once; so does a spin. */
-		int awake = work || (w->spin_armed && w->now_ns < w->spin_until);
+		int awake = work ||
+			    (w->spin_armed && w->now_ns < w->spin_until);
 		/* Closing sockets have deadlines: look at them now and then. */
 		int64_t timeout = awake ? 0 : w->nclosing ? tick_ns : -1;
 
@@ -384,7 +387,8 @@ static void *worker_main(void *p)
 		work = io_turn(w, timeout);
 		if (!awake)
 			__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
-		w->now_ns = br_now_ns(); /* this turn's time: it may have slept */
+		w->now_ns =
+			br_now_ns(); /* this turn's time: it may have slept */
 		work |= drain_inbox(w) > 0;
 		work |= poll_apps(w);
 	}

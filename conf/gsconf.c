@@ -38,12 +38,11 @@ static const struct {
 	long min, max;
 } int_keys[] = {
 	{ "busy_poll_us", 0, 10000000 }, { "idle_sleep_us", 10, 1000000 },
-	{ "watch_min_us", 1, 1000000 },
-	{ "max_apps", 1, 4096 },	 { "max_arena_mb", 1, 1 << 20 },
-	{ "accept_queue", 1, 65536 },	 { "linger_ms", 0, 3600000 },
-	{ "workers", 0, 64 },		 { "numa_node", -1, 1023 },
-	{ "hello_timeout_ms", 10, 600000 }, { "max_sockets", 1, 1 << 20 },
-	{ "max_slots", 1, 1 << 20 },
+	{ "watch_min_us", 1, 1000000 },	 { "max_apps", 1, 4096 },
+	{ "max_arena_mb", 1, 1 << 20 },	 { "accept_queue", 1, 65536 },
+	{ "linger_ms", 0, 3600000 },	 { "workers", 0, 64 },
+	{ "numa_node", -1, 1023 },	 { "hello_timeout_ms", 10, 600000 },
+	{ "max_sockets", 1, 1 << 20 },	 { "max_slots", 1, 1 << 20 },
 };
 
 static int validate_int(cfg_t *cfg, cfg_opt_t *opt)
@@ -176,7 +175,8 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_INT("numa_node", -1, CFGF_NONE),
 		CFG_STR("io", "epoll", CFGF_NONE),
 		CFG_STR("transport", "tcp", CFGF_NONE),
-		CFG_STR("preload_library", LIBDIR "/libgsock-preload.so", CFGF_NONE),
+		CFG_STR("preload_library", LIBDIR "/libgsock-preload.so",
+			CFGF_NONE),
 		CFG_SEC("preload", preload_opts, CFGF_NONE),
 		CFG_END()
 	};
