@@ -44,7 +44,7 @@ def kv(s):
     return dict(p.split("=", 1) for p in s.split() if "=" in p)
 
 
-def paced_table(rows, w):
+def paced_table(rows, w, shape):
     """Section 7: CPU at fixed request rates, A/B cores last; each cell the
     median over the rounds and, in brackets, the range."""
     cpu = [r for r in rows if r["section"] == "pacedcpu"]
@@ -70,7 +70,8 @@ def paced_table(rows, w):
     w("## 7. CPU at fixed request rates (64 B echo, open loop)")
     w("")
     w(f"bench/loadgen -r: requests go out on a schedule and each round trip counts from "
-      f"when it was due. A's cores are gsockd's plus the GPU server's host process. "
+      f"when it was due. A is the GPU echo server `{shape}`; its cores are gsockd's plus "
+      f"the GPU server's host process. "
       f"{rounds} round(s), servers alternating (A, B, Cb, A, ...); a cell is the median "
       f"over the rounds, the range in brackets.")
     w("")
@@ -143,17 +144,20 @@ def main():
     w(f"- machine: {facts.get('machine')}")
     w(f"- GPU: {facts.get('gpu')}")
     w(f"- commit: {facts.get('commit')}; command: `{facts.get('command')}`")
-    w(f"- client: bench/loadgen, closed loop (one request in flight per connection), "
+    paced_only = all(r["section"] in ("paced", "pacedcpu") for r in rows)
+    loop = ("open loop at fixed rates (-r)" if paced_only else
+            "closed loop (one request in flight per connection)")
+    w(f"- client: bench/loadgen, {loop}, "
       f"up to {facts.get('lt')} threads, pinned `{facts.get('client')}`; servers pinned "
       f"`{facts.get('server')}`")
     w(f"- B and C: {facts.get('ct')} threads (one epoll loop each, SO_REUSEPORT); "
       f"A: gsockd ({facts.get('aw')} workers, io {facts.get('aio')}) + the GPU echo server; for throughput {facts.get('ab')} "
       f"blocks x {facts.get('am')} connections each (gpoll)")
     w("")
-    if all(r["section"] in ("paced", "pacedcpu") for r in rows):
+    if paced_only:
         w(f"- A's gsockd: {facts.get('gsockd')}")
         w("")
-        paced_table(rows, w)
+        paced_table(rows, w, facts.get("paced_a"))
         open(out, "w").write("\n".join(L) + "\n")
         return
 
@@ -345,7 +349,7 @@ def main():
           f"{fmt(r['p50_us'], 2)} | {fmt(r['p99_us'], 2)} | {fmt(r['rps'])} |")
     w("")
 
-    paced_table(rows, w)
+    paced_table(rows, w, facts.get("paced_a"))
 
     w("## 6. Physical floors (same run)")
     w("")

@@ -8,8 +8,9 @@
  *   applications (br.apps, and struct br_app's fields marked "control"),
  *   registration, and the doorbell watch (watch.c): while a worker sleeps
  *   it looks at that worker's doorbell queues and wakes it
- *   (br_worker.wake_fd). Its period is an atomic that a worker going to
- *   sleep owed an answer may shorten (br_watch_hurry).
+ *   (br_worker.wake_fd); a napping worker (sleeping 2) looks itself. Its
+ *   period is an atomic that a worker going to sleep owed an answer may
+ *   shorten (br_watch_hurry).
  * - A worker owns the real sockets whose br_sock.owner names it, for the
  *   socket's whole life: it alone touches their fields, descriptors,
  *   rings' bridge-side counters and its own epoll set, so the data path
@@ -195,10 +196,9 @@ struct br_worker {
 	 * first debt or the last payment. Past that it naps, looking at its
 	 * queues after each nap (watch_min_us, a quarter longer each time),
 	 * for idle_sleep_us in all; what is still owed then is the watch's
-	 * to find. Spins
-	 * that end unpaid raise miss_rate; above one half the worker spins
-	 * only every BR_PROBE_EVERY-th time (an application slower than
-	 * busy_poll_us).
+	 * to find. Spins that end unpaid raise miss_rate; above one half the
+	 * worker spins only every BR_PROBE_EVERY-th time (an application
+	 * slower than busy_poll_us).
 	 */
 	uint32_t owed; /* sockets owed in this wake period */
 	uint32_t period; /* bumped at each sleep: older debts lapse */

@@ -44,6 +44,11 @@ struct br_worker *br_self(void)
 #define BR_PROBE_EVERY 32u
 #define BR_MISS_HALF 128u
 
+static uint64_t spin_ns(void)
+{
+	return (uint64_t)br.conf.busy_poll_us * 1000;
+}
+
 void br_worker_owe(struct br_sock *s)
 {
 	struct br_worker *w = self;
@@ -51,7 +56,7 @@ void br_worker_owe(struct br_sock *s)
 	if (!w || s->owed_in == w->period + 1)
 		return; /* the control thread, or owed already */
 	s->owed_in = w->period + 1;
-	/* Not now_ns: the turn's time is from before any sleep it ended. */
+	/* The turn's time is from before the sleep this request ended. */
 	w->now_ns = br_now_ns();
 	if (!w->owed++) {
 		w->nap_ns = (uint64_t)br.conf.watch_min_us * 1000;
@@ -61,8 +66,7 @@ void br_worker_owe(struct br_sock *s)
 		return; /* slower than a spin: naps find the answer */
 	if (!w->spin_armed) {
 		w->spin_armed = true;
-		w->spin_until =
-			w->now_ns + (uint64_t)br.conf.busy_poll_us * 1000;
+		w->spin_until = w->now_ns + spin_ns();
 	}
 }
 
@@ -79,8 +83,7 @@ void br_worker_paid(struct br_sock *s)
 		w->n_paid_spinning++;
 		w->miss_rate -= w->miss_rate / 8;
 		/* Answers keep coming: wait busy_poll_us for the next. */
-		w->spin_until =
-			br_now_ns() + (uint64_t)br.conf.busy_poll_us * 1000;
+		w->spin_until = br_now_ns() + spin_ns();
 	}
 	if (!w->owed)
 		w->spin_armed = false; /* the next debt starts a new spin */
