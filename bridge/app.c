@@ -267,14 +267,32 @@ void br_app_kill(struct br_app *a)
 		br_wake(br.workers[i].wake_fd);
 }
 
-/* gsockd speaks first: how many doorbell queues to make. */
+/*
+ * gsockd speaks first: how many doorbell queues to make, and the direct
+ * pool to map.
+ */
 static void welcome(int fd)
 {
 	struct gs_ctl_welcome w = { .magic = GS_CTL_WELCOME_MAGIC,
 				    .version = GS_CTL_VERSION,
 				    .workers = br.nworkers };
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { &w, sizeof(w) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int pool = br_direct_pool(&w.dsegs, &w.dring_size, &w.pool_size);
 
-	if (send(fd, &w, sizeof(w), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+	if (pool >= 0) {
+		struct cmsghdr *cm;
+
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pool, sizeof(int));
+	}
+	if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 		br_dbg("cannot welcome on control connection: %s",
 		       strerror(errno));
 }
@@ -470,6 +488,7 @@ static void app_hello(struct br_app *a)
 		status = -ENOMEM;
 		goto err_reject;
 	}
+	a->direct = hello.direct == 1; /* and only while a pool exists */
 	a->pending = false; /* counted as registered from here on */
 	br.npending--;
 	br.napps++;
@@ -481,10 +500,11 @@ static void app_hello(struct br_app *a)
 	}
 	close(memfd);
 	reply(a->ctl_fd, 0, "ok");
-	br_info("application pid %d registered (%s): %u slots, %u sockets, %u-byte rings, arena %llu KiB, %u workers",
+	br_info("application pid %d registered (%s): %u slots, %u sockets, %u-byte rings, arena %llu KiB, %u workers, direct path %s",
 		(int)a->pid, *a->device ? a->device : "no device named",
 		a->nslots, a->nsocks, a->ring_size,
-		(unsigned long long)hello.arena_size >> 10, a->nworkers);
+		(unsigned long long)hello.arena_size >> 10, a->nworkers,
+		a->direct ? "mapped" : "not used");
 	return;
 err_reject:
 	br_warn("rejecting application pid %d: %s", (int)a->pid, why);

@@ -107,7 +107,11 @@ struct br_sock {
 	uint64_t rx_tail; /* the bridge's copy of gs_sock.rx_tail */
 	uint64_t tx_head; /* the bridge's copy of gs_sock.tx_head */
 	int wait_slot; /* slot waiting on connect, or -1 */
+	int dseg; /* the direct pool's segment its bytes move in, or -1 */
+	uint8_t dside; /* its side of dseg: 0 connected, 1 accepted */
+	bool dlisten; /* a listener the direct path knows */
 	int *acceptq; /* accepted fds not yet taken by gaccept */
+	int *acceptq_seg; /* each one's direct segment, or -1 */
 	uint32_t acceptq_len, acceptq_cap;
 	uint32_t next_worker; /* listener: where the next connection goes */
 	uint64_t close_deadline_ns; /* BS_CLOSING: give up draining then */
@@ -131,6 +135,7 @@ struct br_app {
 	int ctl_fd;
 	pid_t pid;
 	uid_t uid;
+	bool direct; /* its device reaches the direct pool (hello) */
 	bool pending; /* control: its hello (and arena) not yet received */
 	uint64_t hello_by_ns; /* control: when a pending one is dropped */
 	int dead; /* atomic: rejected or gone; no new work */
@@ -317,6 +322,34 @@ void br_uring_close(struct br_worker *w);
 struct io_uring_sqe *br_uring_sqe(struct br_worker *w);
 int br_uring_turn(struct br_worker *w, int64_t timeout_ns);
 bool br_uring_poll_first(void);
+
+/*
+ * direct.c: the same-host direct path. Init and the pool are the control
+ * thread's; the rest is called by the worker that owns the socket.
+ */
+int br_direct_init(void);
+void br_direct_fini(void);
+/* The pool's memfd (-1: direct off) and geometry, for the welcome. */
+int br_direct_pool(uint32_t *nsegs, uint32_t *dring, uint64_t *size);
+/* A listener is listening; one is freed. */
+void br_direct_listen(struct br_sock *s);
+void br_direct_unlisten(struct br_sock *s);
+/* Before connect(2): take a segment if a listener of ours gets dst. */
+void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
+		       socklen_t dlen);
+/* The connect failed: let the segment go. */
+void br_direct_abandon(struct br_sock *s);
+/* Listener ls accepted fd: its segment (-1: none), held for the end. */
+int br_direct_accepted(struct br_sock *ls, int fd);
+/* An accepted connection's segment that no end took. */
+void br_direct_drop(int seg);
+/* Tell the application s's path (gs_sock.direct), before it learns s. */
+void br_direct_publish(struct br_sock *s);
+/* s is freed: its side closed, its segment let go. */
+void br_direct_close(struct br_sock *s);
+/* gsock-stat: s's byte counts from its segment; false if not direct. */
+bool br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
+		      uint64_t *rxq, uint64_t *txq);
 
 /* sock.c */
 void br_sock_io_done(struct br_sock *s, unsigned op, int res);

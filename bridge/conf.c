@@ -33,6 +33,9 @@ void br_conf_defaults(struct br_conf *c)
 	c->workers = 0;
 	c->numa_node = -1;
 	c->io = BR_IO_EPOLL; /* measured faster than io_uring: gsock.conf */
+	c->direct = 1;
+	c->direct_conns = 256;
+	c->direct_ring_size = 262144;
 	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
 		 LIBDIR "/libgsock-preload.so");
 }
@@ -72,6 +75,9 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 		{ "linger_ms", offsetof(struct br_conf, linger_ms) },
 		{ "workers", offsetof(struct br_conf, workers) },
 		{ "numa_node", offsetof(struct br_conf, numa_node) },
+		{ "direct_conns", offsetof(struct br_conf, direct_conns) },
+		{ "direct_ring_size",
+		  offsetof(struct br_conf, direct_ring_size) },
 	};
 
 	if (!cfg)
@@ -84,6 +90,7 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 	c->log_level = br_log_level_parse(cfg_getstr(cfg, "log_level"));
 	c->log_syslog = !strcmp(cfg_getstr(cfg, "log"), "syslog");
 	c->rsocket = !strcmp(cfg_getstr(cfg, "transport"), "rsocket");
+	c->direct = !strcmp(cfg_getstr(cfg, "direct"), "auto");
 	c->io = br_io_mode_parse(cfg_getstr(cfg, "io")); /* validated */
 	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
 		 cfg_getstr(cfg, "preload_library"));

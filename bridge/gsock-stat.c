@@ -264,14 +264,15 @@ static void print_json(const struct sample *p, const struct sample *s,
 			json_str(r->u.sock.local, sizeof(r->u.sock.local));
 			printf(",\"peer\":");
 			json_str(r->u.sock.peer, sizeof(r->u.sock.peer));
-			printf(",\"rx_bytes\":%llu,\"tx_bytes\":%llu,\"rx_queued\":%llu,\"tx_queued\":%llu,\"idle_ms\":%llu,\"worker\":%u,\"poll_slot\":%u,\"error\":%d,\"eof\":%s",
+			printf(",\"rx_bytes\":%llu,\"tx_bytes\":%llu,\"rx_queued\":%llu,\"tx_queued\":%llu,\"idle_ms\":%llu,\"worker\":%u,\"poll_slot\":%u,\"error\":%d,\"eof\":%s,\"path\":\"%s\"",
 			       (unsigned long long)r->u.sock.rx_bytes,
 			       (unsigned long long)r->u.sock.tx_bytes,
 			       (unsigned long long)r->u.sock.rx_queued,
 			       (unsigned long long)r->u.sock.tx_queued,
 			       (unsigned long long)r->u.sock.idle_ms, r->u.sock.worker,
 			       r->u.sock.poll_slot, r->u.sock.error,
-			       r->u.sock.status & GS_ST_RX_EOF ? "true" : "false");
+			       r->u.sock.status & GS_ST_RX_EOF ? "true" : "false",
+			       r->u.sock.direct ? "direct" : "bridge");
 			if (rate) {
 				rates(p, s, r, &in, &out);
 				json_rate("rx_rate", in);
@@ -322,8 +323,8 @@ static void print_table(const struct sample *p, const struct sample *s, bool wat
 		       a->u.app.nslots, a->u.app.nsocks,
 		       a->u.app.ring_size, human((double)a->u.app.arena_size, h[0], sizeof(h[0])),
 		       a->u.app.nworkers, open_socks(s, a->arena));
-		printf("%5s %-10s %-24s %-24s %7s %7s %6s %6s %8s %3s %4s%s\n", "FD",
-		       "STATE", "LOCAL", "PEER", "RECV", "SENT", "RX-Q", "TX-Q", "IDLE",
+		printf("%5s %-10s %-6s %-24s %-24s %7s %7s %6s %6s %8s %3s %4s%s\n", "FD",
+		       "STATE", "PATH", "LOCAL", "PEER", "RECV", "SENT", "RX-Q", "TX-Q", "IDLE",
 		       "W", "SLOT", watch ? "   RECV/s   SENT/s" : "");
 		for (size_t k = 0; k < s->n; k++) {
 			const struct gs_stat_rec *r = &s->r[k];
@@ -334,8 +335,14 @@ static void print_table(const struct sample *p, const struct sample *s, bool wat
 				continue;
 			snprintf(state, sizeof(state), "%s%s", state_name(r->u.sock.state),
 				 r->u.sock.status & GS_ST_RX_EOF ? ",eof" : "");
-			printf("%5u %-10s %-24.64s %-24.64s %7s %7s %6s %6s %7.1fs %3u %4s",
-			       r->u.sock.id, state, r->u.sock.local, r->u.sock.peer,
+			printf("%5u %-10s %-6s %-24.64s %-24.64s %7s %7s %6s %6s %7.1fs %3u %4s",
+			       r->u.sock.id, state,
+			       r->u.sock.direct ? "direct" :
+			       r->u.sock.state == GS_SS_CONNECTED ||
+					       r->u.sock.state == GS_SS_CLOSING ?
+						       "bridge" :
+						       "-",
+			       r->u.sock.local, r->u.sock.peer,
 			       human((double)r->u.sock.rx_bytes, h[0], sizeof(h[0])),
 			       human((double)r->u.sock.tx_bytes, h[1], sizeof(h[1])),
 			       human((double)r->u.sock.rx_queued, h[2], sizeof(h[2])),

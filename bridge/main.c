@@ -451,6 +451,14 @@ int main(int argc, char **argv)
 	if (ctl_fd < 0)
 		return EX_UNAVAILABLE;
 	br_numa_decide(br.conf.numa_node);
+	/* rsocket's connections are not the kernel's: they stay bridged. */
+	if (br.conf.rsocket)
+		br.conf.direct = 0;
+	if (br_direct_init() < 0) {
+		if (!activated)
+			unlink(br.conf.control);
+		return EX_OSERR;
+	}
 	if (br_io_decide() < 0) {
 		if (!activated)
 			unlink(br.conf.control);
@@ -469,12 +477,13 @@ int main(int argc, char **argv)
 	ev.data.ptr = &wake_ev;
 	epoll_ctl(br.epfd, EPOLL_CTL_ADD, br.wake_fd, &ev);
 	br.timer_fd = br_timer_open(br.epfd, &timer_ev);
-	br_info("listening on %s%s (%u workers%s, spin for answers up to %ld us, doorbell watch every %ld-%ld us, transport %s)",
+	br_info("listening on %s%s (%u workers%s, spin for answers up to %ld us, doorbell watch every %ld-%ld us, transport %s, direct %s)",
 		br.conf.control, activated ? ", from socket activation" : "",
 		br.nworkers,
 		br.conf.workers ? "" : ", automatic: a quarter of the cores",
 		br.conf.busy_poll_us, br.conf.watch_min_us,
-		br.conf.idle_sleep_us, br.conf.rsocket ? "rsocket" : "tcp");
+		br.conf.idle_sleep_us, br.conf.rsocket ? "rsocket" : "tcp",
+		br.conf.direct ? "auto" : "off");
 	run(ctl_fd);
 	br_info("stopping: closing %u applications", br.napps);
 	br_watch_report();
@@ -485,6 +494,7 @@ int main(int argc, char **argv)
 	close(ctl_fd);
 	if (!activated) /* else the socket unit's, still listening */
 		unlink(br.conf.control);
+	br_direct_fini();
 	close(sig_fd);
 	close(br.wake_fd);
 	if (br.timer_fd >= 0)

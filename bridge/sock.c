@@ -171,6 +171,8 @@ static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 	s->rx_tail = s->tx_head = 0;
 	s->last_ns = turn_ns();
 	s->wait_slot = -1;
+	s->dseg = -1;
+	s->dlisten = false;
 	s->unix_path[0] = 0;
 	g = arena_sock(s);
 	/* The id is free, so the application has no business in g now. */
@@ -179,6 +181,7 @@ static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 	g->error = 0;
 	g->rx_blocked = 0;
 	g->accept_pending = 0;
+	g->direct = 0;
 	s->status = 0;
 	publish_status(s, GS_ST_OPEN, 0);
 	return s;
@@ -186,10 +189,14 @@ static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 
 static void acceptq_drop(struct br_sock *s)
 {
-	for (uint32_t i = 0; i < s->acceptq_len; i++)
+	for (uint32_t i = 0; i < s->acceptq_len; i++) {
 		close(s->acceptq[i]);
+		br_direct_drop(s->acceptq_seg[i]);
+	}
 	free(s->acceptq);
+	free(s->acceptq_seg);
 	s->acceptq = NULL;
+	s->acceptq_seg = NULL;
 	s->acceptq_len = s->acceptq_cap = 0;
 }
 
@@ -247,6 +254,8 @@ static void sock_free(struct br_sock *s)
 		if (parked_on(a, i, s))
 			br_app_complete(a, i, -EBADF, NULL, 0);
 	acceptq_drop(s);
+	br_direct_unlisten(s);
+	br_direct_close(s);
 	if (s->fd >= 0)
 		close(s->fd); /* and out of the epoll set */
 	if (s->unix_path[0])
@@ -306,6 +315,8 @@ void br_sock_close_all(struct br_app *a)
 		if (s->state == BS_FREE)
 			continue;
 		acceptq_drop(s);
+		br_direct_unlisten(s);
+		br_direct_close(s);
 		if (s->fd >= 0)
 			close(s->fd);
 		if (s->unix_path[0])
@@ -683,7 +694,8 @@ static void sock_connected(struct br_sock *s)
  * and gives it away (an "adopt" message) before the application learns
  * its id, so its first doorbell finds the new owner.
  */
-static void accept_complete(struct br_sock *ls, uint32_t slot, int fd)
+static void accept_complete(struct br_sock *ls, uint32_t slot, int fd,
+			    int seg)
 {
 	struct br_app *a = ls->app;
 	struct sockaddr_storage peer;
@@ -702,6 +714,7 @@ static void accept_complete(struct br_sock *ls, uint32_t slot, int fd)
 	if (!s) {
 		free(m);
 		close(fd);
+		br_direct_drop(seg);
 		br_app_complete(a, slot, -EMFILE, NULL, 0);
 		return;
 	}
@@ -711,6 +724,9 @@ static void accept_complete(struct br_sock *ls, uint32_t slot, int fd)
 		plen = 0;
 	sock_connected(s);
 	s->readable = s->writable = true;
+	s->dseg = seg;
+	s->dside = 1;
+	br_direct_publish(s);
 	set_queue(s, to);
 	id = s->id;
 	gen = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
@@ -745,7 +761,7 @@ static void pump_accept(struct br_sock *ls)
 	while (ls->readable && ls->acceptq_len < ls->acceptq_cap) {
 		int fd = accept4(ls->fd, NULL, NULL,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-		int slot;
+		int slot, seg;
 
 		if (fd < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -758,11 +774,14 @@ static void pump_accept(struct br_sock *ls)
 				break;
 			continue;
 		}
+		seg = br_direct_accepted(ls, fd);
 		slot = parked_accept(ls);
-		if (slot >= 0)
-			accept_complete(ls, slot, fd);
-		else
+		if (slot >= 0) {
+			accept_complete(ls, slot, fd, seg);
+		} else {
+			ls->acceptq_seg[ls->acceptq_len] = seg;
 			ls->acceptq[ls->acceptq_len++] = fd;
+		}
 	}
 	__atomic_store_n(&arena_sock(ls)->accept_pending, ls->acceptq_len,
 			 __ATOMIC_RELEASE);
@@ -782,10 +801,12 @@ static void finish_connect(struct br_sock *s)
 	s->wait_slot = -1;
 	if (err) {
 		s->state = BS_OPEN;
+		br_direct_abandon(s);
 		br_app_complete(s->app, slot, -err, NULL, 0);
 		return;
 	}
 	sock_connected(s);
+	br_direct_publish(s);
 	br_app_complete(s->app, slot, 0, NULL, 0);
 	br_sock_pump(s);
 }
@@ -933,8 +954,13 @@ static int64_t cmd_listen(struct br_sock *s, const struct gs_cmd *c)
 	if (backlog < 1 || backlog > br.conf.accept_queue)
 		backlog = br.conf.accept_queue;
 	s->acceptq = calloc(backlog, sizeof(int));
-	if (!s->acceptq)
+	s->acceptq_seg = calloc(backlog, sizeof(int));
+	if (!s->acceptq || !s->acceptq_seg) {
+		free(s->acceptq);
+		free(s->acceptq_seg);
+		s->acceptq = s->acceptq_seg = NULL;
 		return -ENOMEM;
+	}
 	s->acceptq_cap = (uint32_t)backlog;
 	if (listen(s->fd, (int)backlog) < 0)
 		goto err_free;
@@ -944,12 +970,14 @@ static int64_t cmd_listen(struct br_sock *s, const struct gs_cmd *c)
 		goto err_free;
 	}
 	s->state = BS_LISTEN;
+	br_direct_listen(s);
 	publish_status(s, GS_ST_LISTENING, 0);
 	return 0;
 err_free:
 	r = -errno;
 	free(s->acceptq);
-	s->acceptq = NULL;
+	free(s->acceptq_seg);
+	s->acceptq = s->acceptq_seg = NULL;
 	s->acceptq_cap = 0;
 	return r;
 }
@@ -958,18 +986,22 @@ static int64_t cmd_accept(struct br_sock *s, uint32_t slot,
 			  const struct gs_cmd *c)
 {
 	struct br_app *a = s->app;
-	int fd;
+	int fd, seg;
 
 	if (s->state != BS_LISTEN)
 		return -EINVAL;
 	pump_accept(s);
 	if (s->acceptq_len) {
 		fd = s->acceptq[0];
+		seg = s->acceptq_seg[0];
+		--s->acceptq_len;
 		memmove(s->acceptq, s->acceptq + 1,
-			--s->acceptq_len * sizeof(int));
+			s->acceptq_len * sizeof(int));
+		memmove(s->acceptq_seg, s->acceptq_seg + 1,
+			s->acceptq_len * sizeof(int));
 		__atomic_store_n(&arena_sock(s)->accept_pending, s->acceptq_len,
 				 __ATOMIC_RELEASE);
-		accept_complete(s, slot, fd);
+		accept_complete(s, slot, fd, seg);
 		pump_accept(s);
 		return BR_LATER;
 	}
@@ -995,15 +1027,20 @@ static int64_t cmd_connect(struct br_sock *s, uint32_t slot,
 	r = epoll_watch(s, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
 	if (r)
 		return r;
+	br_direct_connect(s, (const void *)c->addr, c->addrlen);
 	if (connect(s->fd, (const void *)c->addr, c->addrlen) == 0) {
 		sock_connected(s);
+		br_direct_publish(s);
 		s->readable = s->writable = true;
 		if (uring())
 			br_sock_pump(s); /* no epoll edge will come */
 		return 0;
 	}
-	if (errno != EINPROGRESS)
-		return -errno;
+	if (errno != EINPROGRESS) {
+		r = -errno;
+		br_direct_abandon(s);
+		return r;
+	}
 	s->state = BS_CONNECTING;
 	s->wait_slot = (int)slot;
 	__atomic_store_n(&s->app->slot[slot].parked_on, s->id + 1,
@@ -1241,6 +1278,11 @@ void br_sock_stat(struct br_app *a, struct br_stat *st)
 			s->rx_tail - __atomic_load_n(&g->rx_head, __ATOMIC_RELAXED);
 		r.u.sock.tx_queued =
 			__atomic_load_n(&g->tx_tail, __ATOMIC_RELAXED) - s->tx_head;
+		/* A direct connection's bytes: its segment's, as untrusted. */
+		r.u.sock.direct = br_direct_counts(s, &r.u.sock.rx_bytes,
+						   &r.u.sock.tx_bytes,
+						   &r.u.sock.rx_queued,
+						   &r.u.sock.tx_queued);
 		r.u.sock.idle_ms = now > s->last_ns ? (now - s->last_ns) / 1000000 : 0;
 		len = sizeof(ss);
 		if (s->fd < 0 || getsockname(s->fd, (struct sockaddr *)&ss, &len) < 0)

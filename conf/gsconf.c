@@ -43,6 +43,8 @@ static const struct {
 	{ "linger_ms", 0, 3600000 },	 { "workers", 0, 64 },
 	{ "numa_node", -1, 1023 },	 { "hello_timeout_ms", 10, 600000 },
 	{ "max_sockets", 1, 1 << 20 },	 { "max_slots", 1, 1 << 20 },
+	{ "direct_conns", 1, 65536 },
+	{ "direct_ring_size", 4096, 64 << 20 },
 };
 
 static int validate_int(cfg_t *cfg, cfg_opt_t *opt)
@@ -56,6 +58,11 @@ static int validate_int(cfg_t *cfg, cfg_opt_t *opt)
 			cfg_error(cfg, "%s: %ld is out of range (%ld..%ld)",
 				  opt->name, v, int_keys[i].min,
 				  int_keys[i].max);
+			return -1;
+		}
+		if (!strcmp(opt->name, "direct_ring_size") && (v & (v - 1))) {
+			cfg_error(cfg, "%s: %ld is not a power of two",
+				  opt->name, v);
 			return -1;
 		}
 	}
@@ -80,6 +87,7 @@ static const char *const routes[] = { "os", "rsocket", NULL };
 static const char *const transports[] = { "tcp", "rsocket", NULL };
 static const char *const ios[] = { "auto", "io_uring", "epoll", NULL };
 static const char *const roles[] = { "any", "server", "client", NULL };
+static const char *const directs[] = { "auto", "off", NULL };
 
 static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 {
@@ -99,6 +107,8 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 		return one_of(cfg, k, v, transports, "tcp, rsocket");
 	if (!strcmp(k, "io"))
 		return one_of(cfg, k, v, ios, "auto, io_uring, epoll");
+	if (!strcmp(k, "direct"))
+		return one_of(cfg, k, v, directs, "auto, off");
 	if (!strcmp(k, "preload_library") && v[0] != '/') {
 		cfg_error(cfg, "preload_library: \"%s\" must be an absolute path", v);
 		return -1;
@@ -175,13 +185,16 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_INT("numa_node", -1, CFGF_NONE),
 		CFG_STR("io", "epoll", CFGF_NONE),
 		CFG_STR("transport", "tcp", CFGF_NONE),
+		CFG_STR("direct", "auto", CFGF_NONE),
+		CFG_INT("direct_conns", 256, CFGF_NONE),
+		CFG_INT("direct_ring_size", 262144, CFGF_NONE),
 		CFG_STR("preload_library", LIBDIR "/libgsock-preload.so",
 			CFGF_NONE),
 		CFG_SEC("preload", preload_opts, CFGF_NONE),
 		CFG_END()
 	};
 	static const char *const str_keys[] = {
-		"control",	    "log_level",	     "log", "io", "transport", "preload_library",
+		"control",	    "log_level",	     "log", "io", "transport", "preload_library", "direct",
 		"preload|default_route", "preload|rule|program", "preload|rule|role",
 		"preload|rule|address",	 "preload|rule|ports",	 "preload|rule|route",
 	};

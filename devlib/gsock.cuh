@@ -29,22 +29,34 @@
  * Device-memory state of one socket, written by the application only.
  * Keeping it off the arena means the fast path of gsend and grecv reads
  * nothing across PCIe but the one counter it waits on.
+ *
+ * Where the bytes move: a bridged socket's rings and counters are its
+ * arena entry's (gs_sock and its two rings); a direct one's are its
+ * segment of the direct pool (gs_dseg), where the other end reads and
+ * writes them. The pointers below say which, so the g-calls read and
+ * write the same way on both paths.
  */
 struct gs_lsock {
-	uint64_t rx_head; /* bytes consumed; published to the arena's rx_head */
-	uint64_t tx_tail; /* bytes queued; published to the arena's tx_tail */
-	uint64_t rx_tail_seen; /* the arena's rx_tail when last read */
-	uint64_t tx_head_seen; /* the arena's tx_head when last read */
+	uint64_t rx_head; /* bytes consumed; published to *rx_head_p */
+	uint64_t tx_tail; /* bytes queued; published to *tx_tail_p */
+	uint64_t rx_tail_seen; /* *rx_tail_p when last read */
+	uint64_t tx_head_seen; /* *tx_head_p when last read */
 	int32_t error; /* a socket error already seen: sticky */
 	uint32_t flags; /* GS_LS_* */
 	uint32_t poll_slot; /* what we last wrote to the arena's poll_slot */
 	uint32_t db_queue; /* the arena's db_queue, read once when fd is made */
+	uint32_t ring_size; /* bytes per ring on its path */
+	uint32_t peer_bit; /* direct: the other side's GS_DC_SIDE */
+	uint64_t *rx_tail_p, *rx_head_p, *tx_tail_p, *tx_head_p;
+	uint8_t *rx_ring, *tx_ring;
+	uint32_t *closed_p; /* direct: the segment's closed word */
 };
 
 #define GS_LS_OPEN 0x1 /* a descriptor of ours: gsocket/gaccept, not gclose */
 #define GS_LS_CONNECTED 0x2 /* gconnect or gaccept succeeded */
 #define GS_LS_TX_SHUT 0x4 /* gshutdown(SHUT_WR or SHUT_RDWR) */
 #define GS_LS_NONBLOCK 0x8 /* SOCK_NONBLOCK or GSOCK_NONBLOCK: never wait */
+#define GS_LS_DIRECT 0x10 /* its bytes move through a direct segment */
 
 /* world bits: set by libgsock's watcher thread, read by every wait. */
 #define GS_WORLD_BRIDGE_GONE 0x1 /* gsockd's control socket closed */
@@ -75,6 +87,9 @@ struct gsock_dev {
 	uint32_t db_size;
 	uint32_t nqueues;
 	uint32_t poll_ns; /* gsock_opts.poll_ns */
+	uint8_t *pool; /* the direct pool, or NULL: every socket bridged */
+	uint32_t dsegs; /* its segments */
+	uint32_t dring_size; /* bytes per ring in a segment */
 };
 
 /* gsetsockopt level for options that live on the device side. */
@@ -291,12 +306,58 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 {
 	struct gs_lsock *ls = &gs.lsock[fd];
 
+	struct gs_sock *s = &gs.socks[fd];
+
 	ls->rx_head = ls->tx_tail = ls->rx_tail_seen = ls->tx_head_seen = 0;
 	ls->error = 0;
 	ls->flags = GS_LS_OPEN | flags;
 	ls->poll_slot = 0;
-	ls->db_queue = gs_ld32(&gs.socks[fd].db_queue);
-	gs_st32(&gs.socks[fd].poll_slot, 0);
+	ls->db_queue = gs_ld32(&s->db_queue);
+	ls->ring_size = gs.ring_size;
+	ls->peer_bit = 0;
+	ls->rx_tail_p = &s->rx_tail;
+	ls->rx_head_p = &s->rx_head;
+	ls->tx_tail_p = &s->tx_tail;
+	ls->tx_head_p = &s->tx_head;
+	ls->rx_ring = gs.rings + (uint64_t)fd * 2 * gs.ring_size;
+	ls->tx_ring = ls->rx_ring + gs.ring_size;
+	ls->closed_p = 0;
+	gs_st32(&s->poll_slot, 0);
+}
+
+/*
+ * Thread 0, once fd is connected: if gsockd made it direct, its bytes
+ * move through that segment from now on. Returns 0, or -EIO when gsockd
+ * named a segment this application cannot reach (its pool is mapped
+ * before registration, so only a broken gsockd does that).
+ */
+GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
+{
+	struct gs_lsock *ls = &gs.lsock[fd];
+	uint32_t d = gs_ld32(&gs.socks[fd].direct), seg, side;
+	struct gs_dseg *g;
+	uint8_t *rings;
+
+	if (!d)
+		return 0;
+	seg = (d - 1) >> 1;
+	side = (d - 1) & 1;
+	if (!gs.pool || seg >= gs.dsegs)
+		return -EIO;
+	g = (struct gs_dseg *)(gs.pool + (uint64_t)seg *
+						 GS_DSEG_STRIDE(gs.dring_size));
+	rings = (uint8_t *)g + GS_DSEG_HDR;
+	ls->ring_size = gs.dring_size;
+	ls->peer_bit = GS_DC_SIDE(side ^ 1);
+	ls->tx_tail_p = &g->pipe[side].tail;
+	ls->tx_head_p = &g->pipe[side].head;
+	ls->rx_tail_p = &g->pipe[side ^ 1].tail;
+	ls->rx_head_p = &g->pipe[side ^ 1].head;
+	ls->tx_ring = rings + (uint64_t)side * gs.dring_size;
+	ls->rx_ring = rings + (uint64_t)(side ^ 1) * gs.dring_size;
+	ls->closed_p = &g->closed;
+	ls->flags |= GS_LS_DIRECT;
+	return 0;
 }
 
 /* The device-side state of fd, or NULL if fd is not an open descriptor. */
@@ -464,11 +525,11 @@ GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
 #endif
 
 /* Copy between a ring (at counter pos) and a flat buffer, block-wide. */
-GSOCK_DEVICE void gs_ring_copy(struct gsock_dev gs, uint8_t *ring, uint64_t pos,
+GSOCK_DEVICE void gs_ring_copy(uint32_t ring_size, uint8_t *ring, uint64_t pos,
 			       uint8_t *buf, uint64_t n, int to_ring)
 {
 	uint64_t first;
-	uint32_t off = gs_ring_split(pos, n, gs.ring_size, &first);
+	uint32_t off = gs_ring_split(pos, n, ring_size, &first);
 
 	if (to_ring) {
 		gs_copy(ring + off, buf, first);
@@ -479,20 +540,10 @@ GSOCK_DEVICE void gs_ring_copy(struct gsock_dev gs, uint8_t *ring, uint64_t pos,
 	}
 }
 
-GSOCK_DEVICE uint8_t *gs_rx_ring(struct gsock_dev gs, int fd)
+/* Thread 0: bytes in the rx ring, reading its tail. */
+GSOCK_DEVICE uint64_t gs_rx_refresh_t0(struct gs_lsock *ls)
 {
-	return gs.rings + (uint64_t)fd * 2 * gs.ring_size;
-}
-
-GSOCK_DEVICE uint8_t *gs_tx_ring(struct gsock_dev gs, int fd)
-{
-	return gs_rx_ring(gs, fd) + gs.ring_size;
-}
-
-/* Thread 0: bytes in the rx ring, reading the arena's tail. */
-GSOCK_DEVICE uint64_t gs_rx_refresh_t0(struct gs_sock *s, struct gs_lsock *ls)
-{
-	ls->rx_tail_seen = gs_ld64(&s->rx_tail);
+	ls->rx_tail_seen = gs_ld64(ls->rx_tail_p);
 	return ls->rx_tail_seen - ls->rx_head;
 }
 
@@ -508,12 +559,12 @@ GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
 	unsigned i = 0;
 
 	if (!avail)
-		avail = gs_rx_refresh_t0(s, ls);
+		avail = gs_rx_refresh_t0(ls);
 	for (;;) {
 		uint32_t st;
 		int err;
 
-		if (avail > gs.ring_size)
+		if (avail > ls->ring_size)
 			return -EIO;
 		if (avail)
 			return (long)avail;
@@ -521,7 +572,7 @@ GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
 			return ls->error;
 		/* Slow path: status first, then the tail it covers. */
 		st = gs_ld32(&s->status);
-		avail = gs_rx_refresh_t0(s, ls);
+		avail = gs_rx_refresh_t0(ls);
 		if (avail)
 			continue;
 		if (!(st & GS_ST_OPEN))
@@ -533,7 +584,8 @@ GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
 		if (!(st & GS_ST_CONNECTED))
 			return -ENOTCONN;
 		/* An empty ring: a stalled bridge would wait for us forever. */
-		if (i == 0 && gs_ld32(&s->rx_blocked)) {
+		if (i == 0 && !(ls->flags & GS_LS_DIRECT) &&
+		    gs_ld32(&s->rx_blocked)) {
 			err = gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
 			if (err)
 				return err;
@@ -543,7 +595,7 @@ GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
 		err = gs_wait_turn(gs, &i);
 		if (err)
 			return err;
-		avail = gs_rx_refresh_t0(s, ls);
+		avail = gs_rx_refresh_t0(ls);
 	}
 }
 
@@ -561,8 +613,9 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 
 	/* The copy's loads have returned: no fence before freeing the space. */
 	ls->rx_head += n;
-	gs_st_plain64(&s->rx_head, ls->rx_head);
-	if (avail < gs.ring_size / 2)
+	gs_st_plain64(ls->rx_head_p, ls->rx_head);
+	/* Direct: the sender looks at the head itself. */
+	if (avail < ls->ring_size / 2 || (ls->flags & GS_LS_DIRECT))
 		return 0;
 	gs_fence();
 	if (gs_ld32(&s->rx_blocked))
@@ -612,7 +665,11 @@ GSOCK_DEVICE int gs_accept(struct gsock_dev gs, int fd, struct sockaddr *addr,
 		return -EBADF;
 	dontwait |= (ls->flags & GS_LS_NONBLOCK) != 0;
 	c = gs_command(gs, GS_OP_ACCEPT, fd, dontwait, 0, 0, 0, 0, addr, len);
-	return (int)gs_new_fd(gs, c, GS_LS_CONNECTED);
+	c = gs_new_fd(gs, c, GS_LS_CONNECTED);
+	if (c >= 0 && gs_tid() == 0 && gs_direct_t0(gs, (int)c))
+		gs.lsock[c].error = -EIO;
+	gs_sync();
+	return (int)c;
 }
 
 /* Blocking unless fd is non-blocking; addr/len may be NULL. */
@@ -635,8 +692,11 @@ GSOCK_DEVICE int gconnect(struct gsock_dev gs, int fd,
 {
 	long r = gs_command(gs, GS_OP_CONNECT, fd, 0, 0, 0, addr, len, 0, 0);
 
-	if (r == 0 && gs_tid() == 0)
+	if (r == 0 && gs_tid() == 0) {
 		gs.lsock[fd].flags |= GS_LS_CONNECTED;
+		if (gs_direct_t0(gs, fd))
+			gs.lsock[fd].error = -EIO;
+	}
 	gs_sync();
 	return (int)r;
 }
@@ -736,7 +796,7 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 		if (n <= 0)
 			return done ? (long)done : n;
 		head = (uint64_t)gs_bcast((long)head);
-		gs_ring_copy(gs, gs_rx_ring(gs, fd), head,
+		gs_ring_copy(ls->ring_size, ls->rx_ring, head,
 			     (uint8_t *)buf + done, (uint64_t)n, 0);
 		gs_sync();
 		if (gs_tid() == 0 &&
@@ -773,21 +833,24 @@ GSOCK_DEVICE long gs_tx_wait_t0(struct gsock_dev gs, int fd,
 		return -EPIPE;
 	if (!(ls->flags & GS_LS_CONNECTED))
 		return -ENOTCONN;
-	if (used < gs.ring_size)
-		return (long)(gs.ring_size - used);
+	if (used < ls->ring_size)
+		return (long)(ls->ring_size - used);
 	for (;;) {
 		uint32_t st = gs_ld32(&s->status);
 
-		ls->tx_head_seen = gs_ld64(&s->tx_head);
+		ls->tx_head_seen = gs_ld64(ls->tx_head_p);
 		used = ls->tx_tail - ls->tx_head_seen;
 		if (!(st & GS_ST_OPEN))
 			return -EBADF;
 		if (s->error)
 			return ls->error = s->error;
-		if (used > gs.ring_size)
+		if (used > ls->ring_size)
 			return -EIO;
-		if (used < gs.ring_size)
-			return (long)(gs.ring_size - used);
+		if (used < ls->ring_size)
+			return (long)(ls->ring_size - used);
+		/* Direct, a full ring the other end will never read. */
+		if (ls->closed_p && (gs_ld32(ls->closed_p) & ls->peer_bit))
+			return ls->error = -EPIPE;
 		if (dontwait || (ls->flags & GS_LS_NONBLOCK))
 			return -EAGAIN;
 		err = gs_wait_turn(gs, &i);
@@ -823,13 +886,15 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		if (n < 0)
 			return done ? (long)done : n;
 		tail = (uint64_t)gs_bcast((long)tail);
-		gs_ring_copy(gs, gs_tx_ring(gs, fd), tail,
+		gs_ring_copy(ls->ring_size, ls->tx_ring, tail,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
 		gs_sync();
 		if (gs_tid() == 0) {
 			ls->tx_tail = tail + (uint64_t)n;
-			gs_st64(&gs.socks[fd].tx_tail, ls->tx_tail);
-			if (gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd))
+			gs_st64(ls->tx_tail_p, ls->tx_tail);
+			/* Direct: the receiver looks at the tail itself. */
+			if (!(ls->flags & GS_LS_DIRECT) &&
+			    gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd))
 				n = -ECONNABORTED;
 		}
 		n = gs_bcast(n);
@@ -860,13 +925,13 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 		return POLLNVAL;
 	if (st & GS_ST_LISTENING)
 		return gs_ld32(&s->accept_pending) ? (p->events & POLLIN) : 0;
-	if (gs_rx_refresh_t0(s, ls) || (st & GS_ST_RX_EOF))
+	if (gs_rx_refresh_t0(ls) || (st & GS_ST_RX_EOF))
 		ev |= POLLIN;
 	/* Each read here is a PCIe round trip: none for events not asked. */
 	if ((p->events & POLLOUT) && (ls->flags & GS_LS_CONNECTED) &&
 	    !(ls->flags & GS_LS_TX_SHUT)) {
-		ls->tx_head_seen = gs_ld64(&s->tx_head);
-		if (ls->tx_tail - ls->tx_head_seen < gs.ring_size)
+		ls->tx_head_seen = gs_ld64(ls->tx_head_p);
+		if (ls->tx_tail - ls->tx_head_seen < ls->ring_size)
 			ev |= POLLOUT;
 	}
 	ev &= p->events;
@@ -942,7 +1007,7 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 	if (claimed)
 		gs_fence(); /* the claim before the scan (see bridge note_event) */
 	for (;;) {
-		int mine = 0;
+		int mine = 0, direct = 0;
 
 		/* What the bridge did before this scan is in it (the sum's
 		 * barriers order these reads before the scan's). */
@@ -950,11 +1015,16 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 			seen = gs_ld64(wake);
 		all = gs_events_all_block(gs);
 		for (int k = (int)gs_tid(); k < nfds; k += (int)gs_bdim()) {
+			struct gs_lsock *ls = gs_lsock_of(gs, fds[k].fd);
+
 			fds[k].revents = gs_poll_one(gs, &fds[k]);
 			mine |= fds[k].revents != 0;
+			direct |= ls && (ls->flags & GS_LS_DIRECT);
 		}
 		if (gs_sync_or(mine) || timeout_us == 0)
 			break;
+		/* Direct sockets' bytes come with no wake: scan every turn. */
+		direct = gs_sync_or(direct);
 		if (gs_tid() == 0) {
 			for (;;) {
 				if (timeout_us > 0 &&
@@ -964,7 +1034,7 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 					break;
 				}
 				r = gs_wait_turn(gs, &turn); /* 0 or -errno */
-				if (r || gs_ld64(wake) != seen)
+				if (r || direct || gs_ld64(wake) != seen)
 					break;
 				if (turn % GS_POLL_ALL_TURNS == 0 &&
 				    gs_events_all(gs) != all)

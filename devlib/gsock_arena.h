@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define GS_ARENA_MAGIC 0x31636b6f7367ULL /* "gsock1" little-endian */
-#define GS_ARENA_VERSION 3
+#define GS_ARENA_VERSION 4
 #define GS_LINE 64
 
 #define GS_ADDR_MAX 128 /* sizeof(struct sockaddr_storage) */
@@ -164,6 +164,11 @@ struct gs_cmd {
  *   db_queue        bridge   the doorbell queue of the worker that owns
  *                            the socket; set before the socket's id is
  *                            handed to the application
+ *   direct          bridge   0: bytes go through the bridge's rings
+ *                            below; else 1 + (segment << 1 | side): the
+ *                            connection's bytes move through that segment
+ *                            of the direct pool (gs_dseg). Set before a
+ *                            gconnect or gaccept that made it completes
  *   tx_head         bridge   bytes taken from the tx ring
  *   rx_head         app      bytes consumed from the rx ring
  *   poll_slot       app      1 + the command slot of the block that last
@@ -182,7 +187,8 @@ struct gs_sock {
 	uint32_t rx_blocked;
 	uint32_t accept_pending;
 	uint32_t db_queue;
-	uint8_t pad0[GS_LINE - 28];
+	uint32_t direct;
+	uint8_t pad0[GS_LINE - 32];
 	uint64_t tx_head;
 	uint8_t pad1[GS_LINE - 8];
 	uint64_t rx_head;
@@ -192,7 +198,48 @@ struct gs_sock {
 	uint8_t pad3[GS_LINE - 8];
 };
 
+/*
+ * The direct pool: one memfd that gsockd makes and every application it
+ * serves maps (they are one user's processes), cut into segments. When
+ * both ends of a connection are applications of this gsockd on this
+ * host, gsockd sets the connection up as over TCP (the kernel's
+ * connection stays, holding the ports and the addresses, carrying FIN
+ * and RST), then hands both ends one segment, and the bytes move through
+ * it with no gsockd work: the sender writes into the receiver's ring.
+ * Side 0 is the end that connected, side 1 the end that accepted; pipe
+ * k carries side k's bytes to side k ^ 1, in the segment's ring k.
+ *
+ *   word     writer           meaning
+ *   tail     sending side     bytes written into the pipe's ring
+ *   head     receiving side   bytes consumed from it
+ *   closed   bridge           GS_DC_SIDE(k) once side k closed or died:
+ *                             the other side's sends fail (EPIPE) when
+ *                             its ring is full, as TCP's fail after RST
+ *
+ * Segment layout: gs_dseg (one page), ring 0, ring 1; the segments lie
+ * GS_DSEG_STRIDE() bytes apart from the pool's start.
+ */
+struct gs_dpipe {
+	uint64_t tail;
+	uint8_t pad0[GS_LINE - 8];
+	uint64_t head;
+	uint8_t pad1[GS_LINE - 8];
+};
+
+#define GS_DC_SIDE(k) (1u << (k))
+#define GS_DSEG_HDR 4096
+
+struct gs_dseg {
+	struct gs_dpipe pipe[2];
+	uint32_t closed;
+	uint8_t pad[GS_DSEG_HDR - 4 * GS_LINE - 4];
+};
+
+/* Bytes from one segment's start to the next's. */
+#define GS_DSEG_STRIDE(dring_size) (GS_DSEG_HDR + 2 * (uint64_t)(dring_size))
+
 #ifndef __cplusplus
+_Static_assert(sizeof(struct gs_dseg) == GS_DSEG_HDR, "segment layout");
 _Static_assert(sizeof(struct gs_arena_hdr) == 3 * GS_LINE, "header layout");
 _Static_assert(sizeof(struct gs_cmd) % GS_LINE == 0, "slot layout");
 _Static_assert(__builtin_offsetof(struct gs_cmd, done_seq) % GS_LINE == 0,

@@ -6,9 +6,12 @@
  * application's registration.
  *
  *   bridge -> app   gs_ctl_welcome: the protocol version and how many
- *                   workers (doorbell queues) the arena should have;
- *                   or a gs_ctl_reply refusing the application
- *   app -> bridge   gs_ctl_hello, with the arena memfd in SCM_RIGHTS
+ *                   workers (doorbell queues) the arena should have; with
+ *                   dsegs > 0, the direct pool's memfd in SCM_RIGHTS
+ *                   (gsock_arena.h, gs_dseg); or a gs_ctl_reply refusing
+ *                   the application
+ *   app -> bridge   gs_ctl_hello, with the arena memfd in SCM_RIGHTS, and
+ *                   whether its device reaches the direct pool
  *   bridge -> app   gs_ctl_reply: status 0, or -errno and a sentence
  *
  * A reply and a welcome are told apart by their magic.
@@ -32,19 +35,24 @@
 
 #define GS_CTL_MAGIC 0x6c746367u /* "gctl" */
 #define GS_CTL_WELCOME_MAGIC 0x6c657767u /* "gwel" */
-#define GS_CTL_VERSION 3
+#define GS_CTL_VERSION 4
 
 struct gs_ctl_welcome {
 	uint32_t magic; /* GS_CTL_WELCOME_MAGIC */
 	uint32_t version; /* GS_CTL_VERSION */
 	uint32_t workers; /* gsockd's workers: doorbell queues to make */
+	uint32_t dsegs; /* the direct pool's segments; 0: no pool, no fd */
+	uint32_t dring_size; /* bytes per direct ring, a power of two */
 	uint32_t pad;
+	uint64_t pool_size; /* dsegs * GS_DSEG_STRIDE(dring_size) */
 };
 
 struct gs_ctl_hello {
 	uint32_t magic; /* GS_CTL_MAGIC */
 	uint32_t version; /* GS_CTL_VERSION */
 	uint64_t arena_size; /* bytes of the memfd that comes with it */
+	uint32_t direct; /* 1: the device reaches the direct pool */
+	uint32_t pad;
 };
 
 struct gs_ctl_reply {
@@ -54,7 +62,7 @@ struct gs_ctl_reply {
 };
 
 #define GS_CTL_STATS_MAGIC 0x61747367u /* "gsta" */
-#define GS_STATS_VERSION 2
+#define GS_STATS_VERSION 3
 
 enum gs_stat_kind { GS_STAT_BRIDGE = 1, GS_STAT_APP, GS_STAT_SOCK, GS_STAT_END };
 
@@ -89,6 +97,8 @@ struct gs_stat_rec {
 			uint32_t status; /* GS_ST_* as the application sees it */
 			int32_t error; /* the socket's error (negative errno), or 0 */
 			uint32_t poll_slot; /* 1 + the command slot (block) polling it, or 0 */
+			uint32_t direct; /* 1: bytes move through a direct segment, not gsockd */
+			uint32_t pad2;
 			uint64_t rx_bytes, tx_bytes; /* received into / sent from its rings */
 			uint64_t rx_queued, tx_queued; /* in the rings: unread, unsent */
 			uint64_t idle_ms; /* since bytes last moved (or it was made) */

@@ -66,6 +66,12 @@ struct gsock_ctx {
 	struct gs_layout layout;
 	struct gs_local *local; /* device memory */
 	struct gs_lsock *lsock; /* device memory, nsocks */
+	/* the direct pool gsockd shares with its applications, or none */
+	int pool_fd;
+	uint8_t *pool; /* host view */
+	uint8_t *dev_pool; /* device view; NULL: not reached, not used */
+	uint64_t pool_size;
+	uint32_t dsegs, dring_size;
 	uint32_t world; /* GS_WORLD_*, the host's copy */
 	pthread_t watcher;
 	int watching;
@@ -301,6 +307,13 @@ static int gs_welcome(struct gsock_ctx *ctx, uint32_t *workers, char *err,
 		struct gs_ctl_welcome w;
 		struct gs_ctl_reply r;
 	} m;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
 	ssize_t n;
 
 	if (!gs_ctl_wait(ctx->ctl_fd, GS_CTL_WAIT_MS)) {
@@ -309,7 +322,12 @@ static int gs_welcome(struct gsock_ctx *ctx, uint32_t *workers, char *err,
 		    GS_CTL_VERSION);
 		return -1;
 	}
-	n = recv(ctx->ctl_fd, &m, sizeof(m), 0);
+	n = recvmsg(ctx->ctl_fd, &msg, MSG_CMSG_CLOEXEC);
+	for (cm = CMSG_FIRSTHDR(&msg); n >= 0 && cm; cm = CMSG_NXTHDR(&msg, cm))
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(sizeof(int)) && ctx->pool_fd < 0)
+			memcpy(&ctx->pool_fd, CMSG_DATA(cm), sizeof(int));
 	if (n == (ssize_t)sizeof(m.r) && m.r.magic == GS_CTL_MAGIC &&
 	    m.r.status) {
 		m.r.msg[sizeof(m.r.msg) - 1] = 0;
@@ -329,14 +347,67 @@ static int gs_welcome(struct gsock_ctx *ctx, uint32_t *workers, char *err,
 		return -1;
 	}
 	*workers = m.w.workers;
+	if (ctx->pool_fd >= 0 && m.w.dsegs &&
+	    gs_pow2(m.w.dring_size) && m.w.dring_size >= GS_MIN_RING &&
+	    m.w.dring_size <= GS_MAX_RING &&
+	    m.w.pool_size == m.w.dsegs * GS_DSEG_STRIDE(m.w.dring_size)) {
+		ctx->dsegs = m.w.dsegs;
+		ctx->dring_size = m.w.dring_size;
+		ctx->pool_size = m.w.pool_size;
+	}
 	return 0;
+}
+
+/*
+ * Map the direct pool where gsockd offered one, and make it reachable
+ * from the device. Without it every connection takes the bridge: a pool
+ * that cannot be had is said on stderr, not fatal.
+ */
+static void gs_pool_map(struct gsock_ctx *ctx)
+{
+	void *p;
+
+	if (!ctx->pool_size)
+		return;
+	p = mmap(NULL, ctx->pool_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 ctx->pool_fd, 0);
+	if (p == MAP_FAILED) {
+		fprintf(stderr,
+			"libgsock: cannot map gsockd's direct pool (%llu MiB): %s; connections take the bridge\n",
+			(unsigned long long)(ctx->pool_size >> 20),
+			strerror(errno));
+		return;
+	}
+	ctx->pool = p;
+#ifdef GSOCK_USE_CUDA
+	{
+		cudaError_t e = cudaHostRegister(p, ctx->pool_size,
+						 cudaHostRegisterMapped);
+		void *dev = NULL;
+
+		if (e == cudaSuccess)
+			e = cudaHostGetDevicePointer(&dev, p, 0);
+		if (e != cudaSuccess) {
+			fprintf(stderr,
+				"libgsock: cannot map gsockd's direct pool (%llu MiB) for the GPU: %s; connections take the bridge (direct_conns in gsock.conf)\n",
+				(unsigned long long)(ctx->pool_size >> 20),
+				cudaGetErrorString(e));
+			(void)cudaGetLastError();
+			return;
+		}
+		ctx->dev_pool = dev;
+	}
+#else
+	ctx->dev_pool = ctx->pool;
+#endif
 }
 
 /* Send the hello with the memfd; read gsockd's verdict. */
 static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
 {
 	struct gs_ctl_hello hello = { GS_CTL_MAGIC, GS_CTL_VERSION,
-				      ctx->layout.size };
+				      ctx->layout.size, ctx->dev_pool != NULL,
+				      0 };
 	struct gs_ctl_reply reply;
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { &hello, sizeof(hello) };
@@ -594,7 +665,7 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 		say(err, errlen, "out of memory");
 		return NULL;
 	}
-	ctx->memfd = ctx->ctl_fd = -1;
+	ctx->memfd = ctx->ctl_fd = ctx->pool_fd = -1;
 	ctx->wake_fd[0] = ctx->wake_fd[1] = -1;
 	pthread_mutex_init(&ctx->lock, NULL);
 	if (pipe2(ctx->wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -609,7 +680,10 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 		goto err_free;
 	if (gs_welcome(ctx, &workers, err, errlen) ||
 	    gs_arena_create(ctx, opts ? opts : &none, workers, err, errlen) ||
-	    gs_device_map(ctx, err, errlen) || gs_register(ctx, err, errlen))
+	    gs_device_map(ctx, err, errlen))
+		goto err_free;
+	gs_pool_map(ctx);
+	if (gs_register(ctx, err, errlen))
 		goto err_free;
 	if (pthread_create(&ctx->watcher, NULL, gs_watch, ctx)) {
 		say(err, errlen, "cannot start the watcher thread");
@@ -657,6 +731,9 @@ static struct gsock_dev gs_dev_view(struct gsock_ctx *ctx, uint32_t base)
 	d.db_size = h->db_size;
 	d.nqueues = h->nqueues;
 	d.poll_ns = ctx->poll_ns;
+	d.pool = ctx->dev_pool;
+	d.dsegs = ctx->dev_pool ? ctx->dsegs : 0;
+	d.dring_size = ctx->dring_size;
 	return d;
 }
 
@@ -936,6 +1013,8 @@ void gsock_fini(struct gsock_ctx *ctx)
 		pthread_join(ctx->watcher, NULL);
 	}
 #ifdef GSOCK_USE_CUDA
+	if (ctx->dev_pool)
+		cudaHostUnregister(ctx->pool);
 	if (ctx->dev_base)
 		cudaHostUnregister(ctx->base);
 	if (ctx->local)
@@ -949,6 +1028,10 @@ void gsock_fini(struct gsock_ctx *ctx)
 		munmap(ctx->base, ctx->layout.size);
 	if (ctx->memfd >= 0)
 		close(ctx->memfd);
+	if (ctx->pool)
+		munmap(ctx->pool, ctx->pool_size);
+	if (ctx->pool_fd >= 0)
+		close(ctx->pool_fd);
 	if (ctx->ctl_fd >= 0)
 		close(ctx->ctl_fd);
 	for (int i = 0; i < 2; i++)

@@ -19,8 +19,8 @@ import sys
 import tempfile
 import time
 
-CTL_MAGIC, CTL_VERSION, WELCOME_MAGIC = 0x6C746367, 3, 0x6C657767
-ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, 3
+CTL_MAGIC, CTL_VERSION, WELCOME_MAGIC = 0x6C746367, 4, 0x6C657767
+ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, 4
 HDR, CMD, SOCK, DBQ = 192, 384, 256, 64  # sizeof gs_arena_hdr, gs_cmd, gs_sock, gs_dbq (t/ring checks them)
 DB_CMD = 0x80000000
 OP_SOCKET, OP_CONNECT = 1, 5
@@ -81,7 +81,7 @@ class Arena:
 
 
 def hello_bytes(size, magic=CTL_MAGIC):
-    return struct.pack("<IIQ", magic, CTL_VERSION, size)
+    return struct.pack("<IIQII", magic, CTL_VERSION, size, 0, 0)
 
 
 def connect(path, greeted=True):
@@ -92,7 +92,7 @@ def connect(path, greeted=True):
     if greeted:
         global WORKERS
         w = s.recv(256)
-        if len(w) != 16 or struct.unpack_from("<I", w)[0] != WELCOME_MAGIC:
+        if len(w) != 32 or struct.unpack_from("<I", w)[0] != WELCOME_MAGIC:
             raise SystemExit("gsockd sent no welcome: %r" % (w,))
         WORKERS = struct.unpack_from("<I", w, 8)[0]
     return s

@@ -164,7 +164,7 @@ def squat(path, uid, secs, how):
                     continue
                 print("greeted", flush=True)
                 try:
-                    c.send(struct.pack("<IIII", WELCOME_MAGIC, CTL_VERSION, 1, 0))
+                    c.send(struct.pack("<IIIIIIQ", WELCOME_MAGIC, CTL_VERSION, 1, 0, 0, 0, 0))
                     conns.append(c)
                 except ConnectionError:  # gone before the greeting
                     c.close()

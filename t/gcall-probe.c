@@ -4,6 +4,8 @@
  * each result as "NAME VALUE", values as the g-call returned them
  * (negative errno). Exit status 69 if gsockd went away.
  * gcall-probe copy THREADS: the block copy probe, one block of THREADS.
+ * gcall-probe send ADDR [BYTES]: listen at ADDR, serve one connection
+ * BYTES (default 1000000) of a pattern that recv checks, then close.
  */
 #include <config.h>
 
@@ -26,11 +28,11 @@ int main(int argc, char **argv)
 	unsigned threads = 128;
 	int status = 0;
 
-	if (argc != 3 ||
+	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[1], "send")) ||
 	    (strcmp(argv[1], "recv") && strcmp(argv[1], "errors") &&
-	     strcmp(argv[1], "copy"))) {
+	     strcmp(argv[1], "copy") && strcmp(argv[1], "send"))) {
 		fprintf(stderr,
-			"usage: gcall-probe recv|errors ADDR, or gcall-probe copy THREADS\n");
+			"usage: gcall-probe recv|errors ADDR, gcall-probe send ADDR [BYTES], or gcall-probe copy THREADS\n");
 		return EX_USAGE;
 	}
 	ctx = gsock_init(&go, err, sizeof(err));
@@ -42,7 +44,9 @@ int main(int argc, char **argv)
 	a->buf = gsock_dev_alloc(ctx, 4096);
 	a->mode = !strcmp(argv[1], "recv") ? PROBE_RECV :
 		  !strcmp(argv[1], "copy") ? PROBE_COPY :
+		  !strcmp(argv[1], "send") ? PROBE_SEND :
 					     PROBE_ERRORS;
+	a->count = argc == 4 ? strtoull(argv[3], NULL, 10) : 1000000;
 	if (a->mode == PROBE_COPY) {
 		threads = (unsigned)strtoul(argv[2], NULL, 10);
 		if (threads < 1 || threads > 1024) {

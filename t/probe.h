@@ -14,12 +14,14 @@ enum probe_mode {
 	PROBE_RECV, /* connect, grecv until <= 0, then one gsend */
 	PROBE_ERRORS, /* bad calls must fail with the right errno */
 	PROBE_COPY, /* the block copy, every alignment pair: no gsockd needed */
+	PROBE_SEND, /* listen at addr, accept one, gsend count bytes, gclose */
 };
 
 struct probe_args {
 	uint32_t mode;
 	struct sockaddr_storage addr; /* peer (recv), or a closed port (errors) */
 	uint32_t addrlen;
+	uint64_t count; /* send: bytes to send (byte k is k * 7 % 251) */
 	uint8_t *buf; /* device memory, 4096 bytes */
 	uint32_t n;
 	char name[PROBE_MAX][24];

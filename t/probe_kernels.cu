@@ -21,23 +21,65 @@ GSOCK_DEVICE void probe_recv(struct gsock_dev gs, struct probe_args *a)
 	int fd = gsocket(gs, ((struct sockaddr *)&a->addr)->sa_family,
 			 SOCK_STREAM, 0);
 	long r = gconnect(gs, fd, (struct sockaddr *)&a->addr, a->addrlen);
-	uint64_t total = 0;
+	uint64_t total = 0, wrong = 0;
 
 	put(a, "connect", r);
 	if (r < 0)
 		return;
 	do {
 		r = grecv(gs, fd, a->buf, 4096, 0);
+		for (long k = gs_tid(); k < r; k += gs_bdim())
+			wrong += a->buf[k] != (uint8_t)((total + k) * 7 % 251);
 		if (r > 0)
 			total += (uint64_t)r;
 	} while (r > 0);
 	put(a, "bytes", (int64_t)total);
+	/* Against a probe that sends (send mode): its pattern, checked. */
+	put(a, "pattern-errors", (int64_t)gs_sum64(wrong));
 	put(a, "end", r);
 	/* Give a reset time to arrive before the send that should see it. */
 	r = gsend(gs, fd, a->buf, 1, 0);
 	put(a, "send", r);
 	put(a, "close", gclose(gs, fd));
 	put(a, "after-close", grecv(gs, fd, a->buf, 1, 0));
+}
+
+/*
+ * Serve one connection: send count bytes of a pattern the receiver can
+ * check (byte k is k * 7 % 251), then close; report how it went.
+ */
+GSOCK_DEVICE void probe_send(struct gsock_dev gs, struct probe_args *a)
+{
+	int lfd = gsocket(gs, ((struct sockaddr *)&a->addr)->sa_family,
+			  SOCK_STREAM, 0), fd;
+	uint64_t sent = 0;
+	long r;
+
+	r = gbind(gs, lfd, (struct sockaddr *)&a->addr, a->addrlen);
+	if (r == 0)
+		r = glisten(gs, lfd, 4);
+	put(a, "listen", r);
+	if (r < 0)
+		return;
+	fd = gaccept(gs, lfd, 0, 0);
+	put(a, "accept", fd < 0 ? fd : 0);
+	if (fd < 0)
+		return;
+	while (sent < a->count) {
+		uint64_t n = a->count - sent < 4096 ? a->count - sent : 4096;
+
+		for (unsigned k = gs_tid(); k < n; k += gs_bdim())
+			a->buf[k] = (uint8_t)((sent + k) * 7 % 251);
+		gs_sync();
+		r = gsend(gs, fd, a->buf, n, 0);
+		if (r <= 0)
+			break;
+		sent += (uint64_t)r;
+	}
+	put(a, "sent", (int64_t)sent);
+	put(a, "send-end", sent == a->count ? 0 : r);
+	put(a, "close", gclose(gs, fd));
+	gclose(gs, lfd);
 }
 
 GSOCK_DEVICE void probe_errors(struct gsock_dev gs, struct probe_args *a)
@@ -141,6 +183,8 @@ GSOCK_KERNEL(probe_kernel, gs, arg)
 
 	if (a->mode == PROBE_RECV)
 		probe_recv(gs, a);
+	else if (a->mode == PROBE_SEND)
+		probe_send(gs, a);
 	else if (a->mode == PROBE_COPY)
 		probe_copy(a);
 	else

@@ -1,0 +1,201 @@
+#!/bin/sh
+# The same-host direct path: two GPU applications of one gsockd, one
+# listening and one connecting at a local address, move their bytes
+# through a segment of the direct pool, not through gsockd. Bytes come
+# back intact at every size (rings wrap, flow control holds), gsock-stat
+# shows both ends direct, gsockd stays idle under a stream, EOF follows
+# the last byte, a killed sender gives EOF and a killed reader a reset
+# within a second, segments come back (a pool of 2 serves connection
+# after connection), and direct = off, a port shared by SO_REUSEPORT and
+# CPU clients take the bridge as before.
+. "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
+need_backend
+time_limit 240
+plan 22
+STAT=$GSOCK_BUILD/bridge/gsock-stat
+printf 'direct_conns = 2\n' >"$TMP/small.conf"
+GSOCKD_CONF=$TMP/small.conf start_gsockd || exit 1
+start_server -l 127.0.0.1:0 -b 4 || exit 1
+
+# paths FILE: "connected-direct connected-bridged" over all applications
+paths() {
+	python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+socks = [s for a in d["applications"] for s in a["socket_list"] if s["state"] == "connected"]
+print(sum(s["path"] == "direct" for s in socks), sum(s["path"] == "bridge" for s in socks))
+PY
+}
+
+timeout 60 "$CLIENT" -n 64 -i 2000 -b 2 127.0.0.1:"$PORT" >"$TMP/c1" 2>&1
+ok $? "GPU client to GPU server, 2 connections x 2000 round trips of 64 B: intact"
+timeout 60 "$CLIENT" -n 1000000 -i 8 -b 2 127.0.0.1:"$PORT" >"$TMP/c2" 2>&1
+ok $? "1,000,000-byte round trips (4x the 256 KiB direct ring): intact"
+sed 's/^/# /' "$TMP/c1" "$TMP/c2"
+
+# A long run, looked at while it goes: both ends direct, gsockd idle.
+timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 127.0.0.1:"$PORT" >"$TMP/c3" 2>&1 &
+cli=$!
+PIDS="$PIDS $cli"
+sleep 1
+"$STAT" -j >"$TMP/s1.json"
+set -- $(paths "$TMP/s1.json")
+is "$1 $2" "2 0" "gsock-stat: the connection's two ends are direct"
+t0=$(awk '{ print $14 + $15 }' "/proc/$GSOCKD_PID/stat")
+sleep 2
+t1=$(awk '{ print $14 + $15 }' "/proc/$GSOCKD_PID/stat")
+"$STAT" -j >"$TMP/s2.json"
+python3 - "$TMP/s1.json" "$TMP/s2.json" <<'PY'
+import json, sys
+def rx(f):
+    d = json.load(open(f))
+    return sum(s["rx_bytes"] for a in d["applications"] for s in a["socket_list"] if s["path"] == "direct")
+a, b = rx(sys.argv[1]), rx(sys.argv[2])
+print("# direct bytes received in those 2 s:", b - a)
+sys.exit(0 if b - a > 10000000 else 1)
+PY
+ok $? "gsock-stat counts the direct stream's bytes (over 10 MB in 2 s)"
+hz=$(getconf CLK_TCK)
+echo "# gsockd CPU while the stream ran: $((t1 - t0)) ticks of $hz per second, over 2 s"
+[ $((t1 - t0)) -le $((2 * hz / 20)) ]
+ok $? "gsockd spends under 5% of a core while a direct stream runs"
+kill "$cli" 2>/dev/null
+wait "$cli" 2>/dev/null
+
+# EOF after the last byte: a probe that sends 3,000,000 bytes and closes.
+port=$(free_port)
+"$PROBE" send 127.0.0.1:"$port" 3000000 >"$TMP/send.out" 2>&1 &
+sp=$!
+PIDS="$PIDS $sp"
+wait_listen "$port"
+timeout 30 "$PROBE" recv 127.0.0.1:"$port" >"$TMP/recv.out" 2>&1
+wait "$sp"
+is "$(probe_value "$TMP/recv.out" bytes) $(probe_value "$TMP/recv.out" pattern-errors) $(probe_value "$TMP/recv.out" end)" \
+	"3000000 0 0" "3,000,000 bytes, the pattern intact, then EOF (grecv 0)"
+is "$(probe_value "$TMP/send.out" sent) $(probe_value "$TMP/send.out" close)" "3000000 0" \
+	"the sender sent them all and closed"
+
+# The sender killed mid-stream: the reader sees the end within a second.
+port=$(free_port)
+"$PROBE" send 127.0.0.1:"$port" 1000000000000 >"$TMP/send.out" 2>&1 &
+sp=$!
+PIDS="$PIDS $sp"
+wait_listen "$port"
+( timeout 30 "$PROBE" recv 127.0.0.1:"$port" >"$TMP/recv.out" 2>&1; now_ms >"$TMP/recv.t" ) &
+rp=$!
+sleep 1
+"$STAT" -j >"$TMP/s3.json"
+set -- $(paths "$TMP/s3.json")
+is "$1" "2" "the probes' connection is direct"
+kill -9 "$sp"
+k=$(now_ms)
+wait "$rp"
+end=$(probe_value "$TMP/recv.out" end)
+dt=$(($(cat "$TMP/recv.t") - k))
+echo "# reader's end: $end, $dt ms after the kill; $(probe_value "$TMP/recv.out" bytes) bytes"
+[ "$end" = 0 ] || [ "$end" = -104 ]
+ok $? "sender killed: the reader's grecv ends (EOF or reset), not hangs"
+[ "$dt" -lt 1500 ]
+ok $? "... within a second or so ($dt ms, the probe's exit included)"
+is "$(probe_value "$TMP/recv.out" pattern-errors)" "0" "... and every byte before it was right"
+
+# The reader killed with bytes unread: the sender's gsend fails.
+port=$(free_port)
+( "$PROBE" send 127.0.0.1:"$port" 1000000000000 >"$TMP/send.out" 2>&1; now_ms >"$TMP/send.t" ) &
+sp=$!
+wait_listen "$port"
+"$PROBE" recv 127.0.0.1:"$port" >"$TMP/recv.out" 2>&1 &
+rp=$!
+PIDS="$PIDS $rp"
+sleep 1
+kill -STOP "$rp" # its ring fills: the sender waits for room
+sleep 0.5
+kill -9 "$rp"
+k=$(now_ms)
+wait "$sp"
+end=$(probe_value "$TMP/send.out" send-end)
+dt=$(($(cat "$TMP/send.t") - k))
+echo "# sender's end: $end, $dt ms after the kill"
+[ "$end" = -104 ] || [ "$end" = -32 ]
+ok $? "reader killed: the waiting sender gets ECONNRESET or EPIPE"
+[ "$dt" -lt 1500 ]
+ok $? "... within a second or so ($dt ms)"
+
+# Six connections came and went through a pool of two: none leaked.
+timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 2 127.0.0.1:"$PORT" >"$TMP/c4" 2>&1 &
+cli=$!
+PIDS="$PIDS $cli"
+sleep 1
+"$STAT" -j >"$TMP/s4.json"
+set -- $(paths "$TMP/s4.json")
+is "$1 $2" "4 0" "after them, a pool of two still gives two connections direct"
+kill "$cli" 2>/dev/null
+wait "$cli" 2>/dev/null
+# A third at once finds the pool used up: it takes the bridge, intact.
+timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 2 127.0.0.1:"$PORT" >"$TMP/c5" 2>&1 &
+cli=$!
+PIDS="$PIDS $cli"
+sleep 1
+timeout 60 "$CLIENT" -n 100000 -i 20 -b 1 127.0.0.1:"$PORT" >"$TMP/c6" 2>&1
+ok $? "a connection made while the pool is used up works (bridged), intact"
+kill "$cli" 2>/dev/null
+wait "$cli" 2>/dev/null
+
+# CPU clients reach the same server over the kernel, as before.
+timeout 60 python3 "$PY" sizes "$PORT" 1 65537 1000000 >"$TMP/py" 2>&1
+ok $? "python3 clients to the same server: intact"
+
+# IPv6 loopback, and a wildcard listener reached at 127.0.0.1.
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+start_server -l '[::1]:0' -b 2 || exit 1
+timeout 60 "$CLIENT" -n 300000 -i 20 -b 1 "[::1]:$PORT" >"$TMP/c7" 2>&1
+ok $? "[::1]: intact"
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+start_server -l 0.0.0.0:0 -b 2 || exit 1
+timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 127.0.0.1:"$PORT" >"$TMP/c8" 2>&1 &
+cli=$!
+PIDS="$PIDS $cli"
+sleep 1
+"$STAT" -j >"$TMP/s5.json"
+set -- $(paths "$TMP/s5.json")
+is "$1" "2" "a 0.0.0.0 listener reached at 127.0.0.1 is direct"
+kill "$cli" 2>/dev/null
+wait "$cli" 2>/dev/null
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+
+# A port shared with SO_REUSEPORT: the kernel picks, so the bridge carries.
+start_server -l 127.0.0.1:0 -b 2 -g 0,1 || exit 1
+PORT=$(echo "$PORT" | head -1) # one line per context
+timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 127.0.0.1:"$PORT" >"$TMP/c9" 2>&1 &
+cli=$!
+PIDS="$PIDS $cli"
+sleep 1
+"$STAT" -j >"$TMP/s6.json"
+set -- $(paths "$TMP/s6.json")
+is "$1 $2" "0 2" "a SO_REUSEPORT listener's connections take the bridge"
+kill "$cli" 2>/dev/null
+wait "$cli" 2>/dev/null
+kill "$SERVER_PID" "$GSOCKD_PID"
+wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
+
+# direct = off: the bridge, as before.
+printf 'direct = "off"\n' >"$TMP/off.conf"
+GSOCKD_CONF=$TMP/off.conf start_gsockd || exit 1
+start_server -l 127.0.0.1:0 -b 2 || exit 1
+timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 127.0.0.1:"$PORT" >"$TMP/c10" 2>&1 &
+cli=$!
+PIDS="$PIDS $cli"
+sleep 1
+"$STAT" -j >"$TMP/s7.json"
+set -- $(paths "$TMP/s7.json")
+is "$1 $2" "0 2" "direct = off: both ends bridged"
+kill "$cli" 2>/dev/null
+wait "$cli" 2>/dev/null
+timeout 60 "$CLIENT" -n 1000000 -i 4 -b 2 127.0.0.1:"$PORT" >"$TMP/c11" 2>&1
+ok $? "direct = off: 1,000,000-byte round trips intact"
+grep -q 'direct off' "$TMP/gsockd.log"
+ok $? "gsockd's log says direct off"
+finish
