@@ -269,9 +269,11 @@ void br_app_kill(struct br_app *a)
 
 /*
  * gsockd speaks first: how many doorbell queues to make, and the direct
- * pool to map.
+ * pool to map. The pool goes to gsockd's own user only: every
+ * application that maps it reaches every direct connection's bytes, so
+ * a root application of a user's gsockd goes without.
  */
-static void welcome(int fd)
+static void welcome(int fd, bool pool_too)
 {
 	struct gs_ctl_welcome w = { .magic = GS_CTL_WELCOME_MAGIC,
 				    .version = GS_CTL_VERSION,
@@ -281,6 +283,11 @@ static void welcome(int fd)
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int pool = br_direct_pool(&w.dsegs, &w.dring_size, &w.pool_size);
 
+	if (!pool_too) {
+		pool = -1;
+		w.dsegs = 0;
+		w.pool_size = 0;
+	}
 	if (pool >= 0) {
 		struct cmsghdr *cm;
 
@@ -425,7 +432,7 @@ struct br_app *br_app_new(int fd, const struct ucred *peer)
 	a->next = br.apps;
 	br.apps = a;
 	br.npending++;
-	welcome(fd);
+	welcome(fd, cred.uid == br.uid);
 	return a;
 err_close:
 	close(fd);
@@ -488,7 +495,8 @@ static void app_hello(struct br_app *a)
 		status = -ENOMEM;
 		goto err_reject;
 	}
-	a->direct = hello.direct == 1; /* and only while a pool exists */
+	/* the pool went to gsockd's own user only (welcome) */
+	a->direct = hello.direct == 1 && a->uid == br.uid;
 	a->pending = false; /* counted as registered from here on */
 	br.npending--;
 	br.napps++;

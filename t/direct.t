@@ -169,20 +169,28 @@ wait "$cli" 2>/dev/null
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 
-# A port shared with SO_REUSEPORT: the kernel picks, so the bridge carries.
-start_server -l 127.0.0.1:0 -b 2 -g 0,1 || exit 1
-PORT=$(echo "$PORT" | head -1) # one line per context
-timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 127.0.0.1:"$PORT" >"$TMP/c9" 2>&1 &
-cli=$!
-PIDS="$PIDS $cli"
-sleep 1
-"$STAT" -j >"$TMP/s6.json"
-set -- $(paths "$TMP/s6.json")
-is "$1 $2" "0 2" "a SO_REUSEPORT listener's connections take the bridge"
-kill "$cli" 2>/dev/null
-wait "$cli" 2>/dev/null
-kill "$SERVER_PID" "$GSOCKD_PID"
-wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
+# A port shared with SO_REUSEPORT (the echo server on two GPUs): the
+# kernel picks, so the bridge carries.
+if [ "$BACKEND" = cuda ] && [ "$(nvidia-smi -L | grep -c '^GPU')" -lt 2 ]; then
+	tap_n=$((tap_n + 1))
+	echo "ok $tap_n - a SO_REUSEPORT listener's connections take the bridge # SKIP one GPU: the echo server shares a port between two GPUs' contexts"
+else
+	start_server -l 127.0.0.1:0 -b 2 -g 0,1 || exit 1
+	PORT=$(echo "$PORT" | head -1) # one line per context
+	timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 127.0.0.1:"$PORT" >"$TMP/c9" 2>&1 &
+	cli=$!
+	PIDS="$PIDS $cli"
+	sleep 1
+	"$STAT" -j >"$TMP/s6.json"
+	set -- $(paths "$TMP/s6.json")
+	is "$1 $2" "0 2" "a SO_REUSEPORT listener's connections take the bridge"
+	kill "$cli" 2>/dev/null
+	wait "$cli" 2>/dev/null
+	kill "$SERVER_PID"
+	wait "$SERVER_PID" 2>/dev/null
+fi
+kill "$GSOCKD_PID"
+wait "$GSOCKD_PID" 2>/dev/null
 
 # direct = off: the bridge, as before.
 printf 'direct = "off"\n' >"$TMP/off.conf"
