@@ -305,7 +305,6 @@ GSOCK_DEVICE long gs_command(struct gsock_dev gs, uint32_t op, int fd,
 GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 {
 	struct gs_lsock *ls = &gs.lsock[fd];
-
 	struct gs_sock *s = &gs.socks[fd];
 
 	ls->rx_head = ls->tx_tail = ls->rx_tail_seen = ls->tx_head_seen = 0;

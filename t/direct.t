@@ -27,6 +27,21 @@ print(sum(s["path"] == "direct" for s in socks), sum(s["path"] == "bridge" for s
 PY
 }
 
+# stream NAME BLOCKS: a GPU client of 200 kB round trips without end in
+# the background ($cli, output in $TMP/NAME), and gsock-stat's view of it
+# a second later in $TMP/NAME.json; stop_stream ends it.
+stream() {
+	timeout 60 "$CLIENT" -n 200000 -i 1000000 -b "$2" 127.0.0.1:"$PORT" >"$TMP/$1" 2>&1 &
+	cli=$!
+	PIDS="$PIDS $cli"
+	sleep 1
+	"$STAT" -j >"$TMP/$1.json"
+}
+stop_stream() {
+	kill "$cli" 2>/dev/null
+	wait "$cli" 2>/dev/null
+}
+
 timeout 60 "$CLIENT" -n 64 -i 2000 -b 2 127.0.0.1:"$PORT" >"$TMP/c1" 2>&1
 ok $? "GPU client to GPU server, 2 connections x 2000 round trips of 64 B: intact"
 timeout 60 "$CLIENT" -n 1000000 -i 8 -b 2 127.0.0.1:"$PORT" >"$TMP/c2" 2>&1
@@ -34,18 +49,14 @@ ok $? "1,000,000-byte round trips (4x the 256 KiB direct ring): intact"
 sed 's/^/# /' "$TMP/c1" "$TMP/c2"
 
 # A long run, looked at while it goes: both ends direct, gsockd idle.
-timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 127.0.0.1:"$PORT" >"$TMP/c3" 2>&1 &
-cli=$!
-PIDS="$PIDS $cli"
-sleep 1
-"$STAT" -j >"$TMP/s1.json"
-set -- $(paths "$TMP/s1.json")
+stream c3 1
+set -- $(paths "$TMP/c3.json")
 is "$1 $2" "2 0" "gsock-stat: the connection's two ends are direct"
 t0=$(awk '{ print $14 + $15 }' "/proc/$GSOCKD_PID/stat")
 sleep 2
 t1=$(awk '{ print $14 + $15 }' "/proc/$GSOCKD_PID/stat")
-"$STAT" -j >"$TMP/s2.json"
-python3 - "$TMP/s1.json" "$TMP/s2.json" <<'PY'
+"$STAT" -j >"$TMP/c3-later.json"
+python3 - "$TMP/c3.json" "$TMP/c3-later.json" <<'PY'
 import json, sys
 def rx(f):
     d = json.load(open(f))
@@ -59,8 +70,7 @@ hz=$(getconf CLK_TCK)
 echo "# gsockd CPU while the stream ran: $((t1 - t0)) ticks of $hz per second, over 2 s"
 [ $((t1 - t0)) -le $((2 * hz / 20)) ]
 ok $? "gsockd spends under 5% of a core while a direct stream runs"
-kill "$cli" 2>/dev/null
-wait "$cli" 2>/dev/null
+stop_stream
 
 # EOF after the last byte: a probe that sends 3,000,000 bytes and closes.
 port=$(free_port)
@@ -122,26 +132,17 @@ ok $? "reader killed: the waiting sender gets ECONNRESET or EPIPE"
 ok $? "... within a second or so ($dt ms)"
 
 # Six connections came and went through a pool of two: none leaked.
-timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 2 127.0.0.1:"$PORT" >"$TMP/c4" 2>&1 &
-cli=$!
-PIDS="$PIDS $cli"
-sleep 1
-"$STAT" -j >"$TMP/s4.json"
-set -- $(paths "$TMP/s4.json")
+stream c4 2
+set -- $(paths "$TMP/c4.json")
 is "$1 $2" "4 0" "after them, a pool of two still gives two connections direct"
-kill "$cli" 2>/dev/null
-wait "$cli" 2>/dev/null
+stop_stream
 sed 's/^/# /' "$TMP/c4"
 # A third at once finds the pool used up: it takes the bridge, intact.
-timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 2 127.0.0.1:"$PORT" >"$TMP/c5" 2>&1 &
-cli=$!
-PIDS="$PIDS $cli"
-sleep 1
+stream c5 2
 timeout 60 "$CLIENT" -n 100000 -i 20 -b 1 127.0.0.1:"$PORT" >"$TMP/c6" 2>&1
 ok $? "a connection made while the pool is used up works (bridged), intact"
 sed 's/^/# /' "$TMP/c6"
-kill "$cli" 2>/dev/null
-wait "$cli" 2>/dev/null
+stop_stream
 
 # CPU clients reach the same server over the kernel, as before.
 timeout 60 python3 "$PY" sizes "$PORT" 1 65537 1000000 >"$TMP/py" 2>&1
@@ -157,15 +158,10 @@ ok $? "[::1]: intact"
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 start_server -l 0.0.0.0:0 -b 2 || exit 1
-timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 127.0.0.1:"$PORT" >"$TMP/c8" 2>&1 &
-cli=$!
-PIDS="$PIDS $cli"
-sleep 1
-"$STAT" -j >"$TMP/s5.json"
-set -- $(paths "$TMP/s5.json")
+stream c8 1
+set -- $(paths "$TMP/c8.json")
 is "$1" "2" "a 0.0.0.0 listener reached at 127.0.0.1 is direct"
-kill "$cli" 2>/dev/null
-wait "$cli" 2>/dev/null
+stop_stream
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 
@@ -177,15 +173,10 @@ if [ "$BACKEND" = cuda ] && [ "$(nvidia-smi -L | grep -c '^GPU')" -lt 2 ]; then
 else
 	start_server -l 127.0.0.1:0 -b 2 -g 0,1 || exit 1
 	PORT=$(echo "$PORT" | head -1) # one line per context
-	timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 127.0.0.1:"$PORT" >"$TMP/c9" 2>&1 &
-	cli=$!
-	PIDS="$PIDS $cli"
-	sleep 1
-	"$STAT" -j >"$TMP/s6.json"
-	set -- $(paths "$TMP/s6.json")
+	stream c9 1
+	set -- $(paths "$TMP/c9.json")
 	is "$1 $2" "0 2" "a SO_REUSEPORT listener's connections take the bridge"
-	kill "$cli" 2>/dev/null
-	wait "$cli" 2>/dev/null
+	stop_stream
 	kill "$SERVER_PID"
 	wait "$SERVER_PID" 2>/dev/null
 fi
@@ -196,15 +187,10 @@ wait "$GSOCKD_PID" 2>/dev/null
 printf 'direct = "off"\n' >"$TMP/off.conf"
 GSOCKD_CONF=$TMP/off.conf start_gsockd || exit 1
 start_server -l 127.0.0.1:0 -b 2 || exit 1
-timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 127.0.0.1:"$PORT" >"$TMP/c10" 2>&1 &
-cli=$!
-PIDS="$PIDS $cli"
-sleep 1
-"$STAT" -j >"$TMP/s7.json"
-set -- $(paths "$TMP/s7.json")
+stream c10 1
+set -- $(paths "$TMP/c10.json")
 is "$1 $2" "0 2" "direct = off: both ends bridged"
-kill "$cli" 2>/dev/null
-wait "$cli" 2>/dev/null
+stop_stream
 timeout 60 "$CLIENT" -n 1000000 -i 4 -b 2 127.0.0.1:"$PORT" >"$TMP/c11" 2>&1
 ok $? "direct = off: 1,000,000-byte round trips intact"
 grep -q 'direct off' "$TMP/gsockd.log"
