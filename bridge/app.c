@@ -45,15 +45,24 @@ static void reply(int fd, int status, const char *fmt, ...)
 		       strerror(errno));
 }
 
+/* A control connection's first message: an application's, or a preload's. */
+union hello {
+	struct gs_ctl_hello h;
+	struct gs_ctl_dconnect d;
+};
+
 /*
  * Receive the hello and its memfd. Returns the fd, -2 when the peer
- * closed without a word, -3 for a gsock-stat request (no descriptor), or
- * -1 with why set.
+ * closed without a word, -3 for a gsock-stat request (no descriptor),
+ * -4 for a preloaded program's direct request (its socketpair end in
+ * *pair), or -1 with why set.
  */
-static int recv_hello(int fd, struct gs_ctl_hello *h, char *why, size_t len)
+static int recv_hello(int fd, union hello *u, int *pair, char *why,
+		      size_t len)
 {
+	struct gs_ctl_hello *h = &u->h;
 	char cbuf[CMSG_SPACE(4 * sizeof(int))];
-	struct iovec iov = { h, sizeof(*h) };
+	struct iovec iov = { u, sizeof(*u) };
 	struct msghdr msg = { .msg_iov = &iov,
 			      .msg_iovlen = 1,
 			      .msg_control = cbuf,
@@ -84,6 +93,13 @@ static int recv_hello(int fd, struct gs_ctl_hello *h, char *why, size_t len)
 	if (n == (ssize_t)sizeof(*h) && nfds == 0 &&
 	    h->magic == GS_CTL_STATS_MAGIC && h->version == GS_STATS_VERSION)
 		return -3;
+	if (n == (ssize_t)sizeof(u->d) && nfds == 1 &&
+	    !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+	    u->d.magic == GS_CTL_DCONN_MAGIC &&
+	    u->d.version == GS_CTL_VERSION) {
+		*pair = memfd;
+		return -4;
+	}
 	if (n != (ssize_t)sizeof(*h) ||
 	    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
 		snprintf(why, len, "malformed hello (%zd bytes, expected %zu)",
@@ -458,11 +474,13 @@ static int attach_workers(struct br_app *a)
 /* The first message of a pending application: its arena. */
 static void app_hello(struct br_app *a)
 {
+	union hello u;
 	struct gs_ctl_hello hello;
 	char why[200];
-	int memfd, status = -EINVAL;
+	int memfd, pair = -1, status = -EINVAL;
 
-	memfd = recv_hello(a->ctl_fd, &hello, why, sizeof(why));
+	memfd = recv_hello(a->ctl_fd, &u, &pair, why, sizeof(why));
+	hello = u.h;
 	if (memfd == -2) {
 		br_dbg("control connection of pid %d closed before its hello",
 		       (int)a->pid);
@@ -475,6 +493,18 @@ static void app_hello(struct br_app *a)
 		br_dbg("gsock-stat request from pid %d", (int)a->pid);
 		if (fd >= 0)
 			br_stat_start(fd);
+		br_app_kill(a);
+		return;
+	}
+	if (memfd == -4) { /* the preload: answered, and the connection ends */
+		struct gs_ctl_dreply rep;
+
+		br_direct_cpu_connect(&u.d, pair, a->uid, &rep);
+		br_dbg("direct request from pid %d: %s", (int)a->pid, rep.msg);
+		if (send(a->ctl_fd, &rep, sizeof(rep),
+			 MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			br_dbg("cannot answer pid %d's direct request: %s",
+			       (int)a->pid, strerror(errno));
 		br_app_kill(a);
 		return;
 	}

@@ -55,6 +55,7 @@ enum br_ev_kind {
 	BR_EV_SIGNAL, /* signalfd: SIGINT, SIGTERM */
 	BR_EV_WAKE, /* an eventfd: messages waiting, or wake up and look */
 	BR_EV_TIMER, /* a timerfd: a wait shorter than a millisecond ended */
+	BR_EV_DIRECT, /* a preloaded CPU end's socketpair (direct.c) */
 };
 
 struct br_ev {
@@ -347,6 +348,20 @@ void br_direct_drop(int seg);
 void br_direct_publish(struct br_sock *s);
 /* s is freed: its side closed, its segment let go. */
 void br_direct_close(struct br_sock *s);
+/* gshutdown of direct s (how as shutdown(2)): a CPU peer sees EOF. */
+void br_direct_shutdown(struct br_sock *s, int how);
+/* A doorbell on direct s: wake its CPU peer if that peer waits. */
+void br_direct_kick(struct br_sock *s);
+/*
+ * Control thread: a preloaded program's request (gs_ctl_dconnect) with
+ * its socketpair end pair_fd (ours from here). Fills the reply.
+ */
+struct gs_ctl_dconnect;
+struct gs_ctl_dreply;
+void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
+			   uid_t uid, struct gs_ctl_dreply *rep);
+/* Control thread: an event on a CPU end's socketpair. */
+void br_direct_event(struct br_ev *e, uint32_t events);
 /* gsock-stat: s's byte counts from its segment; false if not direct. */
 bool br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
 		      uint64_t *rxq, uint64_t *txq);

@@ -24,9 +24,21 @@
  * that closes with bytes unread resets the kernel connection, as TCP
  * does.
  *
- * Everything here is called by the worker that owns the socket it names,
+ * A CPU program under the preload can be side 0 too: it asks over the
+ * control socket before its connect(2) (br_direct_cpu_connect), with one
+ * end of a socketpair whose other end stays its descriptor. It reads and
+ * writes the rings itself; when it must wait, it sets a want bit and
+ * sleeps on that descriptor, and the GPU side rings its doorbell on
+ * seeing the bit: gsockd then writes a byte into the socketpair (bytes
+ * to read) or takes back what the CPU side wrote into it to make it
+ * unwritable (space to write). When every copy of the CPU side's
+ * descriptor is closed, in whatever process, the socketpair says so
+ * (EPOLLRDHUP) and its side is closed.
+ *
+ * Everything here is called by the worker that owns the socket it names
+ * (or, for a CPU side's requests and socketpair, the control thread),
  * and takes br_direct's one lock: it runs at connection setup and
- * teardown only.
+ * teardown, and when a CPU side waits.
  */
 #include <config.h>
 
@@ -35,13 +47,17 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "../devlib/gsock_arena.h"
+#include "../devlib/gsock_ctl.h"
 #include "bridge.h"
 #include "log.h"
 
@@ -56,6 +72,13 @@ struct dlisten {
 	struct br_sock *s;
 	struct dkey k;
 	bool v4_too; /* an IPv6 wildcard that takes IPv4 too */
+};
+
+/* A preloaded CPU program's end of a segment (always side 0). */
+struct dcpu {
+	struct br_ev ev; /* BR_EV_DIRECT, in the control thread's set */
+	int fd; /* our end of its socketpair; -1: none */
+	int seg;
 };
 
 struct dpending {
@@ -78,6 +101,7 @@ static struct {
 	struct dpending *pend;
 	uint32_t npend; /* at most nsegs */
 	uint32_t npend_hint; /* atomic: npend, read without the lock */
+	struct dcpu *cpu; /* per segment */
 } dp = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
 int br_direct_init(void)
@@ -93,8 +117,11 @@ int br_direct_init(void)
 	dp.refs = calloc(dp.nsegs, 1);
 	dp.free_segs = calloc(dp.nsegs, sizeof(int));
 	dp.pend = calloc(dp.nsegs, sizeof(*dp.pend));
+	dp.cpu = calloc(dp.nsegs, sizeof(*dp.cpu));
+	for (uint32_t i = 0; dp.cpu && i < dp.nsegs; i++)
+		dp.cpu[i] = (struct dcpu){ { BR_EV_DIRECT }, -1, (int)i };
 	dp.fd = memfd_create("gsock-direct", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (!dp.refs || !dp.free_segs || !dp.pend || dp.fd < 0 ||
+	if (!dp.refs || !dp.free_segs || !dp.pend || !dp.cpu || dp.fd < 0 ||
 	    ftruncate(dp.fd, (off_t)dp.size) < 0 ||
 	    fcntl(dp.fd, F_ADD_SEALS,
 		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
@@ -125,6 +152,11 @@ void br_direct_fini(void)
 	free(dp.refs);
 	free(dp.free_segs);
 	free(dp.pend);
+	for (uint32_t i = 0; dp.cpu && i < dp.nsegs; i++)
+		if (dp.cpu[i].fd >= 0)
+			close(dp.cpu[i].fd);
+	free(dp.cpu);
+	dp.cpu = NULL;
 	free(dp.ls);
 	dp.base = NULL;
 	dp.fd = -1;
@@ -275,6 +307,67 @@ static void seg_put(int seg)
 		dp.free_segs[dp.nfree++] = seg;
 }
 
+/* Caller holds the lock: whether seg's side k is a CPU program. */
+static bool cpu_side(int seg, unsigned k)
+{
+	return __atomic_load_n(&seg_at(seg)->cpu, __ATOMIC_ACQUIRE) &
+	       GS_DC_SIDE(k);
+}
+
+/*
+ * Caller holds the lock: make seg's CPU side readable (one byte into
+ * its socketpair); pipe is the one it reads. A full socketpair is
+ * readable already.
+ */
+static void cpu_token(int seg, unsigned pipe)
+{
+	struct dcpu *c = &dp.cpu[seg];
+
+	if (c->fd < 0)
+		return;
+	__atomic_store_n(&seg_at(seg)->tokens[pipe], 1, __ATOMIC_RELEASE);
+	if (send(c->fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+	    errno != EAGAIN)
+		br_dbg("direct segment %d: cannot wake its CPU side: %s", seg,
+		       strerror(errno));
+}
+
+/*
+ * Caller holds the lock: take back what seg's CPU side wrote into its
+ * socketpair to make it unwritable (pipe is the one it writes), so it
+ * is writable again.
+ */
+static void cpu_unspill(int seg, unsigned pipe)
+{
+	struct gs_dseg *d = seg_at(seg);
+	struct dcpu *c = &dp.cpu[seg];
+	char buf[4096];
+	ssize_t n;
+
+	if (c->fd < 0)
+		return;
+	while ((n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		__atomic_add_fetch(&d->spill_out[pipe], (uint64_t)n,
+				   __ATOMIC_RELEASE);
+}
+
+/*
+ * Caller holds the lock: side k of seg is gone (closed, or reset with
+ * rst); a CPU peer learns it from its socketpair.
+ */
+static void side_gone(int seg, unsigned k, bool rst)
+{
+	struct gs_dseg *d = seg_at(seg);
+
+	if (rst)
+		__atomic_or_fetch(&d->reset, GS_DC_SIDE(k), __ATOMIC_RELEASE);
+	__atomic_or_fetch(&d->closed, GS_DC_SIDE(k), __ATOMIC_RELEASE);
+	if (cpu_side(seg, k ^ 1)) {
+		cpu_token(seg, k); /* a reader sees the end */
+		cpu_unspill(seg, k ^ 1); /* a writer sees EPIPE */
+	}
+}
+
 static void pend_remove(uint32_t i)
 {
 	dp.pend[i] = dp.pend[--dp.npend];
@@ -294,6 +387,7 @@ void br_direct_unlisten(struct br_sock *s)
 	/* Connections the kernel now resets: their segments' pending hold. */
 	for (uint32_t i = 0; i < dp.npend;)
 		if (dp.pend[i].ls == s) {
+			side_gone(dp.pend[i].seg, 1, true);
 			seg_put(dp.pend[i].seg);
 			pend_remove(i);
 		} else {
@@ -404,6 +498,7 @@ void br_direct_drop(int seg)
 	if (seg < 0)
 		return;
 	pthread_mutex_lock(&dp.lock);
+	side_gone(seg, 1, true); /* the kernel resets it with its listener */
 	seg_put(seg);
 	pthread_mutex_unlock(&dp.lock);
 }
@@ -438,17 +533,19 @@ void br_direct_close(struct br_sock *s)
 	struct gs_dseg *d;
 	struct gs_dpipe *in;
 	struct linger rst = { 1, 0 };
+	bool unread;
 
 	if (s->dseg < 0)
 		return;
 	d = seg_at(s->dseg);
 	in = &d->pipe[s->dside ^ 1];
 	/* Bytes it never read: the kernel would reset; so do we. */
-	if (s->fd >= 0 && __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE) !=
-				  __atomic_load_n(&in->head, __ATOMIC_ACQUIRE))
+	unread = __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE) !=
+		 __atomic_load_n(&in->head, __ATOMIC_ACQUIRE);
+	if (s->fd >= 0 && unread)
 		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
 	pthread_mutex_lock(&dp.lock);
-	__atomic_or_fetch(&d->closed, GS_DC_SIDE(s->dside), __ATOMIC_RELEASE);
+	side_gone(s->dseg, s->dside, unread);
 	seg_put(s->dseg);
 	pthread_mutex_unlock(&dp.lock);
 	s->dseg = -1;
@@ -470,4 +567,162 @@ bool br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
 	*tx = __atomic_load_n(&out->tail, __ATOMIC_RELAXED);
 	*txq = *tx - __atomic_load_n(&out->head, __ATOMIC_RELAXED);
 	return true;
+}
+
+void br_direct_shutdown(struct br_sock *s, int how)
+{
+	if (s->dseg < 0 || how == SHUT_RD)
+		return;
+	pthread_mutex_lock(&dp.lock);
+	__atomic_or_fetch(&seg_at(s->dseg)->eof, GS_DC_SIDE(s->dside),
+			  __ATOMIC_RELEASE);
+	if (cpu_side(s->dseg, s->dside ^ 1))
+		cpu_token(s->dseg, s->dside);
+	pthread_mutex_unlock(&dp.lock);
+}
+
+/* Clear bit of *want; whether this call is the one that cleared it. */
+static bool took(uint32_t *want, uint32_t bit)
+{
+	return (__atomic_load_n(want, __ATOMIC_ACQUIRE) & bit) &&
+	       (__atomic_fetch_and(want, ~bit, __ATOMIC_ACQ_REL) & bit);
+}
+
+void br_direct_kick(struct br_sock *s)
+{
+	struct gs_dseg *d;
+	unsigned out, in;
+	bool wake, room;
+
+	if (s->dseg < 0)
+		return;
+	d = seg_at(s->dseg);
+	out = s->dside;
+	in = s->dside ^ 1;
+	if (!(__atomic_load_n(&d->cpu, __ATOMIC_ACQUIRE) & GS_DC_SIDE(in)))
+		return;
+	wake = took(&d->want[out], GS_DW_READER);
+	room = took(&d->want[in], GS_DW_WRITER);
+	if (!wake && !room)
+		return;
+	pthread_mutex_lock(&dp.lock);
+	if (wake)
+		cpu_token(s->dseg, out);
+	if (room)
+		cpu_unspill(s->dseg, in);
+	pthread_mutex_unlock(&dp.lock);
+}
+
+static void dreply(struct gs_ctl_dreply *rep, int status, const char *why)
+{
+	rep->status = status;
+	snprintf(rep->msg, sizeof(rep->msg), "%s", why);
+}
+
+void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
+			   uid_t uid, struct gs_ctl_dreply *rep)
+{
+	struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLIN | EPOLLET };
+	struct dkey dk, src;
+	struct dlisten *l;
+	bool local;
+	int seg;
+
+	memset(rep, 0, sizeof(*rep));
+	rep->magic = GS_CTL_DCONN_MAGIC;
+	if (dp.fd < 0) {
+		dreply(rep, -EOPNOTSUPP, "the direct path is off (direct in gsock.conf)");
+		goto err_close;
+	}
+	if (uid != br.uid) {
+		dreply(rep, -EPERM, "the direct pool is gsockd's own user's");
+		goto err_close;
+	}
+	if (req->dst_len > sizeof(req->dst) || req->src_len > sizeof(req->src) ||
+	    !key_of((const struct sockaddr *)req->dst, req->dst_len, &dk) ||
+	    !key_of((const struct sockaddr *)req->src, req->src_len, &src) ||
+	    !src.port || src.any) {
+		dreply(rep, -EINVAL, "malformed addresses");
+		goto err_close;
+	}
+	local = key_local(&dk);
+	pthread_mutex_lock(&dp.lock);
+	l = listener_for(&dk, &local);
+	if (!l || l->s->app->uid != uid) {
+		pthread_mutex_unlock(&dp.lock);
+		dreply(rep, -ENOENT, "no listener of a gsock application there");
+		goto err_close;
+	}
+	if (!dp.nfree) {
+		pthread_mutex_unlock(&dp.lock);
+		dreply(rep, -EAGAIN, "every direct segment is taken (direct_conns)");
+		goto err_close;
+	}
+	seg = dp.free_segs[--dp.nfree];
+	ev.data.ptr = &dp.cpu[seg].ev;
+	if (epoll_ctl(br.epfd, EPOLL_CTL_ADD, pair_fd, &ev) < 0) {
+		dp.free_segs[dp.nfree++] = seg;
+		pthread_mutex_unlock(&dp.lock);
+		dreply(rep, -errno, "epoll");
+		goto err_close;
+	}
+	dp.refs[seg] = 2; /* the CPU end, and the pending entry */
+	memset(seg_at(seg), 0, sizeof(struct gs_dseg));
+	__atomic_store_n(&seg_at(seg)->cpu, GS_DC_SIDE(0), __ATOMIC_RELEASE);
+	dp.cpu[seg].fd = pair_fd;
+	dp.pend[dp.npend++] = (struct dpending){
+		.ls = l->s, .src = src, .seg = seg
+	};
+	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&dp.lock);
+	rep->seg = (uint32_t)seg;
+	rep->side = 0;
+	dreply(rep, 0, "ok");
+	return;
+err_close:
+	close(pair_fd);
+}
+
+void br_direct_event(struct br_ev *e, uint32_t events)
+{
+	struct dcpu *c = (struct dcpu *)e;
+	struct gs_dseg *d;
+	uint64_t out;
+	int queued = 0;
+
+	pthread_mutex_lock(&dp.lock);
+	if (c->fd < 0)
+		goto out;
+	d = seg_at(c->seg);
+	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+		/* Every copy of its descriptor is closed, in every process. */
+		__atomic_or_fetch(&d->closed, GS_DC_SIDE(0), __ATOMIC_RELEASE);
+		close(c->fd);
+		c->fd = -1;
+		seg_put(c->seg);
+		goto out;
+	}
+	/*
+	 * Bytes in the socketpair beyond what the preload wrote there to
+	 * make it unwritable were written around the preload (stdio on the
+	 * descriptor, splice): they cannot reach the peer in order. Say so
+	 * loudly, and reset the connection rather than lose them quietly.
+	 */
+	/*
+	 * In this order: spill_out grows after bytes are read, spill_in
+	 * before they are written, so queued <= in - out however the CPU
+	 * side and a worker move meanwhile.
+	 */
+	out = __atomic_load_n(&d->spill_out[0], __ATOMIC_SEQ_CST);
+	if (ioctl(c->fd, FIONREAD, &queued) == 0 && queued > 0 &&
+	    (uint64_t)queued >
+		    __atomic_load_n(&d->spill_in[0], __ATOMIC_SEQ_CST) - out &&
+	    !(__atomic_load_n(&d->reset, __ATOMIC_ACQUIRE) & GS_DC_SIDE(0))) {
+		br_warn("direct segment %d: its CPU side wrote %d bytes around the preload (stdio or splice on the descriptor?); resetting the connection",
+			c->seg, queued);
+		__atomic_or_fetch(&d->reset, GS_DC_SIDE(0), __ATOMIC_RELEASE);
+		__atomic_or_fetch(&d->closed, GS_DC_SIDE(0), __ATOMIC_RELEASE);
+	}
+out:
+	pthread_mutex_unlock(&dp.lock);
 }

@@ -222,6 +222,9 @@ static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
 		}
 		break;
 	}
+	case BR_EV_DIRECT:
+		br_direct_event(e, ev->events);
+		break;
 	case BR_EV_SOCK: /* only in workers' sets */
 		break;
 	case BR_EV_SIGNAL:

@@ -658,6 +658,8 @@ void br_sock_doorbell(struct br_app *a, uint32_t id)
 	if (!mine(s))
 		return;
 	br_worker_paid(s);
+	if (s->dseg >= 0)
+		br_direct_kick(s); /* a CPU peer that waits */
 	if (!s->adopted)
 		adopt(s);
 	else
@@ -1058,6 +1060,7 @@ static int64_t cmd_shutdown(struct br_sock *s, const struct gs_cmd *c)
 		return -ENOTCONN;
 	if (how != SHUT_WR)
 		shutdown(s->fd, SHUT_RD);
+	br_direct_shutdown(s, (int)how);
 	if (how != SHUT_RD) {
 		publish_status(s, GS_ST_TX_SHUT, 0);
 		s->shut_wr_pending = true;

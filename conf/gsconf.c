@@ -145,8 +145,9 @@ static int validate_rule(cfg_t *cfg, cfg_opt_t *opt)
 {
 	cfg_t *rule = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
 
-	if (!cfg_size(rule, "route")) {
-		cfg_error(cfg, "rule: has no route (os or rsocket)");
+	if (!cfg_size(rule, "route") && !cfg_size(rule, "direct")) {
+		cfg_error(cfg,
+			  "rule: says neither route (os or rsocket) nor direct (auto or off)");
 		return -1;
 	}
 	return 0;
@@ -160,6 +161,7 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_STR("address", "any", CFGF_NONE),
 		CFG_STR("ports", "any", CFGF_NONE),
 		CFG_STR("route", NULL, CFGF_NODEFAULT),
+		CFG_STR("direct", NULL, CFGF_NODEFAULT),
 		CFG_END()
 	};
 	static cfg_opt_t preload_opts[] = {
@@ -197,6 +199,7 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		"control",	    "log_level",	     "log", "io", "transport", "preload_library", "direct",
 		"preload|default_route", "preload|rule|program", "preload|rule|role",
 		"preload|rule|address",	 "preload|rule|ports",	 "preload|rule|route",
+		"preload|rule|direct",
 	};
 	char msg[512];
 	cfg_t *cfg;
@@ -310,6 +313,7 @@ int gs_rules_load(cfg_t *cfg, struct gs_rules *out)
 	memset(out, 0, sizeof(*out));
 	out->fallback = pre ? route_of(cfg_getstr(pre, "default_route")) :
 			      GS_ROUTE_OS;
+	out->direct = strcmp(cfg_getstr(cfg, "direct"), "off") ? 1 : 0;
 	if (!n)
 		return 0;
 	out->rule = calloc(n, sizeof(*out->rule));
@@ -329,7 +333,12 @@ int gs_rules_load(cfg_t *cfg, struct gs_rules *out)
 				&r->prefix_len);
 		gs_parse_ports(cfg_getstr(c, "ports"), &r->port_lo,
 			       &r->port_hi);
-		r->route = route_of(cfg_getstr(c, "route"));
+		r->route = cfg_size(c, "route") ?
+				   route_of(cfg_getstr(c, "route")) :
+				   GS_ROUTE_NONE;
+		r->direct = !cfg_size(c, "direct")		   ? -1 :
+			    strcmp(cfg_getstr(c, "direct"), "off") ? 1 :
+								     0;
 		r->line = c->line;
 	}
 	out->n = n;
@@ -388,11 +397,26 @@ enum gs_route gs_rules_match(const struct gs_rules *r, const char *prog,
 			     int *line)
 {
 	for (int i = 0; i < r->n; i++) {
-		if (rule_matches(&r->rule[i], prog, role, sa)) {
+		if (r->rule[i].route != GS_ROUTE_NONE &&
+		    rule_matches(&r->rule[i], prog, role, sa)) {
 			*line = r->rule[i].line;
 			return r->rule[i].route;
 		}
 	}
 	*line = 0;
 	return r->fallback;
+}
+
+int gs_rules_direct(const struct gs_rules *r, const char *prog,
+		    const struct sockaddr *sa, int *line)
+{
+	for (int i = 0; i < r->n; i++) {
+		if (r->rule[i].direct >= 0 &&
+		    rule_matches(&r->rule[i], prog, GS_ROLE_CLIENT, sa)) {
+			*line = r->rule[i].line;
+			return r->rule[i].direct;
+		}
+	}
+	*line = 0;
+	return r->direct;
 }

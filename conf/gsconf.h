@@ -17,6 +17,8 @@
 enum gs_route {
 	GS_ROUTE_OS, /* the kernel */
 	GS_ROUTE_RSOCKET, /* librdmacm's rsockets (RDMA) */
+	GS_ROUTE_DIRECT, /* the same-host direct path (never a rule's) */
+	GS_ROUTE_NONE, /* a rule that says nothing of the route */
 };
 
 /* Which side of a TCP connection a rule is about. */
@@ -34,12 +36,14 @@ struct gs_rule {
 	uint8_t addr[16]; /* network prefix, family's length */
 	int prefix_len; /* bits of addr that must match */
 	uint16_t port_lo, port_hi; /* inclusive; 0..65535 for any */
-	enum gs_route route;
+	enum gs_route route; /* GS_ROUTE_NONE: the rule only says direct */
+	int direct; /* -1: not said; 0: off; 1: auto */
 	int line; /* where it ends in the file (its closing brace), for logs */
 };
 
 struct gs_rules {
 	enum gs_route fallback; /* route when no rule matches */
+	int direct; /* gsock.conf's direct: 0 off, 1 auto */
 	int n;
 	struct gs_rule *rule;
 };
@@ -67,6 +71,14 @@ void gs_rules_free(struct gs_rules *r);
 enum gs_route gs_rules_match(const struct gs_rules *r, const char *prog,
 			     enum gs_role role, const struct sockaddr *sa,
 			     int *line);
+
+/*
+ * Whether a client of program prog connecting to sa may take the direct
+ * path (1) or not (0): the first matching rule that says direct, else
+ * gsock.conf's direct. *line as for gs_rules_match.
+ */
+int gs_rules_direct(const struct gs_rules *r, const char *prog,
+		    const struct sockaddr *sa, int *line);
 
 /* Parse "ADDR/LEN", "ADDR" or "any"; 0 or -1. */
 int gs_parse_prefix(const char *s, int *family, uint8_t addr[16], int *len);

@@ -50,6 +50,7 @@ struct gs_lsock {
 	uint64_t *rx_tail_p, *rx_head_p, *tx_tail_p, *tx_head_p;
 	uint8_t *rx_ring, *tx_ring;
 	uint32_t *closed_p; /* direct: the segment's closed word */
+	uint32_t *want_rx_p, *want_tx_p; /* direct, a CPU peer: its want words */
 };
 
 #define GS_LS_OPEN 0x1 /* a descriptor of ours: gsocket/gaccept, not gclose */
@@ -57,6 +58,7 @@ struct gs_lsock {
 #define GS_LS_TX_SHUT 0x4 /* gshutdown(SHUT_WR or SHUT_RDWR) */
 #define GS_LS_NONBLOCK 0x8 /* SOCK_NONBLOCK or GSOCK_NONBLOCK: never wait */
 #define GS_LS_DIRECT 0x10 /* its bytes move through a direct segment */
+#define GS_LS_CPU_PEER 0x20 /* direct, and the other end is a CPU program */
 
 /* world bits: set by libgsock's watcher thread, read by every wait. */
 #define GS_WORLD_BRIDGE_GONE 0x1 /* gsockd's control socket closed */
@@ -321,6 +323,7 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 	ls->rx_ring = gs.rings + (uint64_t)fd * 2 * gs.ring_size;
 	ls->tx_ring = ls->rx_ring + gs.ring_size;
 	ls->closed_p = 0;
+	ls->want_rx_p = ls->want_tx_p = 0;
 	gs_st32(&s->poll_slot, 0);
 }
 
@@ -355,8 +358,31 @@ GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
 	ls->tx_ring = rings + (uint64_t)side * gs.dring_size;
 	ls->rx_ring = rings + (uint64_t)(side ^ 1) * gs.dring_size;
 	ls->closed_p = &g->closed;
+	ls->want_rx_p = &g->want[side ^ 1];
+	ls->want_tx_p = &g->want[side];
 	ls->flags |= GS_LS_DIRECT;
+	if (gs_ld32(&g->cpu) & GS_DC_SIDE(side ^ 1))
+		ls->flags |= GS_LS_CPU_PEER;
 	return 0;
+}
+
+/*
+ * Thread 0, direct with a CPU peer, after publishing a counter: if the
+ * peer sleeps on its descriptor for it (want has bit), ring so gsockd
+ * wakes it. The fence pairs with the peer's between setting the bit and
+ * reading the counter again (preload/direct.c), so one of the two sees
+ * the other. Returns 0 or the doorbell's error.
+ */
+GSOCK_DEVICE int gs_wake_cpu_t0(struct gsock_dev gs, int fd,
+				struct gs_lsock *ls, uint32_t *want,
+				uint32_t bit)
+{
+	if (!(ls->flags & GS_LS_CPU_PEER))
+		return 0;
+	gs_fence();
+	if (!(gs_ld32(want) & bit))
+		return 0;
+	return gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
 }
 
 /* The device-side state of fd, or NULL if fd is not an open descriptor. */
@@ -622,8 +648,10 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 	/* The copy's loads have returned: no fence before freeing the space. */
 	ls->rx_head += n;
 	gs_st_plain64(ls->rx_head_p, ls->rx_head);
-	/* Direct: the sender looks at the head itself. */
-	if (avail < ls->ring_size / 2 || (ls->flags & GS_LS_DIRECT))
+	/* Direct: the sender looks at the head itself (a CPU one may sleep). */
+	if (ls->flags & GS_LS_DIRECT)
+		return gs_wake_cpu_t0(gs, fd, ls, ls->want_rx_p, GS_DW_WRITER);
+	if (avail < ls->ring_size / 2)
 		return 0;
 	gs_fence();
 	if (gs_ld32(&s->rx_blocked))
@@ -901,8 +929,11 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 			ls->tx_tail = tail + (uint64_t)n;
 			gs_st64(ls->tx_tail_p, ls->tx_tail);
 			/* Direct: the receiver looks at the tail itself. */
-			if (!(ls->flags & GS_LS_DIRECT) &&
-			    gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd))
+			if ((ls->flags & GS_LS_DIRECT) ?
+				    gs_wake_cpu_t0(gs, fd, ls, ls->want_tx_p,
+						   GS_DW_READER) :
+				    gs_ring_doorbell(gs, ls->db_queue,
+						     (uint32_t)fd))
 				n = -ECONNABORTED;
 		}
 		n = gs_bcast(n);

@@ -215,6 +215,31 @@ struct gs_sock {
  *   closed   bridge           GS_DC_SIDE(k) once side k closed or died:
  *                             the other side's sends fail (EPIPE) when
  *                             its ring is full, as TCP's fail after RST
+ *   cpu      bridge           GS_DC_SIDE(k): side k is a CPU program
+ *                             under the preload, which sleeps on a
+ *                             descriptor; set before either side learns
+ *                             the segment
+ *   eof      bridge, preload  GS_DC_SIDE(k) once side k shut its sending
+ *                             down: the CPU side's reads end (EOF)
+ *   reset    bridge, preload  GS_DC_SIDE(k): side k reset the connection
+ *   want     CPU side         per pipe, GS_DW_*: the CPU side waits on its
+ *                             descriptor for the pipe's bytes (READER) or
+ *                             space (WRITER); whoever clears a bit (the
+ *                             bridge on a doorbell, or the CPU side
+ *                             itself) raises the descriptor
+ *   tokens   whoever clears   per pipe, 1 while a wake-up byte may sit in
+ *                             the CPU side's descriptor
+ *   lock     CPU side         per pipe: its threads and forked processes
+ *                             take turns on the pipe
+ *   spill_in, spill_out       per pipe: bytes written into the CPU side's
+ *                             descriptor to make it unwritable while the
+ *                             ring is full, and bytes taken back out
+ *
+ * A GPU side whose peer is a CPU side reads want after publishing its
+ * tail (READER) or head (WRITER) and rings its doorbell when the bit is
+ * set; the bridge then writes one byte into the CPU side's descriptor
+ * (READER) or takes the spill back out (WRITER). Nothing of this is
+ * looked at between two GPU sides.
  *
  * Segment layout: gs_dseg (one page), ring 0, ring 1; the segments lie
  * GS_DSEG_STRIDE() bytes apart from the pool's start.
@@ -229,10 +254,21 @@ struct gs_dpipe {
 #define GS_DC_SIDE(k) (1u << (k))
 #define GS_DSEG_HDR 4096
 
+#define GS_DW_READER 0x1
+#define GS_DW_WRITER 0x2
+
 struct gs_dseg {
 	struct gs_dpipe pipe[2];
 	uint32_t closed;
-	uint8_t pad[GS_DSEG_HDR - 4 * GS_LINE - 4];
+	uint32_t cpu;
+	uint32_t eof;
+	uint32_t reset;
+	uint32_t want[2];
+	uint8_t pad0[GS_LINE - 24];
+	uint32_t tokens[2];
+	uint32_t lock[2];
+	uint64_t spill_in[2], spill_out[2];
+	uint8_t pad1[GS_DSEG_HDR - 5 * GS_LINE - 48];
 };
 
 /* Bytes from one segment's start to the next's. */

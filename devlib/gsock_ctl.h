@@ -16,6 +16,17 @@
  *
  * A reply and a welcome are told apart by their magic.
  *
+ * A preloaded CPU program that connects to an address of this host asks
+ * on a connection of its own (libgsock-preload.so, preload/direct.c):
+ * after the welcome, which carries the pool to gsockd's own user, it
+ * sends a gs_ctl_dconnect with one end of a socketpair in SCM_RIGHTS;
+ * gsockd answers with a gs_ctl_dreply and closes. Status 0 means a
+ * listener of an application of this gsockd takes the connection and
+ * the segment is the caller's (side 0) once its connect(2) from src
+ * reaches that listener; gsockd keeps the socketpair's end to wake the
+ * caller with (gsock_arena.h, gs_dseg). -ENOENT means no such listener:
+ * the connection takes the kernel.
+ *
  * A live view (gsock-stat) asks on a connection of its own, and has no
  * arena: after the welcome it sends a gs_ctl_hello with magic
  * GS_CTL_STATS_MAGIC, version GS_STATS_VERSION, arena_size 0 and no
@@ -35,7 +46,7 @@
 
 #define GS_CTL_MAGIC 0x6c746367u /* "gctl" */
 #define GS_CTL_WELCOME_MAGIC 0x6c657767u /* "gwel" */
-#define GS_CTL_VERSION 4
+#define GS_CTL_VERSION 5
 
 struct gs_ctl_welcome {
 	uint32_t magic; /* GS_CTL_WELCOME_MAGIC */
@@ -59,6 +70,24 @@ struct gs_ctl_reply {
 	uint32_t magic; /* GS_CTL_MAGIC */
 	int32_t status; /* 0 accepted, else negative errno */
 	char msg[248]; /* why, as a sentence, when status != 0 */
+};
+
+#define GS_CTL_DCONN_MAGIC 0x6e6f6364u /* "dcon" */
+
+struct gs_ctl_dconnect {
+	uint32_t magic; /* GS_CTL_DCONN_MAGIC */
+	uint32_t version; /* GS_CTL_VERSION */
+	uint32_t dst_len, src_len; /* bytes of dst and src */
+	uint8_t dst[28]; /* the address connected to: sockaddr_in or _in6 */
+	uint8_t src[28]; /* the connecting socket's bound address */
+};
+
+struct gs_ctl_dreply {
+	uint32_t magic; /* GS_CTL_DCONN_MAGIC */
+	int32_t status; /* 0: direct, else negative errno */
+	uint32_t seg; /* status 0: the segment */
+	uint32_t side; /* status 0: the caller's side (0) */
+	char msg[112]; /* why, as a sentence, when status != 0 */
 };
 
 #define GS_CTL_STATS_MAGIC 0x61747367u /* "gsta" */

@@ -16,6 +16,7 @@
 
 static struct pl_sock **chunks[NCHUNKS];
 void (*pl_sock_release)(struct pl_sock *s);
+void (*pl_sock_release_direct)(struct pl_sock *s);
 static pthread_rwlock_t tab_lock = PTHREAD_RWLOCK_INITIALIZER;
 
 struct pl_sock *pl_sock_new(int domain)
@@ -37,6 +38,8 @@ struct pl_sock *pl_sock_new(int domain)
 void pl_sock_put(struct pl_sock *s)
 {
 	if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (s->dc && pl_sock_release_direct)
+			pl_sock_release_direct(s);
 		if (pl_sock_release)
 			pl_sock_release(s);
 		pthread_mutex_destroy(&s->lock);

@@ -24,6 +24,7 @@
 #include "../conf/gsconf.h"
 
 struct pl_lq;
+struct pl_dconn;
 
 /* The fork-safe mode's part in a socket (rs_fork.c). */
 enum pl_fork {
@@ -67,10 +68,14 @@ struct pl_sock {
 	int connecting;
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
+	int in_epoll; /* added to an epoll set before its route was chosen */
+	struct pl_dconn *dc; /* GS_ROUTE_DIRECT: the connection (direct.c) */
 };
 
 /* Called when an entry's last reference goes (set by the rsocket route). */
 extern void (*pl_sock_release)(struct pl_sock *s);
+/* The same, first, for an entry of the direct route (set by direct.c). */
+extern void (*pl_sock_release_direct)(struct pl_sock *s);
 
 /* fds the table covers: [0, PL_FD_MAX). Larger ones are never routed. */
 #define PL_FD_MAX (1 << 20)

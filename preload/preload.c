@@ -29,6 +29,7 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
+#include "direct.h"
 #include "fdtab.h"
 #include "real.h"
 #include "route.h"
@@ -48,6 +49,7 @@ static const struct pl_real *pl_route_calls[] = {
 #else
 	[GS_ROUTE_RSOCKET] = &pl_real, /* never chosen without librdmacm */
 #endif
+	[GS_ROUTE_DIRECT] = &pl_direct_calls,
 };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -129,7 +131,9 @@ static const struct pl_real *calls_for(int fd, struct pl_sock **s)
 		pl_rs_connect_progress(fd, *s);
 #endif
 	/* A socket without its rsocket (yet) is the kernel's. */
-	return *s && (*s)->rs >= 0 ? pl_route_calls[(*s)->route] : &pl_real;
+	return *s && ((*s)->rs >= 0 || (*s)->route == GS_ROUTE_DIRECT) ?
+		       pl_route_calls[(*s)->route] :
+		       &pl_real;
 }
 
 /*
@@ -156,8 +160,10 @@ static int route_fd(int fd, const struct pl_sock *s)
 }
 
 /* A call on one descriptor, forwarded to its route found by lookup. */
-#define PL_LOOKUP_CALL(lookup, ret, name, params, args)                      \
-	ret name params                                                      \
+#define PL_LOOKUP_CALL(lookup, ret, name, params, args) \
+	PL_LOOKUP_CALL_AS(name, lookup, ret, name, params, args)
+#define PL_LOOKUP_CALL_AS(fname, lookup, ret, name, params, args)            \
+	ret fname params                                                     \
 	{                                                                    \
 		struct pl_sock *s;                                           \
 		const struct pl_real *calls_ = lookup(fd, &s);               \
@@ -220,8 +226,18 @@ PL_IO_CALL(ssize_t, sendto,
 	   (int fd, const void *buf, size_t n, int flags,
 	    const struct sockaddr *sa, socklen_t len),
 	   (fd, buf, n, flags, sa, len))
-PL_IO_CALL(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags),
-	   (fd, msg, flags))
+static PL_LOOKUP_CALL_AS(sendmsg_routed, calls_for_io, ssize_t, sendmsg,
+			 (int fd, const struct msghdr *msg, int flags),
+			 (fd, msg, flags))
+
+/* A direct descriptor cannot be passed to another process. */
+ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	pl_init();
+	if (!pl_busy && msg && pl_direct_rights_check(msg) < 0)
+		return -1;
+	return sendmsg_routed(fd, msg, flags);
+}
 PL_IO_CALL(int, sendmmsg,
 	   (int fd, struct mmsghdr *v, unsigned int n, int flags),
 	   (fd, v, n, flags))
@@ -250,66 +266,209 @@ PL_IO_CALL(ssize_t, __recvfrom_chk,
 	    struct sockaddr *sa, socklen_t *len),
 	   (fd, buf, n, size, flags, sa, len))
 
-#ifdef HAVE_RDMACM
 /*
- * poll and select over rsocket descriptors go through rpoll, which polls
- * plain descriptors in the same call; the signal mask of ppoll and
- * pselect is applied around it. Without an RDMA device nothing is an
- * rsocket, and the real call is made at once.
+ * poll, select and epoll: one inner call each, which goes through rpoll
+ * when rsocket descriptors may be in the set (rsocket route, an RDMA
+ * device), else to the kernel with the signal mask of ppoll, pselect and
+ * epoll_pwait. Around it, the direct route makes its descriptors' readiness
+ * true of their rings first, and, while it has connections, waits in
+ * slices (direct.h).
  */
-#define PL_RS_MULTI(name, params, rs_call, mask, args)                       \
-	int name params                                                      \
-	{                                                                    \
-		sigset_t old_;                                               \
-		int done_ = 0, r_;                                           \
-                                                                             \
-		pl_init();                                                   \
-		if (!pl_busy && pl_route_rdma_possible()) {                  \
-			if (mask)                                            \
-				pthread_sigmask(SIG_SETMASK, mask, &old_);   \
-			r_ = rs_call;                                        \
-			if (mask)                                            \
-				pthread_sigmask(SIG_SETMASK, &old_, NULL);   \
-			if (done_)                                           \
-				return r_;                                   \
-		}                                                            \
-		return pl_real.name args;                                    \
+static struct timespec *ms_ts(int ms, struct timespec *ts)
+{
+	if (ms < 0)
+		return NULL;
+	ts->tv_sec = ms / 1000;
+	ts->tv_nsec = (long)(ms % 1000) * 1000000;
+	return ts;
+}
+
+static int poll_inner(struct pollfd *fds, nfds_t n, int ms, const sigset_t *m)
+{
+	struct timespec ts;
+
+#ifdef HAVE_RDMACM
+	if (pl_route_rdma_possible()) {
+		sigset_t old;
+		int done = 0, r;
+
+		if (m)
+			pthread_sigmask(SIG_SETMASK, m, &old);
+		r = pl_rs_poll(fds, n, ms, &done);
+		if (m)
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (done)
+			return r;
 	}
-#define PL_POLL_CALL(name, params, ms, mask, args)                           \
-	PL_RS_MULTI(name, params, pl_rs_poll(fds, n, ms, &done_), mask, args)
-#define PL_SELECT_CALL(name, params, ms, mask, args)                         \
-	PL_RS_MULTI(name, params, pl_rs_select(n, rd, wr, ex, ms, &done_),   \
-		    mask, args)
-#else
-#define PL_POLL_CALL(name, params, ms, mask, args)                           \
-	PL_MULTI_CALL(int, name, params, args)
-#define PL_SELECT_CALL(name, params, ms, mask, args)                         \
-	PL_MULTI_CALL(int, name, params, args)
 #endif
+	return pl_real.ppoll(fds, n, ms_ts(ms, &ts), m);
+}
+
+static int select_inner(int n, fd_set *rd, fd_set *wr, fd_set *ex, int ms,
+			const sigset_t *m)
+{
+	struct timespec ts;
+
+#ifdef HAVE_RDMACM
+	if (pl_route_rdma_possible()) {
+		sigset_t old;
+		int done = 0, r;
+
+		if (m)
+			pthread_sigmask(SIG_SETMASK, m, &old);
+		r = pl_rs_select(n, rd, wr, ex, ms, &done);
+		if (m)
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (done)
+			return r;
+	}
+#endif
+	return pl_real.pselect(n, rd, wr, ex, ms_ts(ms, &ts), m);
+}
+
+static int epoll_inner(int ep, struct epoll_event *e, int n, int ms,
+		       const sigset_t *m)
+{
+#ifdef HAVE_RDMACM
+	if (pl_route_rdma_possible()) {
+		sigset_t old;
+		int done = 0, r;
+
+		if (m)
+			pthread_sigmask(SIG_SETMASK, m, &old);
+		r = pl_rs_epoll_wait(ep, e, n, ms, &done);
+		if (m)
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (done)
+			return r;
+	}
+#endif
+	return pl_real.epoll_pwait(ep, e, n, ms, m);
+}
+
+/*
+ * Run call (a wait of ms_ milliseconds) for timeout ms: direct
+ * descriptors made true first, and slices while they exist. before runs
+ * ahead of each try (select puts its sets back).
+ */
+#define PL_WAIT(timeout, before, call)                                       \
+	({                                                                   \
+		int left_ = (timeout), r_;                                   \
+		long long end_ = left_ > 0 ? pl_now_ms_() + left_ : 0;       \
+                                                                             \
+		for (;;) {                                                   \
+			int ms_ = pl_busy ? left_ : pl_direct_prewait(left_); \
+                                                                             \
+			before;                                              \
+			r_ = (call);                                         \
+			if (r_ != 0 || ms_ == left_)                         \
+				break;                                       \
+			pl_direct_slice_over();                              \
+			if (left_ > 0) {                                     \
+				left_ = (int)(end_ - pl_now_ms_());          \
+				if (left_ <= 0)                              \
+					left_ = 0;                           \
+			}                                                    \
+		}                                                            \
+		r_;                                                          \
+	})
+
+static long long pl_now_ms_(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 /* Milliseconds of a timespec or timeval, -1 for none (wait forever). */
 #define TS_MS(t) ((t) ? (int)((t)->tv_sec * 1000 + (t)->tv_nsec / 1000000) : -1)
 #define TV_MS(t) ((t) ? (int)((t)->tv_sec * 1000 + (t)->tv_usec / 1000) : -1)
 
-PL_POLL_CALL(poll, (struct pollfd *fds, nfds_t n, int t), t,
-	     (const sigset_t *)NULL, (fds, n, t))
-PL_POLL_CALL(ppoll,
-	     (struct pollfd *fds, nfds_t n, const struct timespec *t,
-	      const sigset_t *m),
-	     TS_MS(t), m, (fds, n, t, m))
-PL_POLL_CALL(__poll_chk, (struct pollfd *fds, nfds_t n, int t, size_t len),
-	     t, (const sigset_t *)NULL, (fds, n, t, len))
-PL_POLL_CALL(__ppoll_chk,
-	     (struct pollfd *fds, nfds_t n, const struct timespec *t,
-	      const sigset_t *m, size_t len),
-	     TS_MS(t), m, (fds, n, t, m, len))
-PL_SELECT_CALL(select,
-	       (int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t),
-	       TV_MS(t), (const sigset_t *)NULL, (n, rd, wr, ex, t))
-PL_SELECT_CALL(pselect,
-	       (int n, fd_set *rd, fd_set *wr, fd_set *ex,
-		const struct timespec *t, const sigset_t *m),
-	       TS_MS(t), m, (n, rd, wr, ex, t, m))
+int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t,
+	  const sigset_t *m)
+{
+	pl_init();
+	if (pl_busy)
+		return pl_real.ppoll(fds, n, t, m);
+	return PL_WAIT(TS_MS(t), (void)0, poll_inner(fds, n, ms_, m));
+}
+
+int poll(struct pollfd *fds, nfds_t n, int t)
+{
+	pl_init();
+	if (pl_busy)
+		return pl_real.poll(fds, n, t);
+	return PL_WAIT(t, (void)0, poll_inner(fds, n, ms_, NULL));
+}
+
+int __poll_chk(struct pollfd *fds, nfds_t n, int t, size_t len)
+{
+	if (len / sizeof(*fds) < n)
+		abort(); /* as glibc's __chk_fail */
+	return poll(fds, n, t);
+}
+
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t,
+		const sigset_t *m, size_t len)
+{
+	if (len / sizeof(*fds) < n)
+		abort();
+	return ppoll(fds, n, t, m);
+}
+
+/* select's sets as given, put back before each slice. */
+struct sets {
+	fd_set *p[3];
+	fd_set v[3];
+};
+
+static void sets_save(struct sets *s, fd_set *rd, fd_set *wr, fd_set *ex)
+{
+	s->p[0] = rd;
+	s->p[1] = wr;
+	s->p[2] = ex;
+	for (int i = 0; i < 3; i++)
+		if (s->p[i])
+			s->v[i] = *s->p[i];
+}
+
+static void sets_put_back(const struct sets *s)
+{
+	for (int i = 0; i < 3; i++)
+		if (s->p[i])
+			*s->p[i] = s->v[i];
+}
+
+int pselect(int n, fd_set *rd, fd_set *wr, fd_set *ex,
+	    const struct timespec *t, const sigset_t *m)
+{
+	struct sets sv;
+
+	pl_init();
+	if (pl_busy)
+		return pl_real.pselect(n, rd, wr, ex, t, m);
+	sets_save(&sv, rd, wr, ex);
+	return PL_WAIT(TS_MS(t), sets_put_back(&sv),
+		       select_inner(n, rd, wr, ex, ms_, m));
+}
+
+int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
+{
+	struct sets sv;
+	int r;
+
+	pl_init();
+	if (pl_busy)
+		return pl_real.select(n, rd, wr, ex, t);
+	sets_save(&sv, rd, wr, ex);
+	r = PL_WAIT(TV_MS(t), sets_put_back(&sv),
+		    select_inner(n, rd, wr, ex, ms_, NULL));
+	if (t && r == 0)
+		t->tv_sec = t->tv_usec = 0; /* Linux says what is left */
+	return r;
+}
+
 PL_MULTI_CALL(int, epoll_create, (int size), (size))
 PL_MULTI_CALL(int, epoll_create1, (int flags), (flags))
 
@@ -319,6 +478,9 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 	int r;
 
 	calls_for(fd, &s);
+	/* Watched before its route is chosen: the direct path leaves it be. */
+	if (s && s->state == PL_UNDECIDED && op == EPOLL_CTL_ADD)
+		s->in_epoll = 1;
 #ifdef HAVE_RDMACM
 	/* A connection to move moves before it is watched. */
 	if (s && (s->fork == PL_FORK_CLIENT || s->fork == PL_FORK_SERVER) &&
@@ -356,36 +518,18 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 	return pl_real.epoll_ctl(ep, op, fd, e);
 }
 
-#ifdef HAVE_RDMACM
 int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 {
-	sigset_t old;
-	int done = 0, r;
-
 	pl_init();
-	if (!pl_busy && pl_route_rdma_possible()) {
-		if (m)
-			pthread_sigmask(SIG_SETMASK, m, &old);
-		r = pl_rs_epoll_wait(ep, e, n, t, &done);
-		if (m)
-			pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (done)
-			return r;
-	}
-	return pl_real.epoll_pwait(ep, e, n, t, m);
+	if (pl_busy)
+		return pl_real.epoll_pwait(ep, e, n, t, m);
+	return PL_WAIT(t, (void)0, epoll_inner(ep, e, n, ms_, m));
 }
 
 int epoll_wait(int ep, struct epoll_event *e, int n, int t)
 {
 	return epoll_pwait(ep, e, n, t, NULL);
 }
-#else
-PL_MULTI_CALL(int, epoll_wait, (int ep, struct epoll_event *e, int n, int t),
-	      (ep, e, n, t))
-PL_MULTI_CALL(int, epoll_pwait,
-	      (int ep, struct epoll_event *e, int n, int t, const sigset_t *m),
-	      (ep, e, n, t, m))
-#endif
 PL_MULTI_CALL(pid_t, fork, (void), ())
 
 /*
@@ -395,6 +539,8 @@ PL_MULTI_CALL(pid_t, fork, (void), ())
 static int exec_refused(void)
 {
 	pl_init();
+	if (pl_direct_exec_check() < 0)
+		return 1;
 #ifdef HAVE_RDMACM
 	return pl_rs_exec_check() < 0;
 #else
@@ -536,6 +682,14 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		r = -1;
 		errno = EOPNOTSUPP;
 		goto out_put;
+	}
+	/* A GPU application's listener on this host: the direct path. */
+	if (s && sa && s->state == PL_UNDECIDED &&
+	    len >= sizeof(sa_family_t) &&
+	    (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
+		r = pl_direct_connect(fd, s, sa, len);
+		if (r != PL_DIRECT_NO)
+			goto out_put;
 	}
 	if (s && sa && len >= sizeof(sa_family_t) &&
 	    (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../devlib/gsock_ctl.h"
 #include "real.h"
 #include "route.h"
 #include "rs.h"
@@ -36,6 +37,8 @@ static enum pl_transport transport = PL_T_AUTO;
 static struct gs_rules rules;
 static int have_rdma;
 static int fork_safe;
+static int direct_env = 1; /* GSOCK_DIRECT=off: 0 */
+static char control[108]; /* gsock.conf's control, or "" */
 
 void pl_log(enum pl_log_level level, const char *fmt, ...)
 {
@@ -102,6 +105,7 @@ void pl_route_init(void)
 	const char *t = secure_getenv("GSOCK_TRANSPORT");
 	const char *path = secure_getenv("GSOCK_CONF");
 	const char *fs = secure_getenv("RDMAV_FORK_SAFE");
+	const char *dir = secure_getenv("GSOCK_DIRECT");
 	int required = path && *path;
 	cfg_t *cfg;
 
@@ -121,6 +125,11 @@ void pl_route_init(void)
 		pl_log(PL_LOG_WARN,
 		       "GSOCK_TRANSPORT=%s is not auto, rsocket or os; using auto",
 		       t);
+	if (dir && !strcmp(dir, "off"))
+		direct_env = 0;
+	else if (dir && *dir && strcmp(dir, "auto"))
+		pl_log(PL_LOG_WARN, "GSOCK_DIRECT=%s is not auto or off; using auto",
+		       dir);
 	have_rdma = rdma_present();
 	fork_safe = fs && *fs && strcmp(fs, "0");
 	if (!required)
@@ -132,6 +141,9 @@ void pl_route_init(void)
 		       path);
 		memset(&rules, 0, sizeof(rules));
 	}
+	if (cfg && cfg_size(cfg, "control"))
+		snprintf(control, sizeof(control), "%s",
+			 cfg_getstr(cfg, "control"));
 	if (cfg)
 		cfg_free(cfg);
 	pl_log(PL_LOG_DEBUG, "transport %s, %d rules, RDMA device %s%s",
@@ -203,4 +215,38 @@ enum gs_route pl_route_decide(int fd, enum gs_role role,
 	pl_log(PL_LOG_DEBUG, "fd %d (%s %s): kernel, by %s", fd, side, where,
 	       why);
 	return GS_ROUTE_OS;
+}
+
+int pl_route_direct(int fd, const struct sockaddr *sa)
+{
+	char where[INET6_ADDRSTRLEN + 16];
+	int line, d;
+
+	if (!direct_env) {
+		pl_log(PL_LOG_DEBUG, "fd %d: GSOCK_DIRECT=off", fd);
+		return 0;
+	}
+	d = gs_rules_direct(&rules, program_invocation_short_name, sa, &line);
+	addr_text(sa, where, sizeof(where));
+	if (line)
+		pl_log(PL_LOG_DEBUG, "fd %d (client to %s): direct %s, by the rule ending at line %d",
+		       fd, where, d ? "auto" : "off", line);
+	else if (!d)
+		pl_log(PL_LOG_DEBUG, "fd %d (client to %s): direct off, by gsock.conf's direct",
+		       fd, where);
+	return d;
+}
+
+const char *pl_route_control(void)
+{
+	static char def[108];
+	const char *env = secure_getenv("GSOCK_CONTROL");
+
+	if (env && *env)
+		return env;
+	if (*control)
+		return control;
+	if (!*def)
+		gs_ctl_default_path(def, sizeof(def));
+	return def;
 }

@@ -35,6 +35,15 @@ int pl_route_rdma_possible(void);
  */
 int pl_route_fork_safe(void);
 
+/*
+ * Whether a client socket fd connecting to sa may ask gsockd for the
+ * direct path: GSOCK_DIRECT, then the rules, then gsock.conf's direct.
+ */
+int pl_route_direct(int fd, const struct sockaddr *sa);
+
+/* gsockd's control socket: GSOCK_CONTROL, gsock.conf's control, the default. */
+const char *pl_route_control(void);
+
 void pl_log(enum pl_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

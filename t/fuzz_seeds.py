@@ -55,6 +55,14 @@ def main(d):
     # gsock-stat's request: the stats magic, no descriptor; and with one.
     seed(d, "stats", HELLO, struct.pack("<IIQ", 0x61747367, 1, 0), b"")
     seed(d, "stats-with-fd", ok, struct.pack("<IIQ", 0x61747367, 1, 0), img)
+    # The preload's direct request: 127.0.0.1:9 from 127.0.0.1:40000, a
+    # descriptor (its socketpair end) with it, and without one.
+    def sin(port):
+        return struct.pack("<H", AF_INET) + struct.pack("!H", port) + bytes([127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0])
+    dreq = struct.pack("<IIII", 0x6E6F6364, 5, 16, 16) + sin(9).ljust(28, b"\0") + \
+        sin(40000).ljust(28, b"\0")
+    seed(d, "direct-request", HELLO | MEMFD, dreq, img)
+    seed(d, "direct-request-no-fd", HELLO, dreq, b"")
     bad = bytearray(img)
     struct.pack_into("<I", bad, 24, 1000)  # nslots lies
     seed(d, "bad-geometry", ok, hello_bytes(a.size), bytes(bad))

@@ -77,7 +77,7 @@ int main(void)
 	int fam, len, line;
 	cfg_t *cfg;
 
-	tap_plan(24);
+	tap_plan(27);
 
 	/* fd table */
 	ok(pl_fd_get(7) == NULL, "an unknown fd has no entry");
@@ -124,8 +124,8 @@ int main(void)
 	ok(!cfg && strstr(reported, ":3: ports: \"x\" is not"),
 	   "a bad value is reported with its line");
 	cfg = parse_text("preload {\n rule {\n  address = \"10.0.0.0/8\"\n }\n}\n");
-	ok(!cfg && strstr(reported, "rule: has no route"),
-	   "a rule without a route is reported");
+	ok(!cfg && strstr(reported, "rule: says neither route"),
+	   "a rule that says neither route nor direct is reported");
 	cfg = parse_text("preload {\n rule { route = \"fast\" }\n}\n");
 	ok(!cfg && strstr(reported, ":2: route: \"fast\" is not one of os, rsocket"),
 	   "an unknown route is reported with its line");
@@ -169,6 +169,49 @@ int main(void)
 	ok(route(&rules, "nc", GS_ROLE_CLIENT, "9.255.255.255", 1500, &line) ==
 			   GS_ROUTE_RSOCKET && line == 0,
 	   "just outside the prefix: no match");
+	gs_rules_free(&rules);
+	cfg_free(cfg);
+
+	/* direct: its own first match; rules that say only direct leave routes be. */
+	cfg = parse_text("direct = \"auto\"\n"
+			 "preload {\n"
+			 "  rule {\n"
+			 "    program = \"redis-*\"\n"
+			 "    ports = \"6379\"\n"
+			 "    direct = \"off\"\n"
+			 "  }\n"
+			 "  rule {\n"
+			 "    route = \"os\"\n"
+			 "  }\n"
+			 "}\n");
+	{
+		struct sockaddr_in a = v4("127.0.0.1", 6379);
+
+		ok(cfg && gs_rules_load(cfg, &rules) == 0 && rules.n == 2 &&
+			   gs_rules_direct(&rules, "redis-cli",
+					   (struct sockaddr *)&a, &line) == 0 &&
+			   line == 7 &&
+			   route(&rules, "redis-cli", GS_ROLE_CLIENT,
+				 "127.0.0.1", 6379, &line) == GS_ROUTE_OS &&
+			   line == 10,
+		   "a rule of direct alone decides direct, and not the route");
+		a = v4("127.0.0.1", 6380);
+		ok(cfg && gs_rules_direct(&rules, "redis-cli",
+					  (struct sockaddr *)&a, &line) == 1 &&
+			   line == 0,
+		   "no rule of direct: gsock.conf's direct");
+	}
+	gs_rules_free(&rules);
+	cfg_free(cfg);
+	cfg = parse_text("direct = \"off\"\n");
+	{
+		struct sockaddr_in a = v4("127.0.0.1", 1);
+
+		ok(cfg && gs_rules_load(cfg, &rules) == 0 &&
+			   gs_rules_direct(&rules, "x", (struct sockaddr *)&a,
+					   &line) == 0,
+		   "direct = off in gsock.conf: off for every client");
+	}
 	gs_rules_free(&rules);
 	cfg_free(cfg);
 	cfg = parse_text("busy_poll_us = 10\n");

@@ -1,0 +1,1395 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The direct route (direct.h): a preloaded client's bytes move through a
+ * segment of gsockd's direct pool, to and from a GPU application's
+ * listener on this host.
+ *
+ * Setup: before connect(2), the preload binds the socket to a port of
+ * its own on the address the peer is reached from, makes a socketpair,
+ * and asks gsockd on a control connection of its own (gsock_ctl.h,
+ * gs_ctl_dconnect) with one end of it. If a GPU application's listener
+ * gets the connection, gsockd takes a segment for it (side 0 is ours)
+ * and keeps that end; the kernel's connect(2) then goes ahead as always.
+ * The TCP socket moves to a descriptor of the preload's own and the
+ * socketpair's other end takes the application's descriptor number.
+ *
+ * Readiness: the application's descriptor (A) is readable when a byte
+ * sits in it, and the preload keeps that true of the ring: a reader that
+ * finds the ring empty sets want's READER bit, looks again, and sleeps;
+ * the GPU side rings gsockd on seeing the bit after publishing bytes,
+ * and gsockd writes a byte into A (cpu_token in bridge/direct.c).
+ * Before every poll, select and epoll wait the preload sets the bit of
+ * each connection (the bytes of a connection nobody reads from now still
+ * make it readable) and writes the byte itself when bytes came in
+ * meanwhile. A writer that finds the ring full fills A's small send
+ * buffer (the spill) so A turns unwritable, sets WRITER and looks again;
+ * gsockd takes the spill back out when the GPU side frees room.
+ *
+ * The preload keeps the other end of the socketpair too (hidden), so it
+ * can raise A itself; the kernel connection, hidden as well, says when
+ * gsockd died (its sockets close). Poll-family waits are cut into
+ * slices while direct connections exist, so such a death wakes them.
+ *
+ * Threads and forked processes that share a connection take turns on
+ * each pipe (the segment's lock words); all state that must be shared is
+ * in the segment.
+ */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../devlib/ctl_peer.h"
+#include "../devlib/gsock_arena.h"
+#include "../devlib/gsock_ctl.h"
+#include "direct.h"
+#include "route.h"
+
+/* A direct connection, as this process sees it. */
+struct pl_dconn {
+	struct gs_dseg *d;
+	uint8_t *rx, *tx; /* its rings: pipe 1 (to us), pipe 0 (from us) */
+	uint32_t ring;
+	int tcp; /* the kernel connection, hidden */
+	int pair; /* the socketpair's other end, hidden */
+	int rd_shut; /* shutdown(SHUT_RD) */
+	int dead_seen; /* the kernel connection ended: waiters woken once */
+	struct pl_dconn *prev, *next;
+};
+
+/* Our side of every segment, and the pipes seen from it. */
+#define SIDE 0u
+#define PEER 1u
+#define OUT 0u /* pipe SIDE: our bytes */
+#define IN 1u /* pipe PEER: the GPU side's */
+
+/* How long a wait that may sleep spins on the rings first. */
+#define SPIN_US_DEFAULT 50
+/* Longest kernel wait while a direct connection exists. */
+#define SLICE_MS 250
+/* A's send buffer: the spill that makes it unwritable is about this. */
+#define SPILL_SNDBUF 4096
+
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pl_dconn *conns;
+static int nconns; /* atomic for readers without the lock */
+static long spin_ns = -1;
+
+/* The pool as this process maps it (one per gsockd it met). */
+static struct {
+	uint8_t *base;
+	uint64_t size;
+	uint32_t dsegs, dring;
+	dev_t dev;
+	ino_t ino;
+} pool;
+
+struct pl_real pl_direct_calls;
+static pthread_once_t calls_once = PTHREAD_ONCE_INIT;
+
+static void list_lock_fork(void)
+{
+	pthread_mutex_lock(&list_lock);
+}
+
+static void list_unlock_fork(void)
+{
+	pthread_mutex_unlock(&list_lock);
+}
+
+static void setup_once(void)
+{
+	const char *e = secure_getenv("GSOCK_DIRECT_SPIN_US");
+	long us = e && *e ? strtol(e, NULL, 10) : SPIN_US_DEFAULT;
+
+	spin_ns = (us < 0 ? 0 : us > 100000 ? 100000 : us) * 1000;
+	pthread_atfork(list_lock_fork, list_unlock_fork, list_unlock_fork);
+}
+
+int pl_direct_active(void)
+{
+	return __atomic_load_n(&nconns, __ATOMIC_RELAXED) > 0;
+}
+
+static long long now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* ---- the segment ---- */
+
+static void pipe_lock(uint32_t *l)
+{
+	unsigned spins = 0;
+
+	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) {
+		if (++spins % 256 == 0)
+			sched_yield();
+		else
+			relax();
+	}
+}
+
+static void pipe_unlock(uint32_t *l)
+{
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+/* Clear bit of *want; whether this call is the one that cleared it. */
+static int took(uint32_t *want, uint32_t bit)
+{
+	return (__atomic_load_n(want, __ATOMIC_ACQUIRE) & bit) &&
+	       (__atomic_fetch_and(want, ~bit, __ATOMIC_ACQ_REL) & bit);
+}
+
+static uint64_t rx_avail(const struct pl_dconn *c)
+{
+	return __atomic_load_n(&c->d->pipe[IN].tail, __ATOMIC_ACQUIRE) -
+	       __atomic_load_n(&c->d->pipe[IN].head, __ATOMIC_RELAXED);
+}
+
+/* Make A readable ourselves (bytes came in after the READER bit was ours). */
+static void self_token(struct pl_dconn *c)
+{
+	__atomic_store_n(&c->d->tokens[IN], 1, __ATOMIC_RELEASE);
+	if (pl_real.send(c->pair, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		/* EAGAIN: A is full of them, readable already */
+	}
+}
+
+/* Read every wake-up byte out of A. */
+static void drain_tokens(struct pl_dconn *c, int fd)
+{
+	char buf[256];
+
+	__atomic_store_n(&c->d->tokens[IN], 0, __ATOMIC_RELEASE);
+	while (pl_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
+}
+
+/*
+ * Set READER and look at the ring again. Returns whether bytes are
+ * there (then A is made readable, by us or by gsockd).
+ */
+static int arm_rx(struct pl_dconn *c)
+{
+	__atomic_fetch_or(&c->d->want[IN], GS_DW_READER, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!rx_avail(c))
+		return 0;
+	if (took(&c->d->want[IN], GS_DW_READER))
+		self_token(c);
+	return 1;
+}
+
+/* Take our own spill back out of the socketpair: A is writable again. */
+static void unspill(struct pl_dconn *c)
+{
+	char buf[4096];
+	ssize_t n;
+
+	while ((n = pl_real.recv(c->pair, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		__atomic_add_fetch(&c->d->spill_out[OUT], (uint64_t)n,
+				   __ATOMIC_RELEASE);
+}
+
+static uint64_t tx_room(const struct pl_dconn *c)
+{
+	return c->ring - (__atomic_load_n(&c->d->pipe[OUT].tail,
+					  __ATOMIC_RELAXED) -
+			  __atomic_load_n(&c->d->pipe[OUT].head,
+					  __ATOMIC_ACQUIRE));
+}
+
+/*
+ * The ring is full: fill A's send buffer so A is unwritable, set WRITER
+ * and look again. Returns whether there is room now (A then writable).
+ */
+static int arm_tx(struct pl_dconn *c, int fd)
+{
+	static const char spill[1024];
+
+	for (;;) {
+		ssize_t n;
+
+		__atomic_add_fetch(&c->d->spill_in[OUT], sizeof(spill),
+				   __ATOMIC_SEQ_CST);
+		n = pl_real.send(fd, spill, sizeof(spill),
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < (ssize_t)sizeof(spill))
+			__atomic_sub_fetch(&c->d->spill_in[OUT],
+					   sizeof(spill) - (n > 0 ? n : 0),
+					   __ATOMIC_SEQ_CST);
+		if (n <= 0)
+			break;
+	}
+	__atomic_fetch_or(&c->d->want[OUT], GS_DW_WRITER, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!tx_room(c))
+		return 0;
+	if (took(&c->d->want[OUT], GS_DW_WRITER))
+		unspill(c);
+	return 1;
+}
+
+/*
+ * The kernel connection's end, when the ring says nothing: 0 (none), 1
+ * (EOF) or a negative errno. gsockd's death shows only here.
+ */
+static int tcp_end(struct pl_dconn *c)
+{
+	char b;
+	ssize_t n = pl_real.recv(c->tcp, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (n == 0)
+		return 1;
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		return -errno;
+	return 0;
+}
+
+/* Why an empty ring stays empty: 0 (it may fill), 1 (EOF), -errno. */
+static int rx_end(struct pl_dconn *c, int look_at_tcp)
+{
+	uint32_t reset = __atomic_load_n(&c->d->reset, __ATOMIC_ACQUIRE);
+	uint32_t gone = __atomic_load_n(&c->d->eof, __ATOMIC_ACQUIRE) |
+			__atomic_load_n(&c->d->closed, __ATOMIC_ACQUIRE);
+
+	if (reset & GS_DC_SIDE(SIDE))
+		return -ECONNRESET; /* gsockd reset it (bytes around us) */
+	if (c->rd_shut)
+		return 1;
+	if (reset & GS_DC_SIDE(PEER))
+		return -ECONNRESET;
+	if (gone & GS_DC_SIDE(PEER))
+		return 1;
+	return look_at_tcp ? tcp_end(c) : 0;
+}
+
+/*
+ * Why our sends fail: 0 (they may go), or a negative errno. full: the
+ * ring is full; look_at_tcp: and we are about to sleep on it.
+ */
+static int tx_end(struct pl_dconn *c, int full, int look_at_tcp)
+{
+	uint32_t reset = __atomic_load_n(&c->d->reset, __ATOMIC_ACQUIRE);
+	int t;
+
+	if (reset & GS_DC_SIDE(SIDE))
+		return -ECONNRESET;
+	if (__atomic_load_n(&c->d->eof, __ATOMIC_ACQUIRE) & GS_DC_SIDE(SIDE))
+		return -EPIPE;
+	if (!full)
+		return 0;
+	/* A peer gone: bytes that fit are lost as over TCP; then EPIPE. */
+	if ((reset | __atomic_load_n(&c->d->closed, __ATOMIC_ACQUIRE)) &
+	    GS_DC_SIDE(PEER))
+		return reset & GS_DC_SIDE(PEER) ? -ECONNRESET : -EPIPE;
+	/*
+	 * The kernel connection ended though the peer did not shut its
+	 * sending down through gsockd: gsockd died, nobody drains the ring.
+	 */
+	if (look_at_tcp && (t = tcp_end(c)) &&
+	    !(__atomic_load_n(&c->d->eof, __ATOMIC_ACQUIRE) & GS_DC_SIDE(PEER)))
+		return t < 0 ? t : -EPIPE;
+	return 0;
+}
+
+static int nonblocking(int fd, int flags)
+{
+	int fl;
+
+	if (flags & MSG_DONTWAIT)
+		return 1;
+	fl = pl_real.fcntl(fd, F_GETFL);
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* SO_RCVTIMEO or SO_SNDTIMEO of the kernel socket, in ms; -1: none. */
+static int timeout_of(struct pl_dconn *c, int opt)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (pl_real.getsockopt(c->tcp, SOL_SOCKET, opt, &tv, &len) < 0 ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		return -1;
+	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+}
+
+/*
+ * Sleep until A has events, at most ms (-1: no limit). A reader wakes
+ * when the kernel connection ends too (FIN or RST: gsockd died); a
+ * writer, whose peer may have shut only its own sending down, wakes
+ * every slice to look. Returns 0, or -1 with errno (EINTR).
+ */
+static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
+{
+	struct pollfd p[2] = { { fd, events, 0 },
+			       { c->tcp, POLLIN | POLLRDHUP, 0 } };
+
+	if (events & POLLOUT)
+		return pl_real.poll(p, 1, ms < 0 || ms > SLICE_MS ? SLICE_MS :
+								  ms) < 0 ?
+			       -1 :
+			       0;
+	return pl_real.poll(p, 2, ms) < 0 ? -1 : 0;
+}
+
+/* ---- the data calls ---- */
+
+static size_t iov_len(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* Copy n ring bytes from position pos out to iov, starting at byte off. */
+static void ring_out(const struct pl_dconn *c, uint64_t pos,
+		     const struct iovec *iov, int iovcnt, size_t off,
+		     size_t n)
+{
+	for (int i = 0; i < iovcnt && n; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		while (off < l && n) {
+			uint64_t at = pos & (c->ring - 1);
+			size_t k = l - off;
+
+			if (k > n)
+				k = n;
+			if (k > c->ring - at)
+				k = c->ring - at;
+			memcpy((uint8_t *)iov[i].iov_base + off, c->rx + at, k);
+			pos += k;
+			off += k;
+			n -= k;
+		}
+		off = 0;
+	}
+}
+
+/* Copy n bytes of iov, from byte off, into the ring at position pos. */
+static void ring_in(struct pl_dconn *c, uint64_t pos, const struct iovec *iov,
+		    int iovcnt, size_t off, size_t n)
+{
+	for (int i = 0; i < iovcnt && n; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		while (off < l && n) {
+			uint64_t at = pos & (c->ring - 1);
+			size_t k = l - off;
+
+			if (k > n)
+				k = n;
+			if (k > c->ring - at)
+				k = c->ring - at;
+			memcpy(c->tx + at, (const uint8_t *)iov[i].iov_base + off,
+			       k);
+			pos += k;
+			off += k;
+			n -= k;
+		}
+		off = 0;
+	}
+}
+
+static ssize_t fail(int e)
+{
+	errno = e;
+	return -1;
+}
+
+static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct pl_dconn *c = pl_cur_sock->dc;
+	struct gs_dpipe *p = &c->d->pipe[IN];
+	size_t want = iov_len(iov, iovcnt), got = 0;
+	long long spin_until = 0;
+	int err = 0, nb, armed;
+
+	if (flags & MSG_OOB)
+		return fail(EINVAL); /* no urgent data ever comes this way */
+	if (!want)
+		return 0;
+	nb = nonblocking(fd, flags);
+	pipe_lock(&c->d->lock[IN]);
+	for (;;) {
+		uint64_t head = __atomic_load_n(&p->head, __ATOMIC_RELAXED);
+		uint64_t avail = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE) -
+				 head;
+		int end, ms;
+
+		if (avail > c->ring) {
+			err = EIO; /* a peer that broke the ring */
+			break;
+		}
+		if (avail) {
+			size_t n = avail < want - got ? avail : want - got;
+
+			if (!(flags & MSG_TRUNC))
+				ring_out(c, head, iov, iovcnt, got, n);
+			got += n;
+			if (flags & MSG_PEEK)
+				break;
+			__atomic_store_n(&p->head, head + n, __ATOMIC_RELEASE);
+			if (got == want || !(flags & MSG_WAITALL))
+				break;
+			continue;
+		}
+		end = rx_end(c, 0);
+		armed = 0;
+		if (!end && (nb || !spin_ns ||
+			     (spin_until && now_ns() >= spin_until))) {
+			/* About to say EAGAIN or sleep: A must tell the truth. */
+			drain_tokens(c, fd);
+			if (arm_rx(c))
+				continue;
+			armed = 1;
+			end = rx_end(c, 1);
+		}
+		if (end) {
+			if (rx_avail(c))
+				continue; /* bytes before the end */
+			if (end < 0 && !got)
+				err = -end;
+			break;
+		}
+		if (got && !(flags & MSG_WAITALL))
+			break;
+		if (nb) {
+			err = got ? 0 : EAGAIN;
+			break;
+		}
+		if (!spin_until) {
+			spin_until = now_ns() + spin_ns;
+			continue;
+		}
+		if (!armed) { /* spinning; sleep only right after arming */
+			relax();
+			continue;
+		}
+		ms = timeout_of(c, SO_RCVTIMEO);
+		pipe_unlock(&c->d->lock[IN]);
+		if (sleep_on(c, fd, POLLIN, ms) < 0) {
+			if (got)
+				return (ssize_t)got;
+			return -1; /* EINTR */
+		}
+		pipe_lock(&c->d->lock[IN]);
+		if (ms >= 0 && !rx_avail(c) && !rx_end(c, 1)) {
+			struct pollfd q = { fd, POLLIN, 0 };
+
+			/* still nothing: was that the timeout? */
+			if (pl_real.poll(&q, 1, 0) == 0) {
+				err = got ? 0 : EAGAIN;
+				break;
+			}
+		}
+	}
+	/* Emptied by us after a wake-up: the byte that woke us goes too. */
+	if (!err && got && !(flags & MSG_PEEK) && !rx_avail(c) &&
+	    __atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE))
+		drain_tokens(c, fd);
+	pipe_unlock(&c->d->lock[IN]);
+	if (err)
+		return fail(err);
+	return (ssize_t)got;
+}
+
+static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct pl_dconn *c = pl_cur_sock->dc;
+	struct gs_dpipe *p = &c->d->pipe[OUT];
+	size_t len = iov_len(iov, iovcnt), done = 0;
+	long long spin_until = 0, deadline = 0;
+	int err = 0, nb, slept = 0;
+
+	if (flags & MSG_OOB)
+		return fail(EOPNOTSUPP); /* urgent data: see gsock-preload(8) */
+	nb = nonblocking(fd, flags);
+	pipe_lock(&c->d->lock[OUT]);
+	while (done < len || !len) {
+		uint64_t tail = __atomic_load_n(&p->tail, __ATOMIC_RELAXED);
+		uint64_t used = tail - __atomic_load_n(&p->head, __ATOMIC_ACQUIRE);
+		int e = tx_end(c, used >= c->ring, slept), ms;
+
+		if (e) {
+			err = -e;
+			break;
+		}
+		if (used > c->ring) {
+			err = EIO;
+			break;
+		}
+		if (!len)
+			break;
+		if (used < c->ring) {
+			size_t n = c->ring - used;
+
+			if (n > len - done)
+				n = len - done;
+			ring_in(c, tail, iov, iovcnt, done, n);
+			__atomic_store_n(&p->tail, tail + n, __ATOMIC_RELEASE);
+			done += n;
+			continue;
+		}
+		if (nb) {
+			if (arm_tx(c, fd))
+				continue;
+			if (!done)
+				err = EAGAIN;
+			break;
+		}
+		if (!spin_until)
+			spin_until = now_ns() + spin_ns;
+		if (now_ns() < spin_until) {
+			relax();
+			continue;
+		}
+		if (arm_tx(c, fd))
+			continue;
+		if (!deadline) {
+			ms = timeout_of(c, SO_SNDTIMEO);
+			deadline = ms < 0 ? -1 : now_ns() + ms * 1000000LL;
+		}
+		if (deadline > 0 && now_ns() >= deadline) {
+			if (!done)
+				err = EAGAIN; /* SO_SNDTIMEO */
+			break;
+		}
+		ms = deadline < 0 ? -1 :
+				    (int)((deadline - now_ns()) / 1000000 + 1);
+		pipe_unlock(&c->d->lock[OUT]);
+		if (sleep_on(c, fd, POLLOUT, ms) < 0) {
+			if (done)
+				return (ssize_t)done;
+			return -1; /* EINTR */
+		}
+		pipe_lock(&c->d->lock[OUT]);
+		slept = 1;
+	}
+	pipe_unlock(&c->d->lock[OUT]);
+	if (done)
+		return (ssize_t)done;
+	if (err == EPIPE && !(flags & MSG_NOSIGNAL))
+		pthread_kill(pthread_self(), SIGPIPE); /* as the kernel's */
+	return err ? fail(err) : 0;
+}
+
+static ssize_t d_read(int fd, void *buf, size_t n)
+{
+	struct iovec v = { buf, n };
+
+	return recv_iov(fd, &v, 1, 0);
+}
+
+static ssize_t d_readv(int fd, const struct iovec *iov, int n)
+{
+	if (n < 0 || n > IOV_MAX)
+		return fail(EINVAL);
+	return recv_iov(fd, iov, n, 0);
+}
+
+static ssize_t d_recv(int fd, void *buf, size_t n, int flags)
+{
+	struct iovec v = { buf, n };
+
+	return recv_iov(fd, &v, 1, flags);
+}
+
+static ssize_t d_recvfrom(int fd, void *buf, size_t n, int flags,
+			  struct sockaddr *sa, socklen_t *len)
+{
+	struct iovec v = { buf, n };
+
+	(void)sa;
+	if (len)
+		*len = 0; /* a connected TCP socket names no sender */
+	return recv_iov(fd, &v, 1, flags);
+}
+
+static ssize_t d_recvmsg(int fd, struct msghdr *m, int flags)
+{
+	ssize_t r;
+
+	if (m->msg_iovlen > IOV_MAX)
+		return fail(EMSGSIZE);
+	r = recv_iov(fd, m->msg_iov, (int)m->msg_iovlen, flags);
+	if (r >= 0) {
+		m->msg_namelen = 0;
+		m->msg_controllen = 0;
+		m->msg_flags = 0;
+	}
+	return r;
+}
+
+static int d_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
+		      struct timespec *t)
+{
+	unsigned int i;
+
+	(void)t;
+	for (i = 0; i < n; i++) {
+		ssize_t r = d_recvmsg(fd, &v[i].msg_hdr,
+				      i ? flags | MSG_DONTWAIT : flags);
+
+		if (r < 0)
+			return i ? (int)i : -1;
+		v[i].msg_len = (unsigned int)r;
+		if (!r)
+			return (int)i + 1;
+	}
+	return (int)i;
+}
+
+static ssize_t d_write(int fd, const void *buf, size_t n)
+{
+	struct iovec v = { (void *)buf, n };
+
+	return send_iov(fd, &v, 1, 0);
+}
+
+static ssize_t d_writev(int fd, const struct iovec *iov, int n)
+{
+	if (n < 0 || n > IOV_MAX)
+		return fail(EINVAL);
+	return send_iov(fd, iov, n, 0);
+}
+
+static ssize_t d_send(int fd, const void *buf, size_t n, int flags)
+{
+	struct iovec v = { (void *)buf, n };
+
+	return send_iov(fd, &v, 1, flags);
+}
+
+static ssize_t d_sendto(int fd, const void *buf, size_t n, int flags,
+			const struct sockaddr *sa, socklen_t len)
+{
+	(void)sa; /* a connected TCP socket ignores it */
+	(void)len;
+	return d_send(fd, buf, n, flags);
+}
+
+static ssize_t d_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	if (m->msg_iovlen > IOV_MAX)
+		return fail(EMSGSIZE);
+	return send_iov(fd, m->msg_iov, (int)m->msg_iovlen, flags);
+}
+
+static int d_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		ssize_t r = d_sendmsg(fd, &v[i].msg_hdr, flags);
+
+		if (r < 0)
+			return i ? (int)i : -1;
+		v[i].msg_len = (unsigned int)r;
+	}
+	return (int)i;
+}
+
+/* sendfile to a direct descriptor: read the file, then send. */
+static ssize_t d_sendfile(int fd, int in, off_t *off, size_t n)
+{
+	char buf[65536];
+	size_t done = 0;
+
+	while (done < n) {
+		size_t k = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		ssize_t r = off ? pread(in, buf, k, *off) :
+				  pl_real.read(in, buf, k);
+		ssize_t w;
+
+		if (r <= 0) {
+			if (r < 0 && !done)
+				return -1;
+			break;
+		}
+		w = d_send(fd, buf, (size_t)r, done ? MSG_DONTWAIT : 0);
+		if (w < 0) {
+			if (!off && !done)
+				return -1;
+			if (!off) /* read but not sent: put the file back */
+				lseek(in, -r, SEEK_CUR);
+			break;
+		}
+		if (off)
+			*off += w;
+		else if (w < r)
+			lseek(in, w - r, SEEK_CUR);
+		done += (size_t)w;
+		if (w < r)
+			break;
+	}
+	return (ssize_t)done;
+}
+
+static ssize_t d_read_chk(int fd, void *buf, size_t n, size_t size)
+{
+	if (n > size)
+		abort(); /* as glibc's __chk_fail */
+	return d_read(fd, buf, n);
+}
+
+static ssize_t d_recv_chk(int fd, void *buf, size_t n, size_t size, int flags)
+{
+	if (n > size)
+		abort();
+	return d_recv(fd, buf, n, flags);
+}
+
+static ssize_t d_recvfrom_chk(int fd, void *buf, size_t n, size_t size,
+			      int flags, struct sockaddr *sa, socklen_t *len)
+{
+	if (n > size)
+		abort();
+	return d_recvfrom(fd, buf, n, flags, sa, len);
+}
+
+static int d_shutdown(int fd, int how)
+{
+	struct pl_dconn *c = pl_cur_sock->dc;
+
+	(void)fd;
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return (int)fail(EINVAL);
+	if (pl_real.shutdown(c->tcp, how) < 0)
+		return -1;
+	if (how != SHUT_WR)
+		c->rd_shut = 1;
+	if (how != SHUT_RD) /* the kernel's FIN tells the GPU side */
+		__atomic_or_fetch(&c->d->eof, GS_DC_SIDE(SIDE),
+				  __ATOMIC_RELEASE);
+	/* Sleepers look again. */
+	self_token(c);
+	return 0;
+}
+
+/* Names and options are the kernel connection's. */
+static int d_getsockname(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	(void)fd;
+	return pl_real.getsockname(pl_cur_sock->dc->tcp, sa, len);
+}
+
+static int d_getpeername(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	(void)fd;
+	return pl_real.getpeername(pl_cur_sock->dc->tcp, sa, len);
+}
+
+static int d_getsockopt(int fd, int level, int name, void *v, socklen_t *len)
+{
+	(void)fd;
+	return pl_real.getsockopt(pl_cur_sock->dc->tcp, level, name, v, len);
+}
+
+static int d_setsockopt(int fd, int level, int name, const void *v,
+			socklen_t len)
+{
+	(void)fd;
+	return pl_real.setsockopt(pl_cur_sock->dc->tcp, level, name, v, len);
+}
+
+static int d_bind(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	(void)fd;
+	(void)sa;
+	(void)len;
+	return (int)fail(EINVAL); /* bound already, as the kernel says */
+}
+
+static int d_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	(void)fd;
+	(void)sa;
+	(void)len;
+	return (int)fail(EISCONN);
+}
+
+static int d_listen(int fd, int backlog)
+{
+	(void)fd;
+	(void)backlog;
+	return (int)fail(EINVAL);
+}
+
+static int d_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	(void)fd;
+	(void)sa;
+	(void)len;
+	(void)flags;
+	return (int)fail(EINVAL);
+}
+
+static int d_accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	return d_accept4(fd, sa, len, 0);
+}
+
+static int d_ioctl(int fd, unsigned long req, ...)
+{
+	struct pl_dconn *c = pl_cur_sock->dc;
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	switch (req) {
+	case FIONREAD: /* SIOCINQ */
+		*(int *)arg = (int)rx_avail(c);
+		return 0;
+	case SIOCOUTQ:
+		*(int *)arg = (int)(c->ring - tx_room(c));
+		return 0;
+	case FIONBIO:
+	case FIOCLEX:
+	case FIONCLEX:
+		return pl_real.ioctl(fd, req, arg); /* the descriptor's */
+	default:
+		return pl_real.ioctl(c->tcp, req, arg);
+	}
+}
+
+static void calls_init(void)
+{
+	pl_sock_release_direct = pl_direct_release;
+	pl_direct_calls = pl_real;
+	pl_direct_calls.bind = d_bind;
+	pl_direct_calls.listen = d_listen;
+	pl_direct_calls.accept = d_accept;
+	pl_direct_calls.accept4 = d_accept4;
+	pl_direct_calls.connect = d_connect;
+	pl_direct_calls.read = d_read;
+	pl_direct_calls.readv = d_readv;
+	pl_direct_calls.recv = d_recv;
+	pl_direct_calls.recvfrom = d_recvfrom;
+	pl_direct_calls.recvmsg = d_recvmsg;
+	pl_direct_calls.recvmmsg = d_recvmmsg;
+	pl_direct_calls.write = d_write;
+	pl_direct_calls.writev = d_writev;
+	pl_direct_calls.send = d_send;
+	pl_direct_calls.sendto = d_sendto;
+	pl_direct_calls.sendmsg = d_sendmsg;
+	pl_direct_calls.sendmmsg = d_sendmmsg;
+	pl_direct_calls.sendfile = d_sendfile;
+	pl_direct_calls.sendfile64 = d_sendfile;
+	pl_direct_calls.shutdown = d_shutdown;
+	pl_direct_calls.ioctl = d_ioctl;
+	pl_direct_calls.setsockopt = d_setsockopt;
+	pl_direct_calls.getsockopt = d_getsockopt;
+	pl_direct_calls.getsockname = d_getsockname;
+	pl_direct_calls.getpeername = d_getpeername;
+	pl_direct_calls.__read_chk = d_read_chk;
+	pl_direct_calls.__recv_chk = d_recv_chk;
+	pl_direct_calls.__recvfrom_chk = d_recvfrom_chk;
+}
+
+/* ---- setup ---- */
+
+/* Whether sa is an address of this host (127/8, ::1, an interface's). */
+static int addr_local(const struct sockaddr *sa)
+{
+	static const uint8_t loop6[16] = { [15] = 1 };
+	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
+	struct ifaddrs *ifs, *i;
+	uint8_t a[16];
+	int found = 0;
+
+	if (sa->sa_family == AF_INET) {
+		memcpy(a, mapped, 12);
+		memcpy(a + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else {
+		memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	}
+	if ((!memcmp(a, mapped, 12) && a[12] == 127) || !memcmp(a, loop6, 16))
+		return 1;
+	if (getifaddrs(&ifs) < 0)
+		return 0;
+	for (i = ifs; i && !found; i = i->ifa_next) {
+		if (!i->ifa_addr)
+			continue;
+		if (i->ifa_addr->sa_family == AF_INET)
+			found = !memcmp(a, mapped, 12) &&
+				!memcmp(a + 12,
+					&((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+					4);
+		else if (i->ifa_addr->sa_family == AF_INET6)
+			found = !memcmp(a,
+					&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+					16);
+	}
+	freeifaddrs(ifs);
+	return found;
+}
+
+/* A control connection's descriptor to the pool: mapped (or already). */
+static int map_pool(int memfd, const struct gs_ctl_welcome *w)
+{
+	struct stat st;
+	void *base;
+	int r = -1;
+
+	if (fstat(memfd, &st) < 0 || (uint64_t)st.st_size != w->pool_size ||
+	    !w->dsegs || !gs_pow2(w->dring_size) ||
+	    w->pool_size != (uint64_t)w->dsegs * GS_DSEG_STRIDE(w->dring_size))
+		return -1;
+	pthread_mutex_lock(&list_lock);
+	if (pool.base && pool.dev == st.st_dev && pool.ino == st.st_ino) {
+		r = 0;
+		goto out;
+	}
+	base = mmap(NULL, w->pool_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		    memfd, 0);
+	if (base == MAP_FAILED)
+		goto out;
+	/*
+	 * A new gsockd: the old pool stays mapped while connections of it
+	 * live (it is never unmapped; a restart is rare).
+	 */
+	pool.base = base;
+	pool.size = w->pool_size;
+	pool.dsegs = w->dsegs;
+	pool.dring = w->dring_size;
+	pool.dev = st.st_dev;
+	pool.ino = st.st_ino;
+	r = 0;
+out:
+	pthread_mutex_unlock(&list_lock);
+	return r;
+}
+
+/* Wait up to ms for fd to be readable: 1, or 0 on timeout or error. */
+static int readable_within(int fd, int ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	int r;
+
+	while ((r = pl_real.poll(&p, 1, ms)) < 0 && errno == EINTR)
+		;
+	return r > 0;
+}
+
+/*
+ * Ask gsockd for a segment for a connection from src to dst; pair is
+ * the socketpair end gsockd keeps. Returns the segment, or -1 (why in
+ * the debug log).
+ */
+static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
+	       const struct sockaddr_storage *src, socklen_t slen, int pair)
+{
+	const char *path = pl_route_control();
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	struct gs_ctl_welcome w;
+	struct gs_ctl_dconnect req = { .magic = GS_CTL_DCONN_MAGIC,
+				       .version = GS_CTL_VERSION,
+				       .dst_len = dlen,
+				       .src_len = slen };
+	struct gs_ctl_dreply rep;
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 }, why[256];
+	struct iovec iov = { &w, sizeof(w) };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	int ctl, memfd = -1, seg = -1;
+	ssize_t n;
+
+	if (strlen(path) >= sizeof(un.sun_path) || dlen > sizeof(req.dst) ||
+	    slen > sizeof(req.src))
+		return -1;
+	strcpy(un.sun_path, path);
+	ctl = pl_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (ctl < 0)
+		return -1;
+	if (pl_real.connect(ctl, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		pl_log(PL_LOG_DEBUG, "fd %d: no gsockd at %s (%s): the kernel's path",
+		       fd, path, strerror(errno));
+		goto out;
+	}
+	if (!gs_ctl_peer_ok(ctl, path, why, sizeof(why))) {
+		pl_log(PL_LOG_WARN, "fd %d: not asking for the direct path: %s",
+		       fd, why);
+		goto out;
+	}
+	if (!readable_within(ctl, 1000))
+		goto out;
+	n = pl_real.recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	for (cm = CMSG_FIRSTHDR(&msg); n > 0 && cm; cm = CMSG_NXTHDR(&msg, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			memcpy(&memfd, CMSG_DATA(cm), sizeof(int));
+	if (n != (ssize_t)sizeof(w) || w.magic != GS_CTL_WELCOME_MAGIC ||
+	    w.version != GS_CTL_VERSION || memfd < 0) {
+		pl_log(PL_LOG_DEBUG, "fd %d: gsockd at %s offers no direct pool (version %u, %s)",
+		       fd, path, n == (ssize_t)sizeof(w) ? w.version : 0,
+		       memfd < 0 ? "no pool" : "pool");
+		goto out;
+	}
+	if (map_pool(memfd, &w) < 0) {
+		pl_log(PL_LOG_WARN, "fd %d: cannot map gsockd's direct pool (%llu bytes): %s",
+		       fd, (unsigned long long)w.pool_size, strerror(errno));
+		goto out;
+	}
+	memcpy(req.dst, dst, dlen);
+	memcpy(req.src, src, slen);
+	iov = (struct iovec){ &req, sizeof(req) };
+	msg = (struct msghdr){ .msg_iov = &iov,
+			       .msg_iovlen = 1,
+			       .msg_control = cbuf,
+			       .msg_controllen = sizeof(cbuf) };
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &pair, sizeof(int));
+	if (pl_real.sendmsg(ctl, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof(req) ||
+	    !readable_within(ctl, 2000) ||
+	    pl_real.recv(ctl, &rep, sizeof(rep), 0) != (ssize_t)sizeof(rep) ||
+	    rep.magic != GS_CTL_DCONN_MAGIC) {
+		pl_log(PL_LOG_WARN, "fd %d: gsockd at %s did not answer the direct request",
+		       fd, path);
+		goto out;
+	}
+	rep.msg[sizeof(rep.msg) - 1] = 0;
+	if (rep.status || rep.side != SIDE || rep.seg >= pool.dsegs) {
+		pl_log(PL_LOG_DEBUG, "fd %d: no direct path: %s", fd, rep.msg);
+		goto out;
+	}
+	seg = (int)rep.seg;
+out:
+	if (memfd >= 0)
+		pl_real.close(memfd);
+	pl_real.close(ctl);
+	return seg;
+}
+
+/* Bind fd to a port of its own on the address dst is reached from. */
+static int bind_source(int fd, const struct sockaddr *dst, socklen_t dlen,
+		       struct sockaddr_storage *src, socklen_t *slen)
+{
+	struct sockaddr_storage ss;
+
+	memcpy(&ss, dst, dlen);
+	if (dst->sa_family == AF_INET)
+		((struct sockaddr_in *)&ss)->sin_port = 0;
+	else
+		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+	if (pl_real.bind(fd, (struct sockaddr *)&ss, dlen) < 0)
+		return -1;
+	*slen = sizeof(*src);
+	return pl_real.getsockname(fd, (struct sockaddr *)src, slen);
+}
+
+/* A descriptor of the preload's own: high, close-on-exec; old closed. */
+static int hide(int fd)
+{
+	int h = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 1000);
+
+	if (h < 0)
+		h = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (h >= 0)
+		pl_real.close(fd);
+	return h < 0 ? fd : h;
+}
+
+int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
+		      socklen_t len)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct sockaddr_storage src;
+	socklen_t slen = sizeof(src);
+	struct pl_dconn *c;
+	int sp[2], seg, r, e, fl, fdfl, tcp, sndbuf = SPILL_SNDBUF;
+
+	if ((sa->sa_family == AF_INET && len < sizeof(struct sockaddr_in)) ||
+	    (sa->sa_family == AF_INET6 && len < sizeof(struct sockaddr_in6)) ||
+	    s->in_epoll || !addr_local(sa) || !pl_route_direct(fd, sa))
+		return PL_DIRECT_NO;
+	/* A socket the application bound: its choice of port stands. */
+	if (pl_real.getsockname(fd, (struct sockaddr *)&src, &slen) < 0 ||
+	    (src.ss_family == AF_INET ?
+		     ((struct sockaddr_in *)&src)->sin_port :
+		     ((struct sockaddr_in6 *)&src)->sin6_port))
+		return PL_DIRECT_NO;
+	pthread_once(&once, setup_once);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return PL_DIRECT_NO;
+	if (bind_source(fd, sa, len, &src, &slen) < 0 ||
+	    (seg = ask(fd, sa, len, &src, slen, sp[1])) < 0) {
+		pl_real.close(sp[0]);
+		pl_real.close(sp[1]);
+		return PL_DIRECT_NO;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		/* gsockd holds the segment for a connection we cannot carry */
+		pl_real.close(sp[0]);
+		pl_real.close(sp[1]);
+		errno = ENOMEM;
+		return -1;
+	}
+	/* From here the connection is the direct path's, whatever connect says. */
+	r = pl_real.connect(fd, sa, len);
+	e = errno;
+	if (r < 0 && e != EINPROGRESS && e != EINTR) {
+		pl_real.close(sp[0]); /* gsockd lets the segment go */
+		pl_real.close(sp[1]);
+		free(c);
+		errno = e;
+		return -1;
+	}
+	pthread_once(&calls_once, calls_init);
+	c->d = (struct gs_dseg *)(pool.base +
+				  (uint64_t)seg * GS_DSEG_STRIDE(pool.dring));
+	c->tx = (uint8_t *)c->d + GS_DSEG_HDR + (uint64_t)OUT * pool.dring;
+	c->rx = (uint8_t *)c->d + GS_DSEG_HDR + (uint64_t)IN * pool.dring;
+	c->ring = pool.dring;
+	fl = pl_real.fcntl(fd, F_GETFL);
+	fdfl = pl_real.fcntl(fd, F_GETFD);
+	pl_real.setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			   sizeof(sndbuf));
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		pl_real.fcntl(sp[0], F_SETFL, O_NONBLOCK);
+	tcp = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 1000);
+	if (tcp < 0)
+		tcp = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (tcp < 0 ||
+	    pl_real.dup3(sp[0], fd,
+			 fdfl >= 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		/* Out of descriptors: the kernel carries it, the segment idles. */
+		e = errno;
+		if (tcp >= 0)
+			pl_real.close(tcp);
+		pl_real.close(sp[0]);
+		pl_real.close(sp[1]);
+		free(c);
+		pl_log(PL_LOG_WARN, "fd %d: cannot take the direct path (%s): resetting the connection",
+		       fd, strerror(e));
+		errno = e;
+		return -1;
+	}
+	pl_real.close(sp[0]);
+	c->tcp = tcp;
+	c->pair = hide(sp[1]);
+	pthread_mutex_lock(&s->lock);
+	s->dc = c;
+	s->route = GS_ROUTE_DIRECT;
+	s->state = PL_DECIDED;
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&list_lock);
+	c->next = conns;
+	if (conns)
+		conns->prev = c;
+	conns = c;
+	__atomic_add_fetch(&nconns, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&list_lock);
+	pl_log(PL_LOG_INFO, "fd %d: direct path, segment %d", fd, seg);
+	errno = e;
+	return r;
+}
+
+void pl_direct_release(struct pl_sock *s)
+{
+	struct pl_dconn *c = s->dc;
+	struct linger rst = { 1, 0 };
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&list_lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	__atomic_sub_fetch(&nconns, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&list_lock);
+	/* Bytes never read: the kernel would reset; so do we. */
+	if (rx_avail(c))
+		pl_real.setsockopt(c->tcp, SOL_SOCKET, SO_LINGER, &rst,
+				   sizeof(rst));
+	pl_real.close(c->tcp);
+	pl_real.close(c->pair);
+	free(c);
+	s->dc = NULL;
+}
+
+/* ---- waits ---- */
+
+/*
+ * Caller holds list_lock: make A readable where the ring has bytes and
+ * no wake-up byte is there yet. Returns whether any has bytes.
+ */
+static int raise_ready(void)
+{
+	struct pl_dconn *c;
+	int ready = 0;
+
+	for (c = conns; c; c = c->next)
+		if (rx_avail(c)) {
+			ready = 1;
+			if (!__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE) &&
+			    (took(&c->d->want[IN], GS_DW_READER) ||
+			     !(__atomic_load_n(&c->d->want[IN], __ATOMIC_ACQUIRE) &
+			       GS_DW_READER)))
+				self_token(c);
+		}
+	return ready;
+}
+
+int pl_direct_prewait(int timeout_ms)
+{
+	struct pl_dconn *c;
+	long long until;
+	int ready;
+
+	if (!pl_direct_active())
+		return timeout_ms;
+	/*
+	 * Bytes that came while nobody looked make their descriptors
+	 * readable; a wait that may sleep spins on the rings a little first
+	 * (gsockd is not rung while nobody sleeps); only then is every
+	 * connection armed, so the GPU side rings for the next bytes.
+	 */
+	pthread_mutex_lock(&list_lock);
+	ready = raise_ready();
+	pthread_mutex_unlock(&list_lock);
+	until = now_ns() + spin_ns;
+	while (!ready && timeout_ms && spin_ns && now_ns() < until) {
+		pthread_mutex_lock(&list_lock);
+		ready = raise_ready();
+		pthread_mutex_unlock(&list_lock);
+		relax();
+	}
+	if (!ready) {
+		pthread_mutex_lock(&list_lock);
+		for (c = conns; c; c = c->next)
+			if (!(__atomic_load_n(&c->d->want[IN], __ATOMIC_ACQUIRE) &
+			      GS_DW_READER))
+				arm_rx(c);
+		pthread_mutex_unlock(&list_lock);
+	}
+	return timeout_ms < 0 || timeout_ms > SLICE_MS ? SLICE_MS : timeout_ms;
+}
+
+void pl_direct_slice_over(void)
+{
+	struct pl_dconn *c;
+
+	pthread_mutex_lock(&list_lock);
+	for (c = conns; c; c = c->next)
+		if (!c->dead_seen && tcp_end(c)) {
+			c->dead_seen = 1;
+			self_token(c);
+		}
+	pthread_mutex_unlock(&list_lock);
+}
+
+/* ---- descriptors that cannot leave ---- */
+
+static int crosses_exec(int fd, const struct pl_sock *s)
+{
+	int fl;
+
+	if (s->route != GS_ROUTE_DIRECT)
+		return 0;
+	fl = pl_real.fcntl(fd, F_GETFD);
+	return fl >= 0 && !(fl & FD_CLOEXEC);
+}
+
+int pl_direct_exec_check(void)
+{
+	int fd;
+
+	if (!pl_direct_active())
+		return 0;
+	fd = pl_fd_find(crosses_exec);
+	if (fd < 0)
+		return 0;
+	pl_log(PL_LOG_ERROR,
+	       "exec refused: descriptor %d is a direct connection to a GPU application, whose bytes the new program could not reach; close it or set FD_CLOEXEC before exec, or run with GSOCK_DIRECT=off",
+	       fd);
+	errno = EOPNOTSUPP;
+	return -1;
+}
+
+int pl_direct_rights_check(const struct msghdr *msg)
+{
+	struct cmsghdr *cm;
+
+	if (!pl_direct_active() || !msg->msg_control)
+		return 0;
+	for (cm = CMSG_FIRSTHDR((struct msghdr *)msg); cm;
+	     cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
+		size_t n;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			struct pl_sock *s;
+			int fd, direct;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			s = pl_fd_get(fd);
+			direct = s && s->route == GS_ROUTE_DIRECT;
+			pl_sock_put(s);
+			if (direct) {
+				pl_log(PL_LOG_ERROR,
+				       "sendmsg refused: descriptor %d is a direct connection to a GPU application and cannot be passed to another process (SCM_RIGHTS); run with GSOCK_DIRECT=off",
+				       fd);
+				errno = EOPNOTSUPP;
+				return -1;
+			}
+		}
+	}
+	return 0;
+}

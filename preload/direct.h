@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The direct route of the preload: a client that connects to a listener
+ * of a GPU application on this host moves its bytes through a segment
+ * of gsockd's direct pool (gsock_arena.h, gs_dseg), not through the
+ * kernel's TCP and gsockd.
+ *
+ * The kernel connection is made as always and stays (hidden, close-on-
+ * exec), holding the ports, the addresses and the socket options, and
+ * carrying FIN and RST. The application's descriptor becomes one end of
+ * a socketpair whose other end gsockd holds: it is readable when the
+ * ring has bytes (or the connection ended) and writable when the ring
+ * has room, so poll, epoll and select work on it unchanged, and dup and
+ * fork share it as they share any descriptor.
+ */
+#ifndef PL_DIRECT_H
+#define PL_DIRECT_H
+
+#include <sys/socket.h>
+
+#include "fdtab.h"
+#include "real.h"
+
+/* What pl_direct_connect returns when the connection takes another route. */
+#define PL_DIRECT_NO (-2)
+
+/*
+ * Connect fd (s, an undecided TCP socket) to sa over the direct path if
+ * a GPU application of this user's gsockd listens there; else
+ * PL_DIRECT_NO and fd is untouched but for a bind to a port of its own
+ * on the address sa is reached from. Otherwise connect(2)'s result.
+ */
+int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
+		      socklen_t len);
+
+/* The calls of a direct descriptor (the application's fd, pl_cur_sock). */
+extern struct pl_real pl_direct_calls;
+
+/* s's last reference is gone: close the hidden descriptors. */
+void pl_direct_release(struct pl_sock *s);
+
+/* Whether this process holds a direct connection (a hint, no lock). */
+int pl_direct_active(void);
+
+/*
+ * Before a poll, select or epoll wait of timeout_ms (-1: for ever): make
+ * every direct descriptor's readiness true of its ring (and spin a
+ * little on the rings first when the wait may sleep). Returns the
+ * timeout to wait now: while direct connections exist, at most a slice,
+ * after which the caller calls pl_direct_slice_over() and waits again.
+ */
+int pl_direct_prewait(int timeout_ms);
+/* A slice ran out: a connection whose gsockd died wakes its waiters. */
+void pl_direct_slice_over(void);
+
+/* exec: -1 (EOPNOTSUPP, said on stderr) if a direct fd would cross it. */
+int pl_direct_exec_check(void);
+/* sendmsg: -1 (EOPNOTSUPP) if msg passes a direct descriptor (SCM_RIGHTS). */
+int pl_direct_rights_check(const struct msghdr *msg);
+
+#endif

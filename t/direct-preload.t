@@ -1,0 +1,178 @@
+#!/bin/sh
+# The same-host direct path from a preloaded CPU program to a GPU
+# application's listener: unmodified clients (python3, loadgen, rtt-client)
+# move their bytes through a segment of the direct pool. Bytes come back
+# intact through blocking calls, threads, epoll (edge-triggered, through
+# full rings), select, fork, dup and shutdown; names and options are the
+# TCP connection's; exec and SCM_RIGHTS with a direct descriptor are
+# refused; bytes written around the preload reset the connection loudly;
+# a killed client, a killed server and a killed gsockd each end the other
+# side within a second; a used-up pool, GSOCK_DIRECT=off and a rule with
+# direct = off give the kernel's path, intact.
+. "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
+need_backend
+[ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
+time_limit 300
+plan 28
+STAT=$GSOCK_BUILD/bridge/gsock-stat
+DC=$GSOCK_SRC/t/direct_clients.py
+printf 'direct_conns = 3\n' >"$TMP/small.conf"
+GSOCKD_CONF=$TMP/small.conf start_gsockd || exit 1
+start_server -l 127.0.0.1:0 -b 4 || exit 1
+
+pre() { env LD_PRELOAD="$PRELOAD" GSOCK_LOG=info "$@"; }
+# bgpre OUT COMMAND...: pre in the background; $! is the program itself.
+bgpre() {
+	out=$1
+	shift
+	env LD_PRELOAD="$PRELOAD" GSOCK_LOG=info "$@" >"$out" 2>&1 &
+}
+
+# client NAME MODE ARGS...: run a mode of direct_clients.py under the
+# preload; its lines go to the TAP log.
+client() {
+	name=$1
+	shift
+	pre timeout 60 python3 "$DC" "$@" >"$TMP/$name" 2>"$TMP/$name.err"
+	r=$?
+	sed 's/^/# /' "$TMP/$name" "$TMP/$name.err"
+	return $r
+}
+
+# direct_socks FILE: connected sockets of the server on the direct path.
+direct_socks() {
+	python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(sum(s["path"] == "direct" for a in d["applications"] for s in a["socket_list"] if s["state"] == "connected"))
+PY
+}
+
+pre timeout 60 python3 "$PY" sizes "$PORT" 1 100 65537 1000000 >"$TMP/sizes" 2>"$TMP/sizes.err"
+ok $? "python3 clients (a reader thread, a writer thread), 1 B to 1 MB: intact"
+n=$(grep -c 'direct path' "$TMP/sizes.err")
+is "$n" 4 "the preload took the direct path for each of the 4 connections"
+pre timeout 60 python3 "$PY" concurrent "$PORT" 3 5 >"$TMP/conc" 2>&1
+ok $? "3 concurrent connections of random sizes: intact"
+pre timeout 60 "$GSOCK_BUILD/bench/rtt-client" 127.0.0.1 "$PORT" 64 20000 >"$TMP/rtt" 2>&1
+ok $? "rtt-client (blocking send and recv): 20,000 round trips of 64 B"
+sed 's/^/# /' "$TMP/rtt"
+pre timeout 60 "$GSOCK_BUILD/bench/loadgen" -c 2 -s 100 -d 1 -w 0 127.0.0.1 "$PORT" >"$TMP/lg" 2>&1
+grep -q 'errors=0' "$TMP/lg" && ! grep -q 'reqs=0 ' "$TMP/lg"
+ok $? "loadgen (epoll, every byte checked): no errors"
+sed 's/^/# /' "$TMP/lg" | grep -v debug | tail -1
+
+client et epoll-et "$PORT" 3000000
+ok $? "edge-triggered epoll, 3,000,000 bytes through a 256 KiB ring: intact"
+client sel select "$PORT" 1000000
+ok $? "select(2): intact"
+client fork fork "$PORT"
+ok $? "fork: child and parent use one direct descriptor in turn"
+client dup dup "$PORT"
+ok $? "dup: the copy carries the connection; shutdown on it gives EOF"
+client shut shutdown "$PORT" 100000
+ok $? "shutdown(SHUT_WR): the echo, then EOF"
+client names names "$PORT"
+ok $? "getsockname, getpeername, SO_TYPE, SO_DOMAIN, TCP_NODELAY, SO_ERROR as over TCP"
+client tmo timeout "$PORT"
+ok $? "SO_RCVTIMEO: EAGAIN when it runs out"
+client exec exec "$PORT"
+ok $? "exec refused (EOPNOTSUPP) while a direct descriptor would cross it; fine with close-on-exec"
+client rights rights "$PORT"
+ok $? "SCM_RIGHTS of a direct descriptor refused (EOPNOTSUPP); the connection goes on"
+client raw raw "$PORT"
+ok $? "bytes written around the preload (raw write(2)): ECONNRESET, not lost quietly"
+grep -q 'around the preload' "$TMP/gsockd.log"
+ok $? "... and gsockd's log says why"
+
+# A client killed mid-stream: the server's end goes within a second.
+bgpre "$TMP/st1" python3 "$DC" stream "$PORT" 60
+sp=$!
+PIDS="$PIDS $sp"
+for _ in $(seq 100); do grep -q connected "$TMP/st1" && break; sleep 0.05; done
+sleep 0.5
+"$STAT" -j >"$TMP/st1.json"
+is "$(direct_socks "$TMP/st1.json")" 1 "gsock-stat: the server's end of a preloaded client's connection is direct"
+kill -9 "$sp"
+wait "$sp" 2>/dev/null
+gone=no
+for _ in $(seq 20); do
+	"$STAT" -j >"$TMP/st2.json"
+	[ "$(direct_socks "$TMP/st2.json")" = 0 ] && { gone=yes; break; }
+	sleep 0.05
+done
+is "$gone" yes "client killed mid-stream: the server's end is gone within a second"
+
+# The pool is 3: three streams hold it; a fourth client takes the kernel.
+for i in 1 2 3; do
+	bgpre "$TMP/hold$i" python3 "$DC" stream "$PORT" 60
+	PIDS="$PIDS $!"
+	eval "hold$i=\$!"
+done
+for i in 1 2 3; do
+	for _ in $(seq 100); do grep -q connected "$TMP/hold$i" && break; sleep 0.05; done
+done
+pre timeout 60 python3 "$PY" sizes "$PORT" 500000 >"$TMP/full" 2>"$TMP/full.err"
+ok $? "a client while the pool is used up: intact"
+! grep -q 'direct path' "$TMP/full.err"
+ok $? "... over the kernel's path"
+kill "$hold1" "$hold2" "$hold3" 2>/dev/null
+wait "$hold1" "$hold2" "$hold3" 2>/dev/null
+
+# GSOCK_DIRECT=off, and a rule that says direct = off: the kernel's path.
+pre env GSOCK_DIRECT=off timeout 60 python3 "$PY" sizes "$PORT" 300000 >"$TMP/off" 2>"$TMP/off.err"
+r=$?
+! grep -q 'direct path' "$TMP/off.err" && [ $r = 0 ]
+ok $? "GSOCK_DIRECT=off: the kernel's path, intact"
+printf 'preload {\n rule {\n  program = "python3*"\n  ports = "%s"\n  direct = "off"\n }\n}\n' "$PORT" >"$TMP/rule.conf"
+pre env GSOCK_CONF="$TMP/rule.conf" GSOCK_LOG=debug timeout 60 python3 "$PY" sizes "$PORT" 300000 >"$TMP/rule" 2>"$TMP/rule.err"
+r=$?
+! grep -q 'direct path' "$TMP/rule.err" && grep -q 'direct off, by the rule' "$TMP/rule.err" && [ $r = 0 ]
+ok $? "a preload rule with direct = off for python3 at this port: the kernel's path, intact"
+
+# The server killed: a client blocked in recv sees the end within a second.
+bgpre "$TMP/we1" python3 "$DC" wait-end "$PORT"
+wp=$!
+PIDS="$PIDS $wp"
+for _ in $(seq 100); do grep -q connected "$TMP/we1" && break; sleep 0.05; done
+k=$(now_ms)
+kill -9 "$SERVER_PID"
+wait "$wp"
+set -- $(sed -n 's/^end //p' "$TMP/we1")
+echo "# the client saw: $1, $(($2 - k)) ms after the kill"
+[ "$1" = EOF ] || [ "$1" = ECONNRESET ]
+ok $? "server killed: the blocked client's recv ends (EOF or reset)"
+[ $(($2 - k)) -lt 1000 ]
+ok $? "... within a second ($(($2 - k)) ms)"
+wait "$SERVER_PID" 2>/dev/null
+
+# gsockd killed: the same for a client of a new server.
+start_server -l 127.0.0.1:0 -b 2 || exit 1
+bgpre "$TMP/we2" python3 "$DC" wait-end "$PORT"
+wp=$!
+PIDS="$PIDS $wp"
+for _ in $(seq 100); do grep -q connected "$TMP/we2" && break; sleep 0.05; done
+k=$(now_ms)
+kill -9 "$GSOCKD_PID"
+wait "$wp"
+set -- $(sed -n 's/^end //p' "$TMP/we2")
+echo "# the client saw: $1, $(($2 - k)) ms after gsockd's kill"
+[ "$1" = EOF ] || [ "$1" = ECONNRESET ]
+ok $? "gsockd killed: the blocked client's recv ends (EOF or reset), as over the bridge"
+[ $(($2 - k)) -lt 1000 ]
+ok $? "... within a second ($(($2 - k)) ms)"
+wait "$GSOCKD_PID" 2>/dev/null
+kill "$SERVER_PID" 2>/dev/null
+wait "$SERVER_PID" 2>/dev/null
+
+# direct = off in gsockd's conf: the preload asks, gsockd says no.
+printf 'direct = "off"\n' >"$TMP/off.conf"
+GSOCKD_CONF=$TMP/off.conf start_gsockd || exit 1
+start_server -l 127.0.0.1:0 -b 2 || exit 1
+pre env GSOCK_LOG=debug timeout 60 python3 "$PY" sizes "$PORT" 300000 >"$TMP/goff" 2>"$TMP/goff.err"
+r=$?
+! grep -q 'direct path,' "$TMP/goff.err" && [ $r = 0 ]
+ok $? "gsockd's direct = off: the kernel's path, intact"
+grep -q 'no direct' "$TMP/goff.err"
+ok $? "... and the preload's log says gsockd offered none"
+finish

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""CPU clients of a GPU echo server for t/direct-preload.t, run under the
+preload: each mode exercises one way a program uses its descriptor, and
+prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
+
+  epoll-et PORT N        non-blocking, edge-triggered epoll: N bytes out and
+                         back through one connection (N > the ring: full-ring
+                         waits on EPOLLOUT)
+  select PORT N          the same with select(2), level-triggered
+  fork PORT              parent connects; a child round-trips on the same
+                         descriptor; then the parent does, after it exits
+  dup PORT               a dup'd descriptor carries on after the original
+                         is closed; closing the last ends the connection
+  exec PORT              exec with the descriptor inheritable is refused
+                         (EOPNOTSUPP); with close-on-exec it goes ahead
+  rights PORT            passing the descriptor with SCM_RIGHTS is refused
+  timeout PORT           SO_RCVTIMEO on a silent connection: EAGAIN in time
+  names PORT             getsockname/getpeername/getsockopt answer as TCP
+  shutdown PORT N        shutdown(SHUT_WR) after N bytes: the echo comes
+                         back, then EOF
+  stream PORT SECONDS    round trips of 1 MiB until killed or SECONDS pass
+  wait-end PORT          connect, say "connected", then block in recv and
+                         print how the connection ended and when
+  raw PORT               bytes written with the raw write(2) system call
+                         (around the preload): the next recv fails loudly
+"""
+import ctypes
+import errno
+import os
+import select
+import socket
+import struct
+import sys
+import threading
+import time
+
+
+def connect(port, blocking=True):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.connect(("127.0.0.1", int(port)))
+    s.setblocking(blocking)
+    return s
+
+
+def recv_exactly(s, n):
+    got = bytearray()
+    while len(got) < n:
+        chunk = s.recv(n - len(got))
+        if not chunk:
+            break
+        got.extend(chunk)
+    return bytes(got)
+
+
+def round_trip(s, data):
+    """Send data while a thread reads the echo (rings are smaller than
+    what one call may send, as a socket's buffers can be)."""
+    back = []
+    t = threading.Thread(target=lambda: back.append(recv_exactly(s, len(data))))
+    t.start()
+    s.sendall(data)
+    t.join()
+    return back and back[0] == data
+
+
+def say(good, what):
+    print(("ok " if good else "fail ") + what, flush=True)
+    return good
+
+
+def epoll_et(port, n):
+    n = int(n)
+    data = os.urandom(n)
+    s = connect(port, blocking=False)
+    ep = select.epoll()
+    ep.register(s.fileno(), select.EPOLLIN | select.EPOLLOUT | select.EPOLLET)
+    sent, got, waits = 0, bytearray(), 0
+    deadline = time.time() + 60
+    while len(got) < n and time.time() < deadline:
+        # Edge-triggered: drain both ways until EAGAIN, then wait.
+        while sent < n:
+            try:
+                sent += s.send(data[sent:sent + 65536])
+            except BlockingIOError:
+                break
+        while True:
+            try:
+                chunk = s.recv(1 << 20)
+            except BlockingIOError:
+                break
+            if not chunk:
+                return say(False, "epoll-et: EOF after %d bytes" % len(got))
+            got.extend(chunk)
+        if len(got) < n:
+            ep.poll(5)
+            waits += 1
+    return say(bytes(got) == data, "epoll-et %d bytes back intact (%d waits)" % (n, waits))
+
+
+def select_mode(port, n):
+    n = int(n)
+    data = os.urandom(n)
+    s = connect(port, blocking=False)
+    sent, got = 0, bytearray()
+    deadline = time.time() + 60
+    while len(got) < n and time.time() < deadline:
+        r, w, _ = select.select([s], [s] if sent < n else [], [], 5)
+        if w:
+            try:
+                sent += s.send(data[sent:sent + 65536])
+            except BlockingIOError:
+                pass
+        if r:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            got.extend(chunk)
+    return say(bytes(got) == data, "select %d bytes back intact" % n)
+
+
+def fork_mode(port):
+    s = connect(port)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if round_trip(s, b"child" * 1000) else 1)
+    _, st = os.waitpid(pid, 0)
+    good = say(os.waitstatus_to_exitcode(st) == 0, "fork: the child's round trip on the parent's descriptor")
+    return say(round_trip(s, b"parent" * 1000), "fork: the parent's after the child exited") and good
+
+
+def dup_mode(port):
+    s = connect(port)
+    fd2 = os.dup(s.fileno())
+    s.close()
+    t = socket.socket(fileno=fd2)
+    good = say(round_trip(t, b"dup" * 5000), "dup: the copy carries on after the original is closed")
+    t.shutdown(socket.SHUT_WR)
+    return say(t.recv(10) == b"", "dup: EOF after shutdown on the copy") and good
+
+
+def exec_mode(port):
+    s = connect(port)
+    os.set_inheritable(s.fileno(), True)
+    try:
+        os.execv("/bin/true", ["true"])
+        good = False
+    except OSError as e:
+        good = e.errno == errno.EOPNOTSUPP
+        say(good, "exec with an inheritable direct descriptor: %s" % os.strerror(e.errno))
+    os.set_inheritable(s.fileno(), False)
+    sys.stdout.flush()
+    if not good:
+        return False
+    os.execv("/bin/sh", ["sh", "-c", "echo ok exec with it close-on-exec goes ahead"])
+
+
+def rights_mode(port):
+    s = connect(port)
+    a, b = socket.socketpair()
+    try:
+        socket.send_fds(a, [b"x"], [s.fileno()])
+        return say(False, "SCM_RIGHTS of a direct descriptor went through")
+    except OSError as e:
+        good = say(e.errno == errno.EOPNOTSUPP, "SCM_RIGHTS refused: %s" % os.strerror(e.errno))
+    return say(round_trip(s, b"after" * 100), "... and the connection still works") and good
+
+
+def timeout_mode(port):
+    s = connect(port)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 300000))
+    t0 = time.time()
+    try:
+        s.recv(10)
+        return say(False, "SO_RCVTIMEO: recv returned")
+    except BlockingIOError:
+        dt = time.time() - t0
+        return say(0.25 < dt < 2, "SO_RCVTIMEO 300 ms: EAGAIN after %.2f s" % dt)
+
+
+def names_mode(port):
+    s = connect(port)
+    me, peer = s.getsockname(), s.getpeername()
+    good = say(peer == ("127.0.0.1", int(port)), "getpeername %s:%d" % peer)
+    good &= say(me[0] == "127.0.0.1" and me[1] > 0, "getsockname %s:%d" % me)
+    good &= say(s.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE) == socket.SOCK_STREAM, "SO_TYPE stream")
+    good &= say(s.getsockopt(socket.SOL_SOCKET, socket.SO_DOMAIN) == socket.AF_INET, "SO_DOMAIN inet")
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    good &= say(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1, "TCP_NODELAY set and read back")
+    good &= say(s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0, "SO_ERROR 0")
+    # What /proc and ss show: a TCP connection between the two ports.
+    return good
+
+
+def shutdown_mode(port, n):
+    n = int(n)
+    data = os.urandom(n)
+    s = connect(port)
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    back = recv_exactly(s, n)
+    good = say(back == data, "shutdown: %d bytes echoed after SHUT_WR" % n)
+    return say(s.recv(10) == b"", "shutdown: then EOF") and good
+
+
+def stream(port, seconds):
+    s = connect(port)
+    data = os.urandom(1 << 20)
+    end = time.time() + float(seconds)
+    n = 0
+    print("connected", flush=True)
+    while time.time() < end:
+        if not round_trip(s, data):
+            return say(False, "stream: round trip %d came back wrong" % n)
+        n += 1
+    return say(True, "stream: %d round trips of 1 MiB" % n)
+
+
+def wait_end(port):
+    s = connect(port)
+    s.sendall(b"hello")
+    recv_exactly(s, 5)
+    print("connected", flush=True)
+    try:
+        r = s.recv(10)
+        how = "EOF" if r == b"" else "bytes"
+    except OSError as e:
+        how = errno.errorcode.get(e.errno, str(e.errno))
+    print("end %s %d" % (how, int(time.time() * 1000)), flush=True)
+    return True
+
+
+def raw(port):
+    s = connect(port)
+    good = say(round_trip(s, b"before" * 10), "raw: a round trip first")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    buf = b"around the preload"
+    libc.syscall(1, s.fileno(), buf, len(buf))  # SYS_write
+    time.sleep(0.5)
+    try:
+        s.sendall(b"x")
+        r = s.recv(10)
+        return say(False, "raw: the connection went on (%r)" % r)
+    except OSError as e:
+        return say(e.errno == errno.ECONNRESET, "raw: %s" % os.strerror(e.errno)) and good
+
+
+def main(argv):
+    modes = {"epoll-et": epoll_et, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
+             "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
+             "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
+             "wait-end": wait_end, "raw": raw}
+    if len(argv) < 3 or argv[1] not in modes:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0 if modes[argv[1]](*argv[2:]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
