@@ -498,7 +498,11 @@ void br_direct_drop(int seg)
 	if (seg < 0)
 		return;
 	pthread_mutex_lock(&dp.lock);
-	side_gone(seg, 1, true); /* the kernel resets it with its listener */
+	/* Closed unaccepted: a FIN, or a reset over bytes it never read. */
+	side_gone(seg, 1,
+		  __atomic_load_n(&seg_at(seg)->pipe[0].tail, __ATOMIC_ACQUIRE) !=
+			  __atomic_load_n(&seg_at(seg)->pipe[0].head,
+					  __ATOMIC_ACQUIRE));
 	seg_put(seg);
 	pthread_mutex_unlock(&dp.lock);
 }
