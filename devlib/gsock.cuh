@@ -648,9 +648,19 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 	/* The copy's loads have returned: no fence before freeing the space. */
 	ls->rx_head += n;
 	gs_st_plain64(ls->rx_head_p, ls->rx_head);
-	/* Direct: the sender looks at the head itself (a CPU one may sleep). */
+	/*
+	 * Direct: the sender looks at the head itself. A CPU sender sleeps
+	 * only on a full ring, and is rung when the ring drains below half:
+	 * as it cannot write while asleep, the bytes seen here only fall,
+	 * and cross half once (a view of the tail from before it filled the
+	 * ring is followed by a fresh one above half). So the fence and the
+	 * read of want are paid once per half ring, not per grecv.
+	 */
 	if (ls->flags & GS_LS_DIRECT)
-		return gs_wake_cpu_t0(gs, fd, ls, ls->want_rx_p, GS_DW_WRITER);
+		return avail >= ls->ring_size / 2 && avail - n < ls->ring_size / 2 ?
+			       gs_wake_cpu_t0(gs, fd, ls, ls->want_rx_p,
+					      GS_DW_WRITER) :
+			       0;
 	if (avail < ls->ring_size / 2)
 		return 0;
 	gs_fence();
