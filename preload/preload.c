@@ -381,15 +381,33 @@ static long long pl_now_ms_(void)
 	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Milliseconds of a timespec or timeval, -1 for none (wait forever). */
-#define TS_MS(t) ((t) ? (int)((t)->tv_sec * 1000 + (t)->tv_nsec / 1000000) : -1)
-#define TV_MS(t) ((t) ? (int)((t)->tv_sec * 1000 + (t)->tv_usec / 1000) : -1)
+/*
+ * Milliseconds of a timespec or timeval, rounded up as the kernel rounds
+ * a wait (so a short one does not turn into a busy loop); -1 for none.
+ */
+#define TS_MS(t)                                                             \
+	((t) ? (int)((t)->tv_sec * 1000 + ((t)->tv_nsec + 999999) / 1000000) : \
+	       -1)
+#define TV_MS(t)                                                             \
+	((t) ? (int)((t)->tv_sec * 1000 + ((t)->tv_usec + 999) / 1000) : -1)
+
+/* Neither rsocket nor direct descriptors: the real wait, as asked. */
+static int plain_wait(void)
+{
+	if (pl_busy || pl_direct_active())
+		return pl_busy;
+#ifdef HAVE_RDMACM
+	return !pl_route_rdma_possible();
+#else
+	return 1;
+#endif
+}
 
 int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t,
 	  const sigset_t *m)
 {
 	pl_init();
-	if (pl_busy)
+	if (plain_wait())
 		return pl_real.ppoll(fds, n, t, m);
 	return PL_WAIT(TS_MS(t), (void)0, poll_inner(fds, n, ms_, m));
 }
@@ -397,7 +415,7 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t,
 int poll(struct pollfd *fds, nfds_t n, int t)
 {
 	pl_init();
-	if (pl_busy)
+	if (plain_wait())
 		return pl_real.poll(fds, n, t);
 	return PL_WAIT(t, (void)0, poll_inner(fds, n, ms_, NULL));
 }
@@ -446,7 +464,7 @@ int pselect(int n, fd_set *rd, fd_set *wr, fd_set *ex,
 	struct sets sv;
 
 	pl_init();
-	if (pl_busy)
+	if (plain_wait())
 		return pl_real.pselect(n, rd, wr, ex, t, m);
 	sets_save(&sv, rd, wr, ex);
 	return PL_WAIT(TS_MS(t), sets_put_back(&sv),
@@ -459,7 +477,7 @@ int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
 	int r;
 
 	pl_init();
-	if (pl_busy)
+	if (plain_wait())
 		return pl_real.select(n, rd, wr, ex, t);
 	sets_save(&sv, rd, wr, ex);
 	r = PL_WAIT(TV_MS(t), sets_put_back(&sv),
@@ -521,7 +539,7 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 {
 	pl_init();
-	if (pl_busy)
+	if (plain_wait())
 		return pl_real.epoll_pwait(ep, e, n, t, m);
 	return PL_WAIT(t, (void)0, epoll_inner(ep, e, n, ms_, m));
 }
@@ -529,6 +547,19 @@ int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 int epoll_wait(int ep, struct epoll_event *e, int n, int t)
 {
 	return epoll_pwait(ep, e, n, t, NULL);
+}
+
+int epoll_pwait2(int ep, struct epoll_event *e, int n,
+		 const struct timespec *t, const sigset_t *m)
+{
+	pl_init();
+	if (!pl_real.epoll_pwait2) { /* an older C library */
+		errno = ENOSYS;
+		return -1;
+	}
+	if (plain_wait())
+		return pl_real.epoll_pwait2(ep, e, n, t, m);
+	return PL_WAIT(TS_MS(t), (void)0, epoll_inner(ep, e, n, ms_, m));
 }
 PL_MULTI_CALL(pid_t, fork, (void), ())
 

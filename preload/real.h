@@ -53,6 +53,8 @@
 	X(int, epoll_wait, (int, struct epoll_event *, int, int))            \
 	X(int, epoll_pwait,                                                  \
 	  (int, struct epoll_event *, int, int, const sigset_t *))           \
+	X(int, epoll_pwait2, (int, struct epoll_event *, int,                \
+			      const struct timespec *, const sigset_t *))    \
 	X(int, close, (int))                                                 \
 	X(int, shutdown, (int, int))                                         \
 	X(int, dup, (int))                                                   \

@@ -3,7 +3,8 @@
 # application's listener: unmodified clients (python3, loadgen, rtt-client)
 # move their bytes through a segment of the direct pool. Bytes come back
 # intact through blocking calls, threads, epoll (edge-triggered, through
-# full rings), select, fork, dup and shutdown; names and options are the
+# full rings), select, fork, dup and shutdown; bytes that came while
+# nobody looked make every kind of wait return; names and options are the
 # TCP connection's; exec and SCM_RIGHTS with a direct descriptor are
 # refused; bytes written around the preload reset the connection loudly;
 # a killed client, a killed server and a killed gsockd each end the other
@@ -13,7 +14,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 28
+plan 29
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -80,6 +81,8 @@ client exec exec "$PORT"
 ok $? "exec refused (EOPNOTSUPP) while a direct descriptor would cross it; fine with close-on-exec"
 client rights rights "$PORT"
 ok $? "SCM_RIGHTS of a direct descriptor refused (EOPNOTSUPP); the connection goes on"
+client late late "$PORT"
+ok $? "an echo that came while nobody looked: epoll_wait, epoll_pwait2, poll and select see it at once"
 client raw raw "$PORT"
 ok $? "bytes written around the preload (raw write(2)): ECONNRESET, not lost quietly"
 grep -q 'around the preload' "$TMP/gsockd.log"

@@ -22,6 +22,9 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
   stream PORT SECONDS    round trips of 1 MiB until killed or SECONDS pass
   wait-end PORT          connect, say "connected", then block in recv and
                          print how the connection ended and when
+  late PORT              the echo comes while the program looks elsewhere;
+                         then epoll_wait, epoll_pwait2, poll and select
+                         each see the descriptor readable at once
   raw PORT               bytes written with the raw write(2) system call
                          (around the preload): the next recv fails loudly
 """
@@ -230,6 +233,47 @@ def wait_end(port):
     return True
 
 
+class EpollEvent(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("events", ctypes.c_uint32), ("data", ctypes.c_uint64)]
+
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def late(port):
+    s = connect(port)
+    libc = ctypes.CDLL(None, use_errno=True)
+    good = True
+    for how in ("epoll_wait", "epoll_pwait2", "poll", "select"):
+        s.sendall(b"late")
+        time.sleep(0.3)  # the echo lands in the ring; no call of ours looks
+        t0 = time.time()
+        if how == "poll":
+            p = select.poll()
+            p.register(s, select.POLLIN)
+            ready = bool(p.poll(5000))
+        elif how == "select":
+            ready = bool(select.select([s], [], [], 5)[0])
+        else:
+            ep = libc.epoll_create1(0)
+            ev = EpollEvent(select.EPOLLIN, 7)
+            libc.epoll_ctl(ep, 1, s.fileno(), ctypes.byref(ev))  # EPOLL_CTL_ADD
+            out = (EpollEvent * 4)()
+            if how == "epoll_wait":
+                n = libc.epoll_wait(ep, out, 4, 5000)
+            else:
+                ts = Timespec(5, 0)
+                n = libc.epoll_pwait2(ep, out, 4, ctypes.byref(ts), None)
+            ready = n == 1 and out[0].data == 7
+            os.close(ep)
+        dt = time.time() - t0
+        got = recv_exactly(s, 4) if ready else b""
+        good &= say(ready and dt < 1 and got == b"late", "%s: readable after %.3f s, %r" % (how, dt, got))
+    return good
+
+
 def raw(port):
     s = connect(port)
     good = say(round_trip(s, b"before" * 10), "raw: a round trip first")
@@ -250,7 +294,7 @@ def main(argv):
     modes = {"epoll-et": epoll_et, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
-             "wait-end": wait_end, "raw": raw}
+             "wait-end": wait_end, "late": late, "raw": raw}
     if len(argv) < 3 or argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2
