@@ -934,12 +934,47 @@ static void calls_init(void)
 
 /* ---- setup ---- */
 
+/*
+ * This host's addresses as IPv6 (IPv4 mapped), read again at most once a
+ * second: a connect to a remote address must not pay getifaddrs.
+ */
+static struct {
+	uint8_t a[64][16];
+	int n;
+	long long at_ns;
+} local; /* under list_lock */
+
+static void local_refresh(void)
+{
+	struct ifaddrs *ifs, *i;
+
+	local.n = 0;
+	local.at_ns = now_ns();
+	if (getifaddrs(&ifs) < 0)
+		return;
+	for (i = ifs; i && local.n < 64; i = i->ifa_next) {
+		uint8_t *a = local.a[local.n];
+
+		if (!i->ifa_addr)
+			continue;
+		if (i->ifa_addr->sa_family == AF_INET) {
+			memset(a, 0, 10);
+			a[10] = a[11] = 0xff;
+			memcpy(a + 12, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
+			local.n++;
+		} else if (i->ifa_addr->sa_family == AF_INET6) {
+			memcpy(a, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16);
+			local.n++;
+		}
+	}
+	freeifaddrs(ifs);
+}
+
 /* Whether sa is an address of this host (127/8, ::1, an interface's). */
 static int addr_local(const struct sockaddr *sa)
 {
 	static const uint8_t loop6[16] = { [15] = 1 };
 	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
-	struct ifaddrs *ifs, *i;
 	uint8_t a[16];
 	int found = 0;
 
@@ -951,22 +986,12 @@ static int addr_local(const struct sockaddr *sa)
 	}
 	if ((!memcmp(a, mapped, 12) && a[12] == 127) || !memcmp(a, loop6, 16))
 		return 1;
-	if (getifaddrs(&ifs) < 0)
-		return 0;
-	for (i = ifs; i && !found; i = i->ifa_next) {
-		if (!i->ifa_addr)
-			continue;
-		if (i->ifa_addr->sa_family == AF_INET)
-			found = !memcmp(a, mapped, 12) &&
-				!memcmp(a + 12,
-					&((struct sockaddr_in *)i->ifa_addr)->sin_addr,
-					4);
-		else if (i->ifa_addr->sa_family == AF_INET6)
-			found = !memcmp(a,
-					&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
-					16);
-	}
-	freeifaddrs(ifs);
+	pthread_mutex_lock(&list_lock);
+	if (!local.at_ns || now_ns() - local.at_ns > 1000000000LL)
+		local_refresh();
+	for (int i = 0; i < local.n && !found; i++)
+		found = !memcmp(local.a[i], a, 16);
+	pthread_mutex_unlock(&list_lock);
 	return found;
 }
 
@@ -1151,7 +1176,10 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 
 	if ((sa->sa_family == AF_INET && len < sizeof(struct sockaddr_in)) ||
 	    (sa->sa_family == AF_INET6 && len < sizeof(struct sockaddr_in6)) ||
-	    s->in_epoll || !addr_local(sa) || !pl_route_direct(fd, sa))
+	    s->in_epoll)
+		return PL_DIRECT_NO;
+	pthread_once(&once, setup_once);
+	if (!addr_local(sa) || !pl_route_direct(fd, sa))
 		return PL_DIRECT_NO;
 	/* A socket the application bound: its choice of port stands. */
 	if (pl_real.getsockname(fd, (struct sockaddr *)&src, &slen) < 0 ||
@@ -1159,7 +1187,6 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		     ((struct sockaddr_in *)&src)->sin_port :
 		     ((struct sockaddr_in6 *)&src)->sin6_port))
 		return PL_DIRECT_NO;
-	pthread_once(&once, setup_once);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 		return PL_DIRECT_NO;
 	if (bind_source(fd, sa, len, &src, &slen) < 0 ||
