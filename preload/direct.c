@@ -324,14 +324,20 @@ static int tx_end(struct pl_dconn *c, int full, int look_at_tcp)
 	return 0;
 }
 
-static int nonblocking(int fd, int flags)
+/*
+ * Whether a call on fd with flags must not wait. *nb caches it for the
+ * call (-1: not asked yet): the fast path, bytes or room at hand, pays
+ * no fcntl.
+ */
+static int nonblocking(int fd, int flags, int *nb)
 {
 	int fl;
 
-	if (flags & MSG_DONTWAIT)
-		return 1;
-	fl = pl_real.fcntl(fd, F_GETFL);
-	return fl >= 0 && (fl & O_NONBLOCK);
+	if (*nb < 0) {
+		fl = flags & MSG_DONTWAIT ? O_NONBLOCK : pl_real.fcntl(fd, F_GETFL);
+		*nb = fl >= 0 && (fl & O_NONBLOCK);
+	}
+	return *nb;
 }
 
 /* SO_RCVTIMEO or SO_SNDTIMEO of the kernel socket, in ms; -1: none. */
@@ -446,13 +452,12 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 	struct gs_dpipe *p = &c->d->pipe[IN];
 	size_t want = iov_len(iov, iovcnt), got = 0;
 	long long spin_until = 0;
-	int err = 0, nb, armed;
+	int err = 0, nb = -1, armed;
 
 	if (flags & MSG_OOB)
 		return fail(EINVAL); /* no urgent data ever comes this way */
 	if (!want)
 		return 0;
-	nb = nonblocking(fd, flags);
 	pipe_lock(&c->d->lock[IN]);
 	for (;;) {
 		uint64_t head = __atomic_load_n(&p->head, __ATOMIC_RELAXED);
@@ -479,7 +484,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		}
 		end = rx_end(c, 0);
 		armed = 0;
-		if (!end && (nb || !spin_ns ||
+		if (!end && (nonblocking(fd, flags, &nb) || !spin_ns ||
 			     (spin_until && now_ns() >= spin_until))) {
 			/* About to say EAGAIN or sleep: A must tell the truth. */
 			drain_tokens(c, fd);
@@ -497,7 +502,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		}
 		if (got && !(flags & MSG_WAITALL))
 			break;
-		if (nb) {
+		if (nonblocking(fd, flags, &nb)) {
 			err = got ? 0 : EAGAIN;
 			break;
 		}
@@ -543,11 +548,10 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 	struct gs_dpipe *p = &c->d->pipe[OUT];
 	size_t len = iov_len(iov, iovcnt), done = 0;
 	long long spin_until = 0, deadline = 0;
-	int err = 0, nb, slept = 0;
+	int err = 0, nb = -1, slept = 0;
 
 	if (flags & MSG_OOB)
 		return fail(EOPNOTSUPP); /* urgent data: see gsock-preload(8) */
-	nb = nonblocking(fd, flags);
 	pipe_lock(&c->d->lock[OUT]);
 	while (done < len || !len) {
 		uint64_t tail = __atomic_load_n(&p->tail, __ATOMIC_RELAXED);
@@ -574,7 +578,7 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			done += n;
 			continue;
 		}
-		if (nb) {
+		if (nonblocking(fd, flags, &nb)) {
 			if (arm_tx(c, fd))
 				continue;
 			if (!done)
