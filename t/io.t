@@ -17,7 +17,12 @@ NO_URING=$GSOCK_BUILD/t/no-uring
 plan $(( $(echo $EPOLL_TESTS | wc -w) + 9 ))
 
 start_gsockd --io auto
-mode=$(sed -n 's/.*info: io: //p' "$TMP/gsockd.log" | head -1)
+# The log line may trail the control socket by a moment: wait for it.
+for _ in $(seq 100); do
+	mode=$(sed -n 's/.*info: io: //p' "$TMP/gsockd.log" | head -1)
+	[ -n "$mode" ] && break
+	sleep 0.05
+done
 case $mode in
 io_uring*) ok 0 "io = auto: the suite's gsockd moves bytes with $mode" ;;
 epoll*) tap_n=$((tap_n + 1))
