@@ -61,6 +61,7 @@
 #include "../devlib/ctl_peer.h"
 #include "../devlib/gsock_arena.h"
 #include "../devlib/gsock_ctl.h"
+#include "../devlib/gsock_ring.h"
 #include "direct.h"
 #include "route.h"
 
@@ -382,10 +383,13 @@ static size_t iov_len(const struct iovec *iov, int n)
 	return t;
 }
 
-/* Copy n ring bytes from position pos out to iov, starting at byte off. */
-static void ring_out(const struct pl_dconn *c, uint64_t pos,
-		     const struct iovec *iov, int iovcnt, size_t off,
-		     size_t n)
+/*
+ * Copy n bytes between a ring of size bytes (from its counter pos) and
+ * iov (from its byte off): into the ring if in, else out of it.
+ */
+static void ring_copy(uint8_t *ring, uint32_t size, uint64_t pos,
+		      const struct iovec *iov, int iovcnt, size_t off,
+		      size_t n, int in)
 {
 	for (int i = 0; i < iovcnt && n; i++) {
 		size_t l = iov[i].iov_len;
@@ -395,43 +399,15 @@ static void ring_out(const struct pl_dconn *c, uint64_t pos,
 			continue;
 		}
 		while (off < l && n) {
-			uint64_t at = pos & (c->ring - 1);
-			size_t k = l - off;
+			uint8_t *b = (uint8_t *)iov[i].iov_base + off;
+			uint64_t k;
+			uint8_t *r = ring + gs_ring_split(pos, l - off < n ? l - off : n,
+							  size, &k);
 
-			if (k > n)
-				k = n;
-			if (k > c->ring - at)
-				k = c->ring - at;
-			memcpy((uint8_t *)iov[i].iov_base + off, c->rx + at, k);
-			pos += k;
-			off += k;
-			n -= k;
-		}
-		off = 0;
-	}
-}
-
-/* Copy n bytes of iov, from byte off, into the ring at position pos. */
-static void ring_in(struct pl_dconn *c, uint64_t pos, const struct iovec *iov,
-		    int iovcnt, size_t off, size_t n)
-{
-	for (int i = 0; i < iovcnt && n; i++) {
-		size_t l = iov[i].iov_len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		while (off < l && n) {
-			uint64_t at = pos & (c->ring - 1);
-			size_t k = l - off;
-
-			if (k > n)
-				k = n;
-			if (k > c->ring - at)
-				k = c->ring - at;
-			memcpy(c->tx + at, (const uint8_t *)iov[i].iov_base + off,
-			       k);
+			if (in)
+				memcpy(r, b, k);
+			else
+				memcpy(b, r, k);
 			pos += k;
 			off += k;
 			n -= k;
@@ -473,7 +449,8 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			size_t n = avail < want - got ? avail : want - got;
 
 			if (!(flags & MSG_TRUNC))
-				ring_out(c, head, iov, iovcnt, got, n);
+				ring_copy(c->rx, c->ring, head, iov, iovcnt,
+					  got, n, 0);
 			got += n;
 			if (flags & MSG_PEEK)
 				break;
@@ -573,7 +550,8 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 
 			if (n > len - done)
 				n = len - done;
-			ring_in(c, tail, iov, iovcnt, done, n);
+			ring_copy(c->tx, c->ring, tail, iov, iovcnt, done, n,
+				  1);
 			__atomic_store_n(&p->tail, tail + n, __ATOMIC_RELEASE);
 			done += n;
 			continue;

@@ -283,20 +283,30 @@ static struct timespec *ms_ts(int ms, struct timespec *ts)
 	return ts;
 }
 
+#ifdef HAVE_RDMACM
+/* An rsocket wait (call) under the signal mask m, if there is one. */
+#define PL_RS_MASKED(m, call)                                                \
+	({                                                                   \
+		sigset_t old_;                                               \
+		int r_;                                                      \
+                                                                             \
+		if (m)                                                       \
+			pthread_sigmask(SIG_SETMASK, m, &old_);              \
+		r_ = (call);                                                 \
+		if (m)                                                       \
+			pthread_sigmask(SIG_SETMASK, &old_, NULL);           \
+		r_;                                                          \
+	})
+#endif
+
 static int poll_inner(struct pollfd *fds, nfds_t n, int ms, const sigset_t *m)
 {
 	struct timespec ts;
 
 #ifdef HAVE_RDMACM
 	if (pl_route_rdma_possible()) {
-		sigset_t old;
-		int done = 0, r;
+		int done = 0, r = PL_RS_MASKED(m, pl_rs_poll(fds, n, ms, &done));
 
-		if (m)
-			pthread_sigmask(SIG_SETMASK, m, &old);
-		r = pl_rs_poll(fds, n, ms, &done);
-		if (m)
-			pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (done)
 			return r;
 	}
@@ -311,14 +321,9 @@ static int select_inner(int n, fd_set *rd, fd_set *wr, fd_set *ex, int ms,
 
 #ifdef HAVE_RDMACM
 	if (pl_route_rdma_possible()) {
-		sigset_t old;
-		int done = 0, r;
+		int done = 0, r = PL_RS_MASKED(m, pl_rs_select(n, rd, wr, ex, ms,
+						&done));
 
-		if (m)
-			pthread_sigmask(SIG_SETMASK, m, &old);
-		r = pl_rs_select(n, rd, wr, ex, ms, &done);
-		if (m)
-			pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (done)
 			return r;
 	}
@@ -331,14 +336,9 @@ static int epoll_inner(int ep, struct epoll_event *e, int n, int ms,
 {
 #ifdef HAVE_RDMACM
 	if (pl_route_rdma_possible()) {
-		sigset_t old;
-		int done = 0, r;
+		int done = 0, r = PL_RS_MASKED(m, pl_rs_epoll_wait(ep, e, n, ms,
+						    &done));
 
-		if (m)
-			pthread_sigmask(SIG_SETMASK, m, &old);
-		r = pl_rs_epoll_wait(ep, e, n, ms, &done);
-		if (m)
-			pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (done)
 			return r;
 	}

@@ -40,6 +40,11 @@ client() {
 	return $r
 }
 
+# wait_connected FILE: until a direct_clients.py mode says it is connected.
+wait_connected() {
+	for _ in $(seq 100); do grep -q connected "$1" && break; sleep 0.05; done
+}
+
 # direct_socks FILE: connected sockets of the server on the direct path.
 direct_socks() {
 	python3 - "$1" <<'PY'
@@ -92,7 +97,7 @@ ok $? "... and gsockd's log says why"
 bgpre "$TMP/st1" python3 "$DC" stream "$PORT" 60
 sp=$!
 PIDS="$PIDS $sp"
-for _ in $(seq 100); do grep -q connected "$TMP/st1" && break; sleep 0.05; done
+wait_connected "$TMP/st1"
 sleep 0.5
 "$STAT" -j >"$TMP/st1.json"
 is "$(direct_socks "$TMP/st1.json")" 1 "gsock-stat: the server's end of a preloaded client's connection is direct"
@@ -113,7 +118,7 @@ for i in 1 2 3; do
 	eval "hold$i=\$!"
 done
 for i in 1 2 3; do
-	for _ in $(seq 100); do grep -q connected "$TMP/hold$i" && break; sleep 0.05; done
+	wait_connected "$TMP/hold$i"
 done
 pre timeout 60 python3 "$PY" sizes "$PORT" 500000 >"$TMP/full" 2>"$TMP/full.err"
 ok $? "a client while the pool is used up: intact"
@@ -133,37 +138,30 @@ r=$?
 ! grep -q 'direct path' "$TMP/rule.err" && grep -q 'direct off, by the rule' "$TMP/rule.err" && [ $r = 0 ]
 ok $? "a preload rule with direct = off for python3 at this port: the kernel's path, intact"
 
-# The server killed: a client blocked in recv sees the end within a second.
-bgpre "$TMP/we1" python3 "$DC" wait-end "$PORT"
-wp=$!
-PIDS="$PIDS $wp"
-for _ in $(seq 100); do grep -q connected "$TMP/we1" && break; sleep 0.05; done
-k=$(now_ms)
-kill -9 "$SERVER_PID"
-wait "$wp"
-set -- $(sed -n 's/^end //p' "$TMP/we1")
-echo "# the client saw: $1, $(($2 - k)) ms after the kill"
-[ "$1" = EOF ] || [ "$1" = ECONNRESET ]
-ok $? "server killed: the blocked client's recv ends (EOF or reset)"
-[ $(($2 - k)) -lt 1000 ]
-ok $? "... within a second ($(($2 - k)) ms)"
-wait "$SERVER_PID" 2>/dev/null
+# killed_end NAME PID: a client blocked in recv; kill -9 PID; its recv
+# must end (EOF or reset) within a second.
+killed_end() {
+	who=$1
+	bgpre "$TMP/end-$who" python3 "$DC" wait-end "$PORT"
+	wp=$!
+	PIDS="$PIDS $wp"
+	wait_connected "$TMP/end-$who"
+	k=$(now_ms)
+	kill -9 "$2"
+	wait "$wp"
+	set -- $(sed -n 's/^end //p' "$TMP/end-$who")
+	echo "# the client saw: $1, $(($2 - k)) ms after $who's kill"
+	[ "$1" = EOF ] || [ "$1" = ECONNRESET ]
+	ok $? "$who killed: the blocked client's recv ends (EOF or reset)"
+	[ $(($2 - k)) -lt 1000 ]
+	ok $? "... within a second ($(($2 - k)) ms)"
+}
 
-# gsockd killed: the same for a client of a new server.
+killed_end server "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+# gsockd killed: the same for a client of a new server, as over the bridge.
 start_server -l 127.0.0.1:0 -b 2 || exit 1
-bgpre "$TMP/we2" python3 "$DC" wait-end "$PORT"
-wp=$!
-PIDS="$PIDS $wp"
-for _ in $(seq 100); do grep -q connected "$TMP/we2" && break; sleep 0.05; done
-k=$(now_ms)
-kill -9 "$GSOCKD_PID"
-wait "$wp"
-set -- $(sed -n 's/^end //p' "$TMP/we2")
-echo "# the client saw: $1, $(($2 - k)) ms after gsockd's kill"
-[ "$1" = EOF ] || [ "$1" = ECONNRESET ]
-ok $? "gsockd killed: the blocked client's recv ends (EOF or reset), as over the bridge"
-[ $(($2 - k)) -lt 1000 ]
-ok $? "... within a second ($(($2 - k)) ms)"
+killed_end gsockd "$GSOCKD_PID"
 wait "$GSOCKD_PID" 2>/dev/null
 kill "$SERVER_PID" 2>/dev/null
 wait "$SERVER_PID" 2>/dev/null
