@@ -16,6 +16,7 @@
 #define GSOCK_CUH
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>

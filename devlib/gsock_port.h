@@ -204,6 +204,16 @@ GSOCK_DEVICE void gs_relax(unsigned i)
 #define GSOCK_DEVICE static inline
 #define GSOCK_HD static inline
 #define GS_SHARED
+/*
+ * A block is one thread here, so its shared memory is that thread's own:
+ * kernels written with CUDA's qualifiers compile unchanged.
+ */
+#ifndef __shared__
+#define __shared__
+#endif
+#ifndef __device__
+#define __device__
+#endif
 #define GSOCK_KERNEL(name, gs, arg) void name(struct gsock_dev gs, void *arg)
 #define GSOCK_KERNEL_FIT(name, gs, arg, threads, per_sm) \
 	GSOCK_KERNEL(name, gs, arg)

@@ -18,7 +18,7 @@ ok $r "make install DESTDIR=... succeeds"
 var() { sed -n "s|^$1 = ||p" "$GSOCK_BUILD/Makefile" | head -1; }
 prefix=$(var prefix)
 # The directories as make install expanded them.
-dirs=$(make -s -C "$GSOCK_BUILD" -f - gs-dirs <<'MK'
+dirs=$(make -s --no-print-directory -C "$GSOCK_BUILD" -f - gs-dirs <<'MK'
 include Makefile
 gs-dirs:
 	@echo "$(bindir) $(libdir) $(includedir) $(sysconfdir) $(mandir) $(systemduserunitdir)"
