@@ -726,6 +726,8 @@ void br_direct_event(struct br_ev *e, uint32_t events)
 			c->seg, queued);
 		__atomic_or_fetch(&d->reset, GS_DC_SIDE(0), __ATOMIC_RELEASE);
 		__atomic_or_fetch(&d->closed, GS_DC_SIDE(0), __ATOMIC_RELEASE);
+		/* A reader asleep on it wakes to its ECONNRESET. */
+		cpu_token(c->seg, 1);
 	}
 out:
 	pthread_mutex_unlock(&dp.lock);

@@ -51,6 +51,7 @@ struct gs_lsock {
 	uint64_t *rx_tail_p, *rx_head_p, *tx_tail_p, *tx_head_p;
 	uint8_t *rx_ring, *tx_ring;
 	uint32_t *closed_p; /* direct: the segment's closed word */
+	uint32_t *reset_p; /* direct: the segment's reset word */
 	uint32_t *want_rx_p, *want_tx_p; /* direct, a CPU peer: its want words */
 };
 
@@ -324,6 +325,7 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 	ls->rx_ring = gs.rings + (uint64_t)fd * 2 * gs.ring_size;
 	ls->tx_ring = ls->rx_ring + gs.ring_size;
 	ls->closed_p = 0;
+	ls->reset_p = 0;
 	ls->want_rx_p = ls->want_tx_p = 0;
 	gs_st32(&s->poll_slot, 0);
 }
@@ -359,6 +361,7 @@ GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
 	ls->tx_ring = rings + (uint64_t)side * gs.dring_size;
 	ls->rx_ring = rings + (uint64_t)(side ^ 1) * gs.dring_size;
 	ls->closed_p = &g->closed;
+	ls->reset_p = &g->reset;
 	ls->want_rx_p = &g->want[side ^ 1];
 	ls->want_tx_p = &g->want[side];
 	ls->flags |= GS_LS_DIRECT;
@@ -617,6 +620,13 @@ GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
 			return ls->error = s->error;
 		if (!(st & GS_ST_CONNECTED))
 			return -ENOTCONN;
+		/*
+		 * Direct: a peer whose bytes could not reach us in order
+		 * (a CPU program that wrote around the preload) reset the
+		 * connection in the segment; its kernel socket lives on.
+		 */
+		if (ls->reset_p && (gs_ld32(ls->reset_p) & ls->peer_bit))
+			return ls->error = -ECONNRESET;
 		/* An empty ring: a stalled bridge would wait for us forever. */
 		if (i == 0 && !(ls->flags & GS_LS_DIRECT) &&
 		    gs_ld32(&s->rx_blocked)) {
@@ -987,7 +997,8 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 	ev &= p->events;
 	if (st & GS_ST_RX_EOF)
 		ev |= POLLHUP;
-	if (s->error || ls->error)
+	if (s->error || ls->error ||
+	    (ls->reset_p && (gs_ld32(ls->reset_p) & ls->peer_bit)))
 		ev |= POLLERR;
 	return ev;
 }

@@ -354,22 +354,49 @@ static int timeout_of(struct pl_dconn *c, int opt)
 }
 
 /*
+ * Whether a signal that interrupted a blocking call restarts it, as the
+ * kernel's own send and recv do under SA_RESTART. Which signal came is
+ * not known here, so: when every handler the process has installed asks
+ * for SA_RESTART. A process that mixes handlers with and without it gets
+ * EINTR from the ones with it too, never a restart the kernel would not
+ * make.
+ */
+static int sa_restart(void)
+{
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+
+		if (sig == SIGKILL || sig == SIGSTOP ||
+		    sigaction(sig, NULL, &sa))
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
+		    !(sa.sa_flags & SA_RESTART))
+			return 0;
+	}
+	return 1;
+}
+
+/*
  * Sleep until A has events, at most ms (-1: no limit). A reader wakes
  * when the kernel connection ends too (FIN or RST: gsockd died); a
  * writer, whose peer may have shut only its own sending down, wakes
- * every slice to look. Returns 0, or -1 with errno (EINTR).
+ * every slice to look. Returns 0, or -1 with errno (EINTR): a signal
+ * whose handler has SA_RESTART returns 0 where no timeout is set, as the
+ * kernel restarts the call (with SO_RCVTIMEO or SO_SNDTIMEO it does not).
  */
 static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 {
 	struct pollfd p[2] = { { fd, events, 0 },
 			       { c->tcp, POLLIN | POLLRDHUP, 0 } };
+	int r;
 
 	if (events & POLLOUT)
-		return pl_real.poll(p, 1, ms < 0 || ms > SLICE_MS ? SLICE_MS :
-								  ms) < 0 ?
-			       -1 :
-			       0;
-	return pl_real.poll(p, 2, ms) < 0 ? -1 : 0;
+		r = pl_real.poll(p, 1, ms < 0 || ms > SLICE_MS ? SLICE_MS : ms);
+	else
+		r = pl_real.poll(p, 2, ms);
+	if (r < 0 && errno == EINTR && ms < 0 && sa_restart())
+		return 0;
+	return r < 0 ? -1 : 0;
 }
 
 /* ---- the data calls ---- */
@@ -1067,8 +1094,11 @@ static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 		       fd, why);
 		goto out;
 	}
-	if (!readable_within(ctl, 1000))
+	if (!readable_within(ctl, 1000)) {
+		pl_log(PL_LOG_WARN, "fd %d: gsockd at %s did not welcome the direct request within 1 s: the kernel's path",
+		       fd, path);
 		goto out;
+	}
 	n = pl_real.recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	for (cm = CMSG_FIRSTHDR(&msg); n > 0 && cm; cm = CMSG_NXTHDR(&msg, cm))
 		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)

@@ -6,6 +6,8 @@
  * gcall-probe copy THREADS: the block copy probe, one block of THREADS.
  * gcall-probe send ADDR [BYTES]: listen at ADDR, serve one connection
  * BYTES (default 1000000) of a pattern that recv checks, then close.
+ * gcall-probe relay ADDR: listen at ADDR and join the connections it
+ * accepts in pairs (probe.h) until SIGINT or SIGTERM.
  */
 #include <config.h>
 
@@ -19,10 +21,17 @@
 #include "gsock.h"
 #include "probe.h"
 
+static struct gsock_ctx *ctx;
+
+static void stop(int sig)
+{
+	(void)sig;
+	gsock_stop(ctx);
+}
+
 int main(int argc, char **argv)
 {
 	struct gsock_opts go = { .nslots = 1, .nsocks = 8 };
-	struct gsock_ctx *ctx;
 	struct probe_args *a;
 	char err[512];
 	unsigned threads = 128;
@@ -30,21 +39,26 @@ int main(int argc, char **argv)
 
 	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[1], "send")) ||
 	    (strcmp(argv[1], "recv") && strcmp(argv[1], "errors") &&
-	     strcmp(argv[1], "copy") && strcmp(argv[1], "send"))) {
+	     strcmp(argv[1], "copy") && strcmp(argv[1], "send") &&
+	     strcmp(argv[1], "relay"))) {
 		fprintf(stderr,
-			"usage: gcall-probe recv|errors ADDR, gcall-probe send ADDR [BYTES], or gcall-probe copy THREADS\n");
+			"usage: gcall-probe recv|errors|relay ADDR, gcall-probe send ADDR [BYTES], or gcall-probe copy THREADS\n");
 		return EX_USAGE;
 	}
+	if (!strcmp(argv[1], "relay"))
+		go.nsocks = RELAY_CONNS + 1;
 	ctx = gsock_init(&go, err, sizeof(err));
 	if (!ctx) {
 		fprintf(stderr, "gcall-probe: %s\n", err);
 		return EX_UNAVAILABLE;
 	}
 	a = gsock_alloc(ctx, sizeof(*a));
-	a->buf = gsock_dev_alloc(ctx, 4096);
+	a->buf = gsock_dev_alloc(ctx, strcmp(argv[1], "relay") ? 4096 :
+								  RELAY_MEM);
 	a->mode = !strcmp(argv[1], "recv") ? PROBE_RECV :
 		  !strcmp(argv[1], "copy") ? PROBE_COPY :
 		  !strcmp(argv[1], "send") ? PROBE_SEND :
+		  !strcmp(argv[1], "relay") ? PROBE_RELAY :
 					     PROBE_ERRORS;
 	a->count = argc == 4 ? strtoull(argv[3], NULL, 10) : 1000000;
 	if (a->mode == PROBE_COPY) {
@@ -59,6 +73,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gcall-probe: bad address %s\n", argv[2]);
 		status = EX_USAGE;
 		goto out;
+	}
+	if (a->mode == PROBE_RELAY) {
+		signal(SIGINT, stop);
+		signal(SIGTERM, stop);
 	}
 	printf("backend %s\n", gsock_backend());
 	fflush(stdout);

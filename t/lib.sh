@@ -101,6 +101,8 @@ need_backend() {
 # Start gsockd on a private control socket; extra args go to gsockd.
 start_gsockd() { # [gsockd options]; $GSOCKD_CONF: a conf file (default empty)
 	[ -n "${GSOCKD_CONF:-}" ] || { GSOCKD_CONF=$TMP/gsock.conf; : >"$GSOCKD_CONF"; }
+	# A killed gsockd leaves its socket's file: wait for the new one's.
+	[ -n "${GSOCKD_PID:-}" ] && ! kill -0 "$GSOCKD_PID" 2>/dev/null && rm -f "$GSOCK_CONTROL"
 	${GSOCKD_WRAPPER:-} "$GSOCKD" --conf "$GSOCKD_CONF" --control "$GSOCK_CONTROL" \
 		--workers "$WORKERS" --io "$IO" --log-level "${GSOCKD_LOG_LEVEL:-info}" "$@" \
 		>/dev/null 2>>"$TMP/gsockd.log" &

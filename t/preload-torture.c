@@ -27,6 +27,10 @@
  *              Only when named: the process that execs is this one.
  *
  * usage: preload-torture [TEST...]   (default: all but exec-rs)
+ *
+ * $TORTURE_RELAY=PORT: the tests' TCP pairs are two connections to a
+ * relay on 127.0.0.1:PORT (gcall-probe relay), not one to a listener of
+ * this process; see tcp_pair().
  */
 #include <config.h>
 
@@ -80,15 +84,37 @@ static int listener(struct sockaddr_in *sa)
 	return fd;
 }
 
-/* A connected TCP pair: *a the connecting end, *b the accepted one. */
+/*
+ * A connected TCP pair: *a the connecting end, *b the accepted one. With
+ * $TORTURE_RELAY (a port on 127.0.0.1 where gcall-probe's relay joins
+ * the connections it accepts in pairs), both ends connect to the relay,
+ * one after the other, so the pair's bytes cross a g-call program; under
+ * the preload both ends then take the same-host direct path.
+ */
 static void tcp_pair(int *a, int *b, int cloexec)
 {
+	const char *relay = getenv("TORTURE_RELAY");
+	int type = SOCK_STREAM | (cloexec ? SOCK_CLOEXEC : 0);
 	struct sockaddr_in sa;
-	int l = listener(&sa);
+	int l = -1;
 
-	*a = socket(AF_INET, SOCK_STREAM | (cloexec ? SOCK_CLOEXEC : 0), 0);
+	if (relay) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sin_family = AF_INET;
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sa.sin_port = htons((uint16_t)atoi(relay));
+	} else {
+		l = listener(&sa);
+	}
+	*a = socket(AF_INET, type, 0);
 	if (*a < 0 || connect(*a, (struct sockaddr *)&sa, sizeof(sa)))
 		die("connect");
+	if (relay) {
+		*b = socket(AF_INET, SOCK_STREAM, 0);
+		if (*b < 0 || connect(*b, (struct sockaddr *)&sa, sizeof(sa)))
+			die("connect to the relay");
+		return;
+	}
 	*b = accept(l, NULL, NULL);
 	if (*b < 0)
 		die("accept");
@@ -202,14 +228,14 @@ static void *keep_sending(void *p)
 	return NULL;
 }
 
-/* Whether fd is a socket connected to the port of peer. */
-static int names(int fd, int peer)
+/* Whether fd is the connection of descriptor same (its local port). */
+static int names(int fd, int same)
 {
 	struct sockaddr_in x, y;
 	socklen_t lx = sizeof(x), ly = sizeof(y);
 
-	return !getpeername(fd, (struct sockaddr *)&x, &lx) &&
-	       !getsockname(peer, (struct sockaddr *)&y, &ly) &&
+	return !getsockname(fd, (struct sockaddr *)&x, &lx) &&
+	       !getsockname(same, (struct sockaddr *)&y, &ly) &&
 	       x.sin_port == y.sin_port;
 }
 
@@ -234,7 +260,7 @@ static void t_dup2(void)
 			die("dup2 over a busy descriptor");
 		s.stop = 1;
 		pthread_join(th, NULL);
-		ok += names(target, d) && fcntl(target, F_GETFD) ==
+		ok += names(target, c) && fcntl(target, F_GETFD) ==
 						   (i & 1 ? FD_CLOEXEC : 0);
 		close(target);
 		close(a);
@@ -647,8 +673,15 @@ static void t_scm(void)
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &a, sizeof(a));
-	if (sendmsg(sp[0], &m, 0) != 1)
-		die("sendmsg");
+	if (sendmsg(sp[0], &m, 0) != 1) {
+		/* refused (a direct connection): say so, end the child */
+		printf("scm: sendmsg refused: %s\n", strerror(errno));
+		close(sp[0]);
+		waitpid(pid, &st, 0);
+		close(a);
+		close(b);
+		return;
+	}
 	close(a);
 	read_line(b, line, sizeof(line));
 	waitpid(pid, &st, 0);

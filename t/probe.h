@@ -15,7 +15,29 @@ enum probe_mode {
 	PROBE_ERRORS, /* bad calls must fail with the right errno */
 	PROBE_COPY, /* the block copy, every alignment pair: no gsockd needed */
 	PROBE_SEND, /* listen at addr, accept one, gsend count bytes, gclose */
+	PROBE_RELAY, /* listen at addr; join accepted connections in pairs */
 };
+
+/*
+ * The relay: connections accepted one after another are joined in pairs,
+ * first with second, third with fourth, ...; what one sends the other
+ * receives, and one's end of stream shuts the other's writing down. A
+ * pair is closed when both have ended. Two sockets of a CPU program
+ * connected to it one after the other thus act as one TCP pair whose
+ * bytes cross the GPU (t/preload-torture.t's direct round).
+ */
+#define RELAY_CONNS 64
+#define RELAY_BUF 16384
+
+struct relay_conn {
+	int32_t fd; /* -1: free */
+	int32_t peer; /* the index it is joined to, -1 while it waits */
+	uint32_t len, off; /* bytes of its buffer read from it, sent on */
+	uint32_t eof; /* it ended its stream, or failed */
+	uint32_t pad;
+};
+
+#define RELAY_MEM (RELAY_CONNS * (sizeof(struct relay_conn) + RELAY_BUF))
 
 struct probe_args {
 	uint32_t mode;

@@ -82,6 +82,152 @@ GSOCK_DEVICE void probe_send(struct gsock_dev gs, struct probe_args *a)
 	gclose(gs, lfd);
 }
 
+/* Set a word of the relay's state: thread 0 writes, the block sees it. */
+GSOCK_DEVICE void relay_set(uint32_t *p, uint32_t v)
+{
+	if (gs_tid() == 0)
+		*p = v;
+	gs_sync();
+}
+
+/* Move what conn i has sent on to its peer; read more from it. */
+GSOCK_DEVICE int relay_pump(struct gsock_dev gs, struct relay_conn *c,
+			    uint8_t *bufs, int i)
+{
+	struct relay_conn *me = &c[i], *to = &c[me->peer];
+	uint8_t *buf = bufs + (size_t)i * RELAY_BUF;
+	int moved = 0;
+	long r;
+
+	if (me->off < me->len) {
+		r = gsend(gs, to->fd, buf + me->off, me->len - me->off,
+			  MSG_DONTWAIT);
+		if (r > 0) {
+			relay_set(&me->off, me->off + (uint32_t)r);
+			moved = 1;
+		} else if (r != -EAGAIN) { /* the peer is gone: drop the rest */
+			relay_set(&me->len, 0);
+			relay_set(&me->off, 0);
+			relay_set(&me->eof, 1);
+			moved = 1;
+		}
+	}
+	if (me->off == me->len && !me->eof) {
+		r = grecv(gs, me->fd, buf, RELAY_BUF, MSG_DONTWAIT);
+		if (r > 0) {
+			relay_set(&me->off, 0);
+			relay_set(&me->len, (uint32_t)r);
+			moved = 1;
+		} else if (r != -EAGAIN) { /* end of stream, or reset */
+			relay_set(&me->eof, 1);
+			gshutdown(gs, to->fd, SHUT_WR);
+			moved = 1;
+		}
+	}
+	return moved;
+}
+
+GSOCK_DEVICE void probe_relay(struct gsock_dev gs, struct probe_args *a)
+{
+	struct relay_conn *c = (struct relay_conn *)a->buf;
+	uint8_t *bufs = a->buf + RELAY_CONNS * sizeof(*c);
+	GS_SHARED struct gpollfd pfd[RELAY_CONNS + 1];
+	int one = 1, waiting = -1, lfd, n;
+	long r;
+
+	for (unsigned i = gs_tid(); i < RELAY_CONNS; i += gs_bdim())
+		c[i].fd = -1;
+	gs_sync();
+	lfd = gsocket(gs, ((struct sockaddr *)&a->addr)->sa_family,
+		      SOCK_STREAM, 0);
+	r = gsetsockopt(gs, lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (r == 0)
+		r = gbind(gs, lfd, (struct sockaddr *)&a->addr, a->addrlen);
+	if (r == 0)
+		r = glisten(gs, lfd, 128);
+	if (r == 0)
+		r = gsetsockopt(gs, lfd, GSOCK_SOL, GSOCK_NONBLOCK, &one,
+				sizeof(one));
+	put(a, "listen", r);
+	while (r == 0) {
+		int moved = 0, fd = gaccept(gs, lfd, 0, 0);
+
+		if (fd == -ECANCELED || fd == -ECONNABORTED)
+			break;
+		if (fd >= 0) {
+			int i = 0;
+
+			while (i < RELAY_CONNS && c[i].fd >= 0)
+				i++;
+			if (i == RELAY_CONNS) {
+				gclose(gs, fd);
+				continue;
+			}
+			relay_set(&c[i].len, 0);
+			relay_set(&c[i].off, 0);
+			relay_set(&c[i].eof, 0);
+			relay_set((uint32_t *)&c[i].peer, (uint32_t)waiting);
+			relay_set((uint32_t *)&c[i].fd, (uint32_t)fd);
+			if (waiting >= 0) {
+				relay_set((uint32_t *)&c[waiting].peer,
+					  (uint32_t)i);
+				waiting = -1;
+			} else {
+				waiting = i;
+			}
+			moved = 1;
+		}
+		for (int i = 0; i < RELAY_CONNS; i++)
+			if (c[i].fd >= 0 && c[i].peer >= 0)
+				moved |= relay_pump(gs, c, bufs, i);
+		for (int i = 0; i < RELAY_CONNS; i++) {
+			int p = c[i].peer;
+
+			if (c[i].fd < 0 || p < i || !c[i].eof || !c[p].eof ||
+			    c[i].off < c[i].len || c[p].off < c[p].len)
+				continue;
+			gclose(gs, c[i].fd);
+			gclose(gs, c[p].fd);
+			relay_set((uint32_t *)&c[i].fd, (uint32_t)-1);
+			relay_set((uint32_t *)&c[p].fd, (uint32_t)-1);
+			moved = 1;
+		}
+		if (moved)
+			continue;
+		/* Nothing moved: sleep until a descriptor or the listener is ready. */
+		n = 0;
+		for (int i = 0; i < RELAY_CONNS; i++) {
+			struct relay_conn *p = &c[i];
+			short ev = 0;
+
+			if (p->fd < 0 || p->peer < 0)
+				continue;
+			if (p->off == p->len && !p->eof)
+				ev |= POLLIN;
+			if (c[p->peer].off < c[p->peer].len)
+				ev |= POLLOUT;
+			if (ev && gs_tid() == 0) {
+				pfd[n].fd = p->fd;
+				pfd[n].events = ev;
+			}
+			n += ev != 0;
+		}
+		if (gs_tid() == 0) {
+			pfd[n].fd = lfd;
+			pfd[n].events = POLLIN;
+		}
+		gs_sync();
+		r = gpoll(gs, pfd, n + 1, 100000);
+		if (r == -ECANCELED || r == -ECONNABORTED)
+			break;
+		r = 0;
+	}
+	for (int i = 0; i < RELAY_CONNS; i++)
+		if (c[i].fd >= 0)
+			gclose(gs, c[i].fd);
+	gclose(gs, lfd);
+}
+
 GSOCK_DEVICE void probe_errors(struct gsock_dev gs, struct probe_args *a)
 {
 	struct sockaddr_in priv;
@@ -185,6 +331,8 @@ GSOCK_KERNEL(probe_kernel, gs, arg)
 		probe_recv(gs, a);
 	else if (a->mode == PROBE_SEND)
 		probe_send(gs, a);
+	else if (a->mode == PROBE_RELAY)
+		probe_relay(gs, a);
 	else if (a->mode == PROBE_COPY)
 		probe_copy(a);
 	else
