@@ -332,6 +332,8 @@ int br_direct_init(void);
 void br_direct_fini(void);
 /* The pool's memfd (-1: direct off) and geometry, for the welcome. */
 int br_direct_pool(uint32_t *nsegs, uint32_t *dring, uint64_t *size);
+/* Segments held (by an end or a pending connection) now. */
+uint32_t br_direct_held(void);
 /* A listener is listening; one is freed. */
 void br_direct_listen(struct br_sock *s);
 void br_direct_unlisten(struct br_sock *s);

@@ -170,6 +170,16 @@ int br_direct_pool(uint32_t *nsegs, uint32_t *dring, uint64_t *size)
 	return dp.fd;
 }
 
+uint32_t br_direct_held(void)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&dp.lock);
+	n = dp.fd >= 0 ? dp.nsegs - dp.nfree : 0;
+	pthread_mutex_unlock(&dp.lock);
+	return n;
+}
+
 static struct gs_dseg *seg_at(int seg)
 {
 	return (struct gs_dseg *)(dp.base + (uint64_t)seg * dp.stride);

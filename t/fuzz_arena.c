@@ -21,15 +21,21 @@
  * waiting block would. The hostile ones write what the device never
  * would: raw requests and sequence words, doorbell cells of any ticket
  * and value, ring counters moved backwards, wrapped or past capacity,
- * any bytes in the socket table or anywhere in the arena. A CPU program
- * at the other end (plain sockets of this process) and gsock-stat's
- * request are at hand too. gsockd's sockets are real, inside the sandbox
+ * any bytes in the socket table or anywhere in the arena, or in the
+ * direct pool. OP_DIRECT puts the connections made after it between the
+ * application's own sockets on the same-host direct path (a pool of two
+ * segments of 4 KiB rings, so it is soon used up and the next go through
+ * gsockd): their bytes then move in the pool's segments, where the
+ * g-calls read and write them, and gsockd only sets them up, tears them
+ * down and counts them. A CPU program at the other end (plain sockets of
+ * this process) and gsock-stat's request are at hand too. gsockd's sockets are real, inside the sandbox
  * of t/fuzz_common.h.
  *
  * Anything gsockd does wrong is a crash here: a sanitizer report, a leak
  * (the application exits and is reaped at the end of every input; then
- * no worker may hold anything of it, no descriptor may be left open and
- * no unix socket file in this process's folder), a hang, or corrupt
+ * no worker may hold anything of it, no segment of the direct pool may
+ * be held, no descriptor may be left open and no unix socket file in
+ * this process's folder), a hang, or corrupt
  * bytes: while no hostile operation has run, every byte received on a
  * connection between two of this input's own ends must be the one sent
  * (every stream is pattern_byte() from offset 0).
@@ -92,6 +98,8 @@ enum fz_op {
 	OP_POKE, /* [offset u32][n][n bytes]: anywhere in the arena */
 	OP_PEER, /* [action][peer][n u16]: a CPU program's socket */
 	OP_STAT, /* gsock-stat's request, its answer read at the end */
+	OP_DIRECT, /* [on]: connections made from now on take the direct path */
+	OP_DPOKE, /* [seg][offset u16][n][n bytes]: in the direct pool */
 	OP_COUNT
 };
 
@@ -131,6 +139,7 @@ static struct fz {
 	uint32_t nslots; /* the geometry: the arena's copy may be poked */
 	uint64_t size;
 	struct br_app *app; /* gsockd's side of it */
+	bool app_direct; /* its hello said it reaches the direct pool */
 	struct fz_pending pend[4]; /* per slot */
 	bool verify[8]; /* per socket: its stream is checked */
 	bool clean; /* no hostile operation has run */
@@ -328,6 +337,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	fz_bridge_init(3);
 	pool = br.workers;
+	/* A small direct pool: a few segments of small rings, soon used up. */
+	br.conf.direct = 1;
+	br.conf.direct_conns = 2;
+	br.conf.direct_ring_size = 4096;
+	if (br_direct_init())
+		fz_fail("cannot make the direct pool");
 	snprintf(dir, sizeof(dir), "%s/gsock-fuzz.XXXXXX",
 		 tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
 	if (!mkdtemp(dir))
@@ -424,6 +439,9 @@ static void app_register(uint32_t nslots, uint32_t nsocks, uint32_t ring)
 		fz_fail("cannot launch a host kernel");
 	f.nslots = nslots;
 	f.size = f.gs.arena->arena_size;
+	/* Bridged until OP_DIRECT: the seeds of before keep their meaning. */
+	f.app_direct = f.app->direct;
+	f.app->direct = false;
 }
 
 /* Act as block slot in what follows (gs_bid(), gs_my_slot()). */
@@ -522,6 +540,8 @@ static void replied(uint32_t slot, struct fz_pending *p, int64_t r)
 		break;
 	case GS_OP_ACCEPT:
 		gs_new_fd(f.gs, r, GS_LS_CONNECTED);
+		if (known && gs_direct_t0(f.gs, (int)r))
+			f.gs.lsock[r].error = -EIO; /* as gs_accept */
 		if (known)
 			f.verify[r] = ours(c->out_addr, alen < GS_ADDR_MAX ?
 								alen :
@@ -530,6 +550,8 @@ static void replied(uint32_t slot, struct fz_pending *p, int64_t r)
 	case GS_OP_CONNECT:
 		if (r == 0 && p->fd >= 0 && (uint32_t)p->fd < f.gs.nsocks) {
 			f.gs.lsock[p->fd].flags |= GS_LS_CONNECTED;
+			if (gs_direct_t0(f.gs, p->fd)) /* as gconnect */
+				f.gs.lsock[p->fd].error = -EIO;
 			f.verify[p->fd] = p->ours;
 		}
 		break;
@@ -552,6 +574,14 @@ static void collect(void)
 		fz_trace("  slot %u: op %u fd %d -> %lld\n", i, p->op, p->fd,
 			 (long long)c->result);
 		replied(i, p, c->result);
+		if ((p->op == GS_OP_ACCEPT || p->op == GS_OP_CONNECT) &&
+		    c->result >= 0) {
+			int fd = p->op == GS_OP_ACCEPT ? (int)c->result : p->fd;
+
+			if (fd >= 0 && (uint32_t)fd < f.gs.nsocks &&
+			    (f.gs.lsock[fd].flags & GS_LS_DIRECT))
+				fz_trace("  socket %d: direct\n", fd);
+		}
 		p->op = 0;
 	}
 }
@@ -923,6 +953,24 @@ static void op_poke(struct fz_in *in)
 	in_copy(in, (uint8_t *)f.gs.arena + off, n);
 }
 
+/*
+ * Any bytes in a segment of the direct pool, header or rings: what a
+ * buggy or hostile application can write there (it maps the pool).
+ */
+static void op_dpoke(struct fz_in *in)
+{
+	uint32_t seg = in_u8(in) % (f.gs.dsegs ? f.gs.dsegs : 1);
+	uint64_t stride = GS_DSEG_STRIDE(f.gs.dring_size);
+	uint64_t off = in_bytes(in, 2) % stride;
+	unsigned n = in_u8(in) % 17;
+
+	if (!f.gs.pool)
+		return;
+	if (n > stride - off)
+		n = (unsigned)(stride - off);
+	in_copy(in, f.gs.pool + seg * stride + off, n);
+}
+
 /* A CPU program with a connection to one of the application's listeners. */
 static void op_peer(struct fz_in *in)
 {
@@ -1011,7 +1059,7 @@ static void run_op(struct fz_in *in)
 
 	fz_trace("op %u\n", op);
 
-	if (op >= OP_SLOT && op <= OP_POKE)
+	if ((op >= OP_SLOT && op <= OP_POKE) || op == OP_DPOKE)
 		f.clean = false; /* streams are no longer checked */
 	switch (op) {
 	case OP_SOCKET:
@@ -1093,6 +1141,12 @@ static void run_op(struct fz_in *in)
 	case OP_PEER:
 		op_peer(in);
 		break;
+	case OP_DIRECT:
+		f.app->direct = f.app_direct && (in_u8(in) & 1);
+		break;
+	case OP_DPOKE:
+		op_dpoke(in);
+		break;
 	case OP_STAT:
 		op_stat();
 		break;
@@ -1133,6 +1187,9 @@ static void app_exit(void)
 	br_reap();
 	if (br.apps || br.napps || br.npending || workers_hold())
 		fz_fail("gsockd holds on to an application that is gone");
+	if (br_direct_held())
+		fz_fail("%u segments of the direct pool are held after the application is gone",
+			br_direct_held());
 	f.app = NULL;
 	for (int i = 0; i < FZ_PEERS; i++) {
 		if (f.peer[i].fd >= 0)

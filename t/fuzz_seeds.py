@@ -80,7 +80,7 @@ def main(d):
 
 # t/fuzz_arena.c's operations, in the order of its enum fz_op.
 (SOCKET, BIND, LISTEN, ACCEPT, CONNECT, SHUTDOWN, CLOSE, SETSOCKOPT, NAME, SEND,
- RECV, PAIR, TURNS, SLOT, BELL, COUNTER, SOCKPOKE, POKE, PEER, STAT) = range(20)
+ RECV, PAIR, TURNS, SLOT, BELL, COUNTER, SOCKPOKE, POKE, PEER, STAT, DIRECT, DPOKE) = range(22)
 EPOLL, URING, EPOLL_URING, URING_EPOLL = range(4)
 INET, INET6, ABSTRACT, PATH = range(4)  # kinds of SOCKET (but PATH) and PAIR
 
@@ -142,6 +142,25 @@ def arena_seeds(d):
         # bytes anywhere: the header, the socket table
         "poke": setup() + bytes([PAIR, INET, POKE, 0, 0, 0, 0, 8]) + bytes(8) +
         bytes([SOCKPOKE, 1, 192, 8]) + bytes([0xff] * 8) + bytes([SEND, 1, 10, 0, TURNS, 2]),
+        # the same-host direct path: pairs whose bytes move in the pool
+        "direct-pair": setup() + bytes([DIRECT, 1, PAIR, INET]) + talk + bytes([STAT]) + bye,
+        "direct-pair-inet6-uring": setup(URING) + bytes([DIRECT, 1, PAIR, INET6]) + talk + bye,
+        # three connections to one listener, two segments: the third is bridged
+        "direct-pool-used-up": setup(EPOLL_URING) + bytes([
+            DIRECT, 1, SOCKET, INET, TURNS, 1, BIND, 0, INET, LISTEN, 0, 0, TURNS, 2,
+            SOCKET, INET, SOCKET, INET, SOCKET, INET, TURNS, 2,
+            CONNECT, 1, 0, TURNS, 3, CONNECT, 2, 0, TURNS, 3, CONNECT, 3, 0, TURNS, 3,
+            ACCEPT, 0, 0, TURNS, 3, ACCEPT, 0, 0, TURNS, 3, ACCEPT, 0, 0, TURNS, 3,
+            SEND, 1]) + u16(3000) + bytes([SEND, 3]) + u16(3000) + bytes([TURNS, 3, RECV, 4]) +
+        u16(4096) + bytes([RECV, 6]) + u16(4096) + bytes([STAT, CLOSE, 0, TURNS, 3]),
+        # a direct pair's segment header and rings written over: counters
+        # past capacity, closed, reset and want words, spill counts
+        "direct-poke": setup() + bytes([DIRECT, 1, PAIR, INET, SEND, 1]) + u16(1000) +
+        bytes([DPOKE, 0]) + u16(0) + bytes([8]) + struct.pack("<Q", 1 << 40) +  # a tail
+        bytes([DPOKE, 0]) + u16(256) + bytes([16]) + bytes([0xff] * 16) +  # closed .. reset
+        bytes([DPOKE, 0]) + u16(336) + bytes([16]) + bytes([0xff] * 16) +  # spill counts
+        bytes([SEND, 2]) + u16(100) + bytes([TURNS, 3, RECV, 1]) + u16(4096) +
+        bytes([RECV, 2]) + u16(4096) + bytes([STAT, TURNS, 2]) + bye,
         # found by t/fuzz_arena.c, in the harness: a positive error poked
         # into the socket table, which the device (trusting gsockd) took
         # for a byte count in grecv; g-calls now leave such a socket alone
