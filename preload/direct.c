@@ -388,15 +388,19 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 {
 	struct pollfd p[2] = { { fd, events, 0 },
 			       { c->tcp, POLLIN | POLLRDHUP, 0 } };
-	int r;
+	int r, e;
 
 	if (events & POLLOUT)
 		r = pl_real.poll(p, 1, ms < 0 || ms > SLICE_MS ? SLICE_MS : ms);
 	else
 		r = pl_real.poll(p, 2, ms);
-	if (r < 0 && errno == EINTR && ms < 0 && sa_restart())
+	if (r >= 0)
 		return 0;
-	return r < 0 ? -1 : 0;
+	e = errno; /* sigaction() of glibc's own signals sets EINVAL */
+	if (e == EINTR && ms < 0 && sa_restart())
+		return 0;
+	errno = e;
+	return -1;
 }
 
 /* ---- the data calls ---- */
