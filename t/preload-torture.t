@@ -66,8 +66,11 @@ for r in $(seq "$ROUNDS"); do
 	env LD_PRELOAD="$PRELOAD" "$APPS" "$TMP/pre$r" >"$TMP/pre$r.txt"
 	diff "$TMP/plain$r.txt" "$TMP/pre$r.txt" >"$TMP/diff$r"
 	rc=$?
+	differ=
 	if [ $rc != 0 ]; then
 		sed 's/^/#   /' "$TMP/diff$r"
+		# the preloaded lines in the test's name too: CI's summary shows it
+		differ=" (differ: $(sed -n 's/^> //p' "$TMP/diff$r" | head -3 | tr -d '#' | tr '\n' '|'))"
 		# what the programs that differ said on stderr, both ways
 		for name in $(sed -n 's/^[<>] \([a-z0-9]*\):.*/\1/p' "$TMP/diff$r" | sort -u); do
 			for run in plain pre; do
@@ -76,7 +79,7 @@ for r in $(seq "$ROUNDS"); do
 			done
 		done
 	fi
-	ok $rc "round $r of $ROUNDS: the same lines with the preload as without, under load"
+	ok $rc "round $r of $ROUNDS: the same lines with the preload as without, under load$differ"
 done
 
 # The same-host direct path under the same load: each TCP pair of the
