@@ -92,6 +92,18 @@ int gsock_device(const struct gsock_ctx *ctx);
 /* Unregister and release everything; kernels must have ended. */
 void gsock_fini(struct gsock_ctx *ctx);
 
+struct sockaddr_storage;
+/*
+ * Fill ss and *len from address text: "HOST:PORT", "[V6]:PORT", "PORT"
+ * (any IPv4 address) or "/unix/path" (getaddrinfo resolves HOST).
+ * Returns 0, or -1 when the text is no address.
+ */
+int gsock_parse_addr(const char *spec, struct sockaddr_storage *ss,
+		     uint32_t *len);
+/* Write ss as text, the way gsock_parse_addr reads it. */
+void gsock_format_addr(const struct sockaddr_storage *ss, char *buf,
+		       size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -69,7 +69,7 @@ int main(int argc, char **argv)
 			status = EX_USAGE;
 			goto out;
 		}
-	} else if (app_parse_addr(argv[2], &a->addr, &a->addrlen)) {
+	} else if (gsock_parse_addr(argv[2], &a->addr, &a->addrlen)) {
 		fprintf(stderr, "gcall-probe: bad address %s\n", argv[2]);
 		status = EX_USAGE;
 		goto out;

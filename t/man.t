@@ -7,8 +7,8 @@
 time_limit 60
 command -v mandoc >/dev/null 2>&1 || skip_all "mandoc is not installed (scripts/setup installs it)"
 M=$GSOCK_SRC/man
-pages="gsock.7 gsockd.8 gsock.conf.5 gsock-calls.3 libgsock.3 gsock-preload.8 gsock-run.1 gsock-stat.1"
-plan 12
+pages="gsock.7 gsockd.8 gsock.conf.5 gsock-calls.3 gsock-server.3 libgsock.3 gsock-preload.8 gsock-run.1 gsock-stat.1"
+plan 14
 bad=""
 for p in $pages; do
 	out=$(mandoc -T lint -W warning "$M/$p" 2>&1)
@@ -43,6 +43,12 @@ funcs=$(grep -o 'gsock_[a-z_]*(' "$GSOCK_SRC/devlib/gsock.h" | tr -d '(' | sort 
 [ "$(echo $funcs | wc -w)" -ge 8 ]
 ok $? "gsock.h declares libgsock's functions ($(echo $funcs | wc -w))"
 is "$(missing libgsock.3 $funcs)" "" "libgsock(3) documents every function of gsock.h"
+
+srv=$( (sed -n 's/^GSOCK_DEVICE [a-z0-9_ ]*[ *]\(gsrv_[a-z_]*\)(.*/\1/p' "$GSOCK_SRC/devlib/gsock_server.cuh"
+	grep -o 'gsrv_[a-z_]*(' "$GSOCK_SRC/devlib/gsock_server.h" | tr -d '(') | sort -u)
+[ "$(echo $srv | wc -w)" -ge 15 ]
+ok $? "gsock_server.cuh and gsock_server.h declare the server layer ($(echo $srv | wc -w) calls)"
+is "$(missing gsock-server.3 $srv)" "" "gsock-server(3) documents every call of the server layer"
 
 # Every page the others point to exists.
 refs=$(for p in $pages; do text "$p"; done | grep -o '\b\(gsock[a-z.-]*\|libgsock\|gsockd\)([0-9])' | sort -u)

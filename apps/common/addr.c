@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Address text for the example applications: what a user types on a
- * command line, resolved with getaddrinfo, and the sockets made from it.
+ * Sockets for the example applications, made from the address text a
+ * user types on a command line (gsock_parse_addr).
  */
 #include <config.h>
 
@@ -18,74 +18,13 @@
 
 #include "app.h"
 
-int app_parse_addr(const char *spec, struct sockaddr_storage *ss, uint32_t *len)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_NUMERICSERV };
-	struct addrinfo *res;
-	char host[256] = "0.0.0.0";
-	const char *port = spec, *colon;
-
-	memset(ss, 0, sizeof(*ss));
-	if (spec[0] == '/') {
-		struct sockaddr_un *un = (struct sockaddr_un *)ss;
-
-		if (strlen(spec) >= sizeof(un->sun_path))
-			return -1;
-		un->sun_family = AF_UNIX;
-		strcpy(un->sun_path, spec);
-		*len = sizeof(*un);
-		return 0;
-	}
-	colon = strrchr(spec, ':');
-	if (colon) {
-		size_t n = (size_t)(colon - spec);
-
-		if (spec[0] == '[' && n >= 2 && spec[n - 1] == ']') {
-			spec++;
-			n -= 2;
-		}
-		if (n >= sizeof(host))
-			return -1;
-		memcpy(host, spec, n);
-		host[n] = 0;
-		port = colon + 1;
-	}
-	if (getaddrinfo(host, port, &hints, &res))
-		return -1;
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*len = res->ai_addrlen;
-	freeaddrinfo(res);
-	return 0;
-}
-
-void app_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-	char ip[INET6_ADDRSTRLEN] = "?";
-
-	if (ss->ss_family == AF_UNIX) {
-		snprintf(buf, len, "%s",
-			 ((const struct sockaddr_un *)ss)->sun_path);
-	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const void *)ss;
-
-		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
-		snprintf(buf, len, "[%s]:%u", ip, ntohs(a->sin6_port));
-	} else {
-		const struct sockaddr_in *a = (const void *)ss;
-
-		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-		snprintf(buf, len, "%s:%u", ip, ntohs(a->sin_port));
-	}
-}
-
 int app_connect(const char *spec)
 {
 	struct sockaddr_storage ss;
 	uint32_t len;
 	int fd, one = 1;
 
-	if (app_parse_addr(spec, &ss, &len)) {
+	if (gsock_parse_addr(spec, &ss, &len)) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -126,7 +65,7 @@ int app_listen(const char *spec, int reuseport)
 	uint32_t len;
 	int fd, one = 1;
 
-	if (app_parse_addr(spec, &ss, &len)) {
+	if (gsock_parse_addr(spec, &ss, &len)) {
 		errno = EINVAL;
 		return -1;
 	}

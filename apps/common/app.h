@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What the host sides of the example applications share: address text
- * (resolved with getaddrinfo) and, for the g-call programs, start-up
- * (libgsock, signals).
+ * What the host sides of the example applications share: sockets made
+ * from address text (gsock_parse_addr) and, for the g-call programs,
+ * start-up (libgsock, signals).
  */
 #ifndef APP_H
 #define APP_H
@@ -11,11 +11,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-/* Fill ss from "HOST:PORT", "[V6]:PORT", "PORT" (any IPv4) or "/unix/path". */
-int app_parse_addr(const char *spec, struct sockaddr_storage *ss,
-		   uint32_t *len);
-/* Write ss as text, as app_parse_addr reads it. */
-void app_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len);
+#include "gsock.h" /* gsock_parse_addr, gsock_format_addr */
+
 /* A connected blocking TCP or unix socket to spec, TCP_NODELAY; -1, errno. */
 int app_connect(const char *spec);
 /*

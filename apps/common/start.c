@@ -89,7 +89,7 @@ int app_run_server(struct gsock_ctx *ctx, const char *prog, const void *kernel,
 		gsock_stop(ctx);
 		status = EX_UNAVAILABLE;
 	} else {
-		app_format_addr(&l->bound, where, sizeof(where));
+		gsock_format_addr(&l->bound, where, sizeof(where));
 		printf("%s: listening on %s (%s backend, %u blocks x %u threads%s%s)\n",
 		       prog, where, gsock_backend(), blocks, threads,
 		       detail ? ", " : "", detail ? detail : "");

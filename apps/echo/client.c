@@ -113,7 +113,7 @@ int main(int argc, char **argv)
 		return EX_UNAVAILABLE;
 	nrtt = (size_t)blocks * iters;
 	a = gsock_alloc(ctx, sizeof(*a));
-	if (!a || app_parse_addr(argv[optind], &a->addr, &a->addrlen)) {
+	if (!a || gsock_parse_addr(argv[optind], &a->addr, &a->addrlen)) {
 		fprintf(stderr, "gsock-echo-client: cannot use address %s\n",
 			argv[optind]);
 		status = EX_USAGE;

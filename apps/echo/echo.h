@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The GPU echo server and client: what their host programs and kernels
- * share. Argument structs live in gsock_alloc() memory, which both sides
- * reach; each block writes only its own entries.
+ * The GPU echo client: what its host program and kernel share. The
+ * argument struct lives in gsock_alloc() memory, which both sides reach;
+ * each block writes only its own entries.
  */
 #ifndef ECHO_H
 #define ECHO_H
@@ -12,33 +12,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include "gapp.cuh"
-#include "stream.h"
-
-/* Per-block counters of the server. */
-struct echo_block_stats {
-	uint64_t conns;
-	uint64_t bytes;
-	int64_t last_error; /* the last error that ended a connection */
-};
-
-/* What the one-connection-per-block server does with a connection (-M). */
-enum echo_mode {
-	ECHO_ECHO, /* send back what arrives */
-	ECHO_SINK, /* read to the end, check, answer count and wrong bytes */
-	ECHO_SOURCE, /* send the stream pattern until the peer goes */
-};
-
-struct echo_server_args {
-	struct app_listener listen;
-	uint32_t mode; /* enum echo_mode */
-	uint32_t bufsize; /* bytes a grecv or gsend moves at most */
-	uint32_t stride; /* bytes from one block's buffer to the next */
-	uint8_t *bufs; /* device memory: blocks * stride */
-	struct echo_block_stats *stats; /* one per block */
-	uint32_t per_block; /* multiplexing: connections per block (else 0) */
-	struct gpollfd *pfds; /* multiplexing: blocks * (per_block + 1) */
-};
+#include "gsock.cuh"
 
 /* Per-block result of the client. */
 struct echo_client_result {
@@ -62,8 +36,6 @@ struct echo_client_args {
 #ifdef __cplusplus
 extern "C" {
 #endif
-GSOCK_KERNEL(echo_server_kernel, gs, arg);
-GSOCK_KERNEL(echo_mux_kernel, gs, arg);
 GSOCK_KERNEL(echo_client_kernel, gs, arg);
 #ifdef __cplusplus
 }

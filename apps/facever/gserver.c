@@ -166,14 +166,14 @@ int main(int argc, char **argv)
 		return EX_UNAVAILABLE;
 	a = gsock_alloc(ctx, sizeof(*a));
 	if (!a ||
-	    app_parse_addr(listen_at, &a->listen.addr, &a->listen.addrlen)) {
+	    gsock_parse_addr(listen_at, &a->listen.addr, &a->listen.addrlen)) {
 		fprintf(stderr,
 			"facever-gserver: cannot use listen address %s\n",
 			listen_at);
 		status = EX_USAGE;
 		goto out_fini;
 	}
-	if (app_parse_addr(mc_at, &a->mc, &a->mclen)) {
+	if (gsock_parse_addr(mc_at, &a->mc, &a->mclen)) {
 		fprintf(stderr,
 			"facever-gserver: cannot use memcached address %s\n",
 			mc_at);

@@ -95,7 +95,7 @@ static int read_peers(const struct opts *o, struct mr_job *j)
 				MR_MAX_PEERS);
 			return -1;
 		}
-		if (app_parse_addr(tok, &j->peer[count].addr,
+		if (gsock_parse_addr(tok, &j->peer[count].addr,
 				   &j->peer[count].len)) {
 			fprintf(stderr, "mr-worker: cannot use address %s\n",
 				tok);

@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 		return EX_UNAVAILABLE;
 	a = gsock_alloc(ctx, sizeof(*a));
 	if (!a ||
-	    app_parse_addr(listen_at, &a->listen.addr, &a->listen.addrlen)) {
+	    gsock_parse_addr(listen_at, &a->listen.addr, &a->listen.addrlen)) {
 		fprintf(stderr, "mm-gserver: cannot use listen address %s\n",
 			listen_at);
 		status = EX_USAGE;

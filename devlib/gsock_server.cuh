@@ -1,0 +1,634 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The server layer, device side: a block's server loop and the message
+ * helpers a request handler needs, so that a g-call server's kernel is
+ * its handler and nothing else. Every call here is block-cooperative,
+ * like a g-call: all threads of the block call it with the same
+ * arguments and get the same result. gsock-server(3) is the manual.
+ *
+ *	GSOCK_KERNEL(echo_kernel, gs, arg)
+ *	{
+ *		struct gsrv *s = (struct gsrv *)arg;
+ *		uint8_t *buf = (uint8_t *)gsrv_buf(gs, s);
+ *		int fd;
+ *
+ *		while ((fd = gsrv_next(gs, s)) >= 0) {
+ *			long n = grecv(gs, fd, buf, s->bufsize, MSG_DONTWAIT);
+ *
+ *			if (n > 0)
+ *				n = gsend(gs, fd, buf, (size_t)n, 0);
+ *			gsrv_done(gs, s, n);
+ *		}
+ *	}
+ *
+ * gsrv_next() owns the listener (block 0 opens it, the others share it),
+ * the accept loop and the gpoll over the block's connections; it hands
+ * out one connection at a time: a new one as soon as it is accepted (so
+ * that a server may speak first), then whenever it has something to
+ * read, or its end.
+ * gsrv_done() says what became of it: kept, or closed and counted.
+ */
+#ifndef GSOCK_SERVER_CUH
+#define GSOCK_SERVER_CUH
+
+#include <netinet/tcp.h>
+
+#include "gsock.cuh"
+#include "gsock_server.h"
+
+/* A block's place in its loop (the first bytes of its region). */
+struct gs_srv_blk {
+	int32_t started; /* gsrv_next() ran: lfd and the rest are set */
+	int32_t lfd; /* the shared listener */
+	int32_t n; /* connections held: pfd[0, n) */
+	int32_t k; /* next pfd[] to look at since the last gpoll */
+	int32_t cur; /* the pfd[] handed out, -1 none */
+	int32_t lrev; /* the listener's revents at the last gpoll */
+	int32_t end; /* < 0: the error that ends the block */
+	int32_t pad;
+	uint64_t t_next; /* when cur was handed out */
+	uint64_t t_step; /* the last gsrv_step() mark */
+};
+
+GSOCK_DEVICE uint8_t *gs_srv_region(struct gsock_dev gs, const struct gsrv *s)
+{
+	(void)gs;
+	return s->blk + (size_t)gs_bid() * s->blk_stride;
+}
+
+GSOCK_DEVICE struct gs_srv_blk *gs_srv_blk(struct gsock_dev gs,
+					   const struct gsrv *s)
+{
+	return (struct gs_srv_blk *)gs_srv_region(gs, s);
+}
+
+GSOCK_DEVICE struct gpollfd *gs_srv_pfd(struct gsock_dev gs,
+					const struct gsrv *s)
+{
+	return (struct gpollfd *)(gs_srv_region(gs, s) + s->pfd_off);
+}
+
+GSOCK_DEVICE int32_t *gs_srv_slots(struct gsock_dev gs, const struct gsrv *s)
+{
+	return (int32_t *)(gs_srv_region(gs, s) + s->slot_off);
+}
+
+/* This block's buffer: s->bufsize bytes of device memory. */
+GSOCK_DEVICE void *gsrv_buf(struct gsock_dev gs, const struct gsrv *s)
+{
+	return gs_srv_region(gs, s) + s->buf_off;
+}
+
+/*
+ * The state of the connection gsrv_next() handed out: s->conn_size bytes
+ * of device memory, zeroed when the connection was accepted, kept
+ * across its requests.
+ */
+GSOCK_DEVICE void *gsrv_state(struct gsock_dev gs, const struct gsrv *s)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+
+	if (b->cur < 0)
+		return NULL;
+	return gs_srv_region(gs, s) + s->state_off +
+	       (size_t)gs_srv_slots(gs, s)[b->cur] * s->conn_size;
+}
+
+/* This block's counters (host memory: the host reads them at the end). */
+GSOCK_DEVICE struct gsrv_stats *gsrv_stats_of(struct gsock_dev gs,
+					      const struct gsrv *s)
+{
+	(void)gs;
+	return &s->stats[gs_bid()];
+}
+
+/* Add n to the block's bytes counter (what n counts is the handler's). */
+GSOCK_DEVICE void gsrv_count(struct gsock_dev gs, const struct gsrv *s,
+			     uint64_t n)
+{
+	if (gs_tid() == 0)
+		gsrv_stats_of(gs, s)->bytes += n;
+}
+
+/*
+ * Step timer: add the time since the last mark (the connection's hand-out
+ * or the previous gsrv_step) to step i's sum, and mark now.
+ */
+GSOCK_DEVICE void gsrv_step(struct gsock_dev gs, const struct gsrv *s,
+			    unsigned i)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+
+	gs_sync();
+	if (gs_tid() == 0 && i < GSRV_STEPS) {
+		uint64_t now = gs_now_ns();
+
+		gsrv_stats_of(gs, s)->step_ns[i] += now - b->t_step;
+		b->t_step = now;
+	}
+	gs_sync();
+}
+
+/* Whether r ends the whole server, not one connection. */
+GSOCK_DEVICE int gsrv_fatal(long r)
+{
+	return r == -ECANCELED || r == -ECONNABORTED;
+}
+
+/* Block 0: open the listener; its descriptor or a negative errno. */
+GSOCK_DEVICE int gs_srv_listen(struct gsock_dev gs, struct gsrv *s)
+{
+	int family = ((struct sockaddr *)&s->addr)->sa_family;
+	int one = 1, fd, r = 0;
+	socklen_t blen = sizeof(s->bound);
+
+	fd = gsocket(gs, family, SOCK_STREAM, 0);
+	if (fd < 0)
+		return fd;
+	if (family != AF_UNIX)
+		gsetsockopt(gs, fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			    sizeof(one));
+	if (s->reuseport)
+		r = gsetsockopt(gs, fd, SOL_SOCKET, SO_REUSEPORT, &one,
+				sizeof(one));
+	if (r == 0)
+		r = gbind(gs, fd, (struct sockaddr *)&s->addr, s->addrlen);
+	if (r == 0)
+		r = glisten(gs, fd, 1024);
+	if (r == 0)
+		r = ggetsockname(gs, fd, (struct sockaddr *)&s->bound, &blen);
+	if (r < 0) {
+		gclose(gs, fd);
+		return r;
+	}
+	if (gs_tid() == 0)
+		s->boundlen = blen;
+	return fd;
+}
+
+/*
+ * Every block: the shared listener (block 0 opens it and publishes it,
+ * the others wait for that), or a negative errno.
+ */
+GSOCK_DEVICE int gsrv_listener(struct gsock_dev gs, struct gsrv *s)
+{
+	long r = 0;
+	unsigned turn = 0;
+
+	if (gs_bid() == 0) {
+		r = gs_srv_listen(gs, s);
+		if (gs_tid() == 0) {
+			s->listen_fd = (int32_t)r;
+			gs_st32((uint32_t *)&s->ready,
+				(uint32_t)(r < 0 ? r : 1));
+		}
+		return (int)r;
+	}
+	while (gs_tid() == 0) {
+		r = (int32_t)gs_ld32((const uint32_t *)&s->ready);
+		if (r)
+			break;
+		r = gs_wait_turn(gs, &turn);
+		if (r)
+			break;
+	}
+	if (gs_tid() == 0 && r == 1)
+		r = s->listen_fd;
+	return (int)gs_bcast(r);
+}
+
+/* Thread 0: take connection c into pfd[n], its state slot zeroed below. */
+GSOCK_DEVICE void gs_srv_hold_t0(struct gsock_dev gs, struct gsrv *s, int c)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+
+	gs_srv_pfd(gs, s)[b->n] = (struct gpollfd){ c, POLLIN, 0 };
+	b->n++;
+}
+
+/* The block: zero the state of the connection just taken (pfd[n - 1]). */
+GSOCK_DEVICE void gs_srv_zero_state(struct gsock_dev gs, struct gsrv *s)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	uint8_t *st = gs_srv_region(gs, s) + s->state_off +
+		      (size_t)gs_srv_slots(gs, s)[b->n - 1] * s->conn_size;
+
+	for (uint32_t i = gs_tid(); i < s->conn_size; i += gs_bdim())
+		st[i] = 0;
+	gs_sync();
+}
+
+/* Start: the listener, an empty set, the slots in order. 0 or -errno. */
+GSOCK_DEVICE int gs_srv_begin(struct gsock_dev gs, struct gsrv *s)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	int lfd = gsrv_listener(gs, s);
+
+	for (uint32_t i = gs_tid(); i < s->per_block; i += gs_bdim())
+		gs_srv_slots(gs, s)[i] = (int32_t)i;
+	if (gs_tid() == 0) {
+		*b = (struct gs_srv_blk){
+			1, lfd, 0, 0, -1, 0, lfd < 0 ? lfd : 0, 0, 0, 0
+		};
+	}
+	gs_sync();
+	return lfd < 0 ? lfd : 0;
+}
+
+/* The end: close what the block holds; the error that ended it. */
+GSOCK_DEVICE int gs_srv_finish(struct gsock_dev gs, struct gsrv *s)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	int end = b->end;
+
+	for (int k = 0; k < b->n; k++)
+		gclose(gs, gs_srv_pfd(gs, s)[k].fd);
+	gs_sync();
+	if (gs_tid() == 0) {
+		b->n = 0;
+		b->cur = -1;
+	}
+	gs_sync();
+	return end;
+}
+
+/*
+ * The next connection to serve: one just accepted, or one with something
+ * to read, or with its end or an error to see (grecv says which): its
+ * descriptor. A request handler's grecv(MSG_DONTWAIT) may find nothing
+ * yet (-EAGAIN, for gsrv_done to keep it). A negative errno when
+ * the server ends: -ECANCELED (gsock_stop), -ECONNABORTED (gsockd gone),
+ * or why the listener could not be opened; the block's connections are
+ * closed by then. Waits in gpoll while nothing is ready.
+ */
+GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	struct gpollfd *p = gs_srv_pfd(gs, s);
+
+	if (!b->started && gs_srv_begin(gs, s) < 0)
+		return gs_srv_finish(gs, s);
+	for (;;) {
+		int room, r;
+
+		if (b->end < 0)
+			return gs_srv_finish(gs, s);
+		if (b->k < b->n) { /* the rest of the last gpoll's finds */
+			int k = b->k;
+
+			gs_sync();
+			if (gs_tid() == 0)
+				b->k = k + 1;
+			if (!p[k].revents) {
+				gs_sync();
+				continue;
+			}
+			if (gs_tid() == 0) {
+				b->cur = k;
+				b->t_next = b->t_step = gs_now_ns();
+			}
+			gs_sync();
+			return p[k].fd;
+		}
+		/*
+		 * One accept a turn, after the held connections: every block
+		 * polls the listener, so a burst of clients spreads over the
+		 * blocks instead of filling the first ones.
+		 */
+		room = b->n < (int)s->per_block;
+		if (b->lrev && room) {
+			int c = gaccept_nb(gs, b->lfd, 0, 0);
+
+			if (gs_tid() == 0) {
+				b->lrev = 0;
+				if (c >= 0)
+					gs_srv_hold_t0(gs, s, c);
+				else if (gsrv_fatal(c) || c == -EBADF)
+					b->end = c == -EBADF ? -ECONNABORTED :
+							       c;
+			}
+			gs_sync();
+			if (c >=
+			    0) { /* hand it out first: a server may speak first */
+				gs_srv_zero_state(gs, s);
+				if (gs_tid() == 0) {
+					p[b->n - 1].revents = POLLOUT;
+					b->k = b->n - 1;
+				}
+				gs_sync();
+				continue;
+			}
+		}
+		if (b->end < 0)
+			continue;
+		if (gs_tid() == 0 && room)
+			p[b->n] = (struct gpollfd){ b->lfd, POLLIN, 0 };
+		gs_sync();
+		r = gpoll(gs, p, b->n + room, -1);
+		if (gs_tid() == 0) {
+			b->k = 0;
+			b->lrev = room ? p[b->n].revents : 0;
+			if (r < 0)
+				b->end = r;
+			/* a listener gsockd closed: the server's end */
+			if (b->lrev & POLLNVAL)
+				b->end = -ECONNABORTED;
+		}
+		gs_sync();
+	}
+}
+
+/*
+ * What became of the connection gsrv_next() handed out: r > 0 (a request
+ * served; bytes, a count, anything positive) or -EAGAIN (nothing was
+ * there after all) keeps it; 0 (its end) or another negative errno
+ * closes it, counting the error. -ECANCELED and -ECONNABORTED end the
+ * server: the next gsrv_next() returns them.
+ */
+GSOCK_DEVICE void gsrv_done(struct gsock_dev gs, struct gsrv *s, long r)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	struct gsrv_stats *st = gsrv_stats_of(gs, s);
+	struct gpollfd *p = gs_srv_pfd(gs, s);
+	int cur = b->cur, keep = r > 0 || r == -EAGAIN;
+
+	if (cur < 0)
+		return;
+	if (gsrv_fatal(r)) {
+		gs_sync();
+		if (gs_tid() == 0) {
+			b->end = (int32_t)r;
+			b->cur = -1;
+		}
+		gs_sync();
+		return;
+	}
+	if (!keep)
+		gclose(gs, p[cur].fd);
+	if (gs_tid() == 0) {
+		int32_t *slot = gs_srv_slots(gs, s), last = b->n - 1, t;
+
+		st->busy_ns += gs_now_ns() - b->t_next;
+		if (r > 0)
+			st->requests++;
+		if (!keep) {
+			st->conns++;
+			if (r < 0) {
+				st->errors++;
+				st->last_error = r;
+			}
+			/* the last one moves into cur; its slot is freed */
+			p[cur] = p[last];
+			t = slot[cur];
+			slot[cur] = slot[last];
+			slot[last] = t;
+			b->n = last;
+			b->k = cur; /* look at the one moved in, too */
+		}
+		b->cur = -1;
+	}
+	gs_sync();
+}
+
+/* ---- message helpers: bounded waits, whole messages ---- */
+
+/* Wait up to timeout_us (< 0: no limit) for events on fd: 0 or -errno. */
+GSOCK_DEVICE int gsrv_wait(struct gsock_dev gs, int fd, short events,
+			   long timeout_us)
+{
+	GS_SHARED struct gpollfd pfd;
+	int r;
+
+	if (gs_tid() == 0)
+		pfd = (struct gpollfd){ fd, events, 0 };
+	gs_sync();
+	r = gpoll(gs, &pfd, 1, timeout_us);
+	return r < 0 ? r : r == 0 ? -ETIMEDOUT : 0;
+}
+
+/*
+ * Receive exactly n bytes into buf, each wait at most timeout_us of
+ * quiet (< 0: no limit). Returns n, fewer at the peer's end, or a
+ * negative errno (-ETIMEDOUT when the peer stalled).
+ */
+GSOCK_DEVICE long gsrv_recv_all(struct gsock_dev gs, int fd, void *buf,
+				uint64_t n, long timeout_us)
+{
+	uint64_t got = 0;
+
+	while (got < n) {
+		long r = grecv(gs, fd, (uint8_t *)buf + got, n - got,
+			       MSG_DONTWAIT);
+
+		if (r > 0) {
+			got += (uint64_t)r;
+			continue;
+		}
+		if (r == 0)
+			break;
+		if (r != -EAGAIN)
+			return r;
+		r = gsrv_wait(gs, fd, POLLIN, timeout_us);
+		if (r < 0)
+			return r;
+	}
+	return (long)got;
+}
+
+/*
+ * Send all n bytes, each wait for ring space at most timeout_us (< 0: no
+ * limit). Returns n or a negative errno (-ETIMEDOUT: the peer does not
+ * read).
+ */
+GSOCK_DEVICE long gsrv_send_all(struct gsock_dev gs, int fd, const void *buf,
+				uint64_t n, long timeout_us)
+{
+	uint64_t sent = 0;
+
+	while (sent < n) {
+		long r = gsend(gs, fd, (const uint8_t *)buf + sent, n - sent,
+			       MSG_DONTWAIT);
+
+		if (r > 0) {
+			sent += (uint64_t)r;
+			continue;
+		}
+		if (r != -EAGAIN)
+			return r;
+		r = gsrv_wait(gs, fd, POLLOUT, timeout_us);
+		if (r < 0)
+			return r;
+	}
+	return (long)n;
+}
+
+/*
+ * A fixed header, then a body whose length the header gives: receive
+ * hdr_len bytes into buf, ask body_len(buf, ctx) for the body's length
+ * (a negative errno rejects the header; buf holds it), and receive the
+ * body after the header in buf if it fits in cap. Returns the message's
+ * length (header and body), 0 at the peer's end before a header, or a
+ * negative errno: -EMSGSIZE when the body does not fit (the header is in
+ * buf, the body unread), -ECONNRESET when the peer ended mid-message.
+ */
+GSOCK_DEVICE long gsrv_recv_msg(struct gsock_dev gs, int fd, void *buf,
+				uint64_t cap, uint32_t hdr_len,
+				long (*body_len)(const void *hdr, void *ctx),
+				void *ctx, long timeout_us)
+{
+	long r = gsrv_recv_all(gs, fd, buf, hdr_len, timeout_us), body = 0;
+
+	if (r <= 0 || (uint32_t)r < hdr_len)
+		return r < 0 ? r : r == 0 ? 0 : -ECONNRESET;
+	if (gs_tid() == 0)
+		body = body_len(buf, ctx);
+	body = gs_bcast(body);
+	if (body < 0)
+		return body;
+	if ((uint64_t)body > cap - hdr_len)
+		return -EMSGSIZE;
+	r = gsrv_recv_all(gs, fd, (uint8_t *)buf + hdr_len, (uint64_t)body,
+			  timeout_us);
+	if (r < 0)
+		return r;
+	return r < body ? -ECONNRESET : (long)hdr_len + body;
+}
+
+/* The length of a frame: its first 4 bytes, big-endian. */
+GSOCK_DEVICE long gsrv_frame_len(const void *hdr, void *ctx)
+{
+	const uint8_t *h = (const uint8_t *)hdr;
+
+	(void)ctx;
+	return (long)((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
+		      (uint32_t)h[2] << 8 | h[3]);
+}
+
+/*
+ * Length-prefixed frames: a 4-byte big-endian length, then that many
+ * bytes. Receives one frame into buf (cap bytes at most, the prefix
+ * included): returns the payload's length (at buf + 4), 0 at the peer's
+ * end between frames, or a negative errno (-EMSGSIZE: too large).
+ */
+GSOCK_DEVICE long gsrv_recv_frame(struct gsock_dev gs, int fd, void *buf,
+				  uint64_t cap, long timeout_us)
+{
+	long r = gsrv_recv_msg(gs, fd, buf, cap, 4, gsrv_frame_len, NULL,
+			       timeout_us);
+
+	return r > 0 ? r - 4 : r;
+}
+
+/* Send one frame: payload n bytes at buf + 4, its length written at buf. */
+GSOCK_DEVICE long gsrv_send_frame(struct gsock_dev gs, int fd, void *buf,
+				  uint32_t n, long timeout_us)
+{
+	long r;
+
+	if (gs_tid() == 0) {
+		uint8_t *h = (uint8_t *)buf;
+
+		h[0] = (uint8_t)(n >> 24);
+		h[1] = (uint8_t)(n >> 16);
+		h[2] = (uint8_t)(n >> 8);
+		h[3] = (uint8_t)n;
+	}
+	gs_sync();
+	r = gsrv_send_all(gs, fd, buf, (uint64_t)n + 4, timeout_us);
+	return r < 0 ? r : (long)n;
+}
+
+/*
+ * Line-delimited input. A connection's lines come through a buffer it
+ * keeps between calls (in its gsrv_state(), say): data[cap], of which
+ * data[off, have) is read but not yet handed out.
+ */
+struct gsrv_lines {
+	uint32_t off, have;
+	uint32_t found; /* scratch: where the newline is */
+	uint32_t pad;
+};
+
+/*
+ * The next line, newline included, at data + *at: its length; 0 at the
+ * peer's end (a last line without a newline is handed out first);
+ * -EMSGSIZE when cap bytes hold no newline; -EAGAIN (flags MSG_DONTWAIT)
+ * when no whole line is there yet; another negative errno. The line
+ * stays valid until the next call.
+ */
+GSOCK_DEVICE long gsrv_recv_line(struct gsock_dev gs, int fd,
+				 struct gsrv_lines *lb, uint8_t *data,
+				 uint32_t cap, uint32_t *at, int flags,
+				 long timeout_us)
+{
+	for (;;) {
+		uint32_t off = lb->off, have = lb->have, nl;
+		long r;
+
+		gs_sync();
+		if (gs_tid() == 0)
+			lb->found = have;
+		gs_sync();
+		for (uint32_t i = off + gs_tid(); i < have; i += gs_bdim()) {
+			uint32_t cur;
+
+			if (data[i] != '\n')
+				continue;
+			/* keep the first newline: lower the mark while above */
+			while ((cur = gs_ld_local32(&lb->found)) > i &&
+			       gs_cas32(&lb->found, cur, i) != cur)
+				;
+			break;
+		}
+		gs_sync();
+		nl = lb->found;
+		if (nl < have) {
+			gs_sync();
+			if (gs_tid() == 0)
+				lb->off = nl + 1;
+			gs_sync();
+			*at = off;
+			return (long)(nl + 1 - off);
+		}
+		if (off > 0) { /* move the partial line to the front */
+			/* off bytes a step: no thread reads what another writes */
+			for (uint32_t c = 0; c < have - off; c += off) {
+				uint32_t t = c + gs_tid();
+
+				if (gs_tid() < off && t < have - off)
+					data[t] = data[off + t];
+				gs_sync();
+			}
+			if (gs_tid() == 0) {
+				lb->have = have - off;
+				lb->off = 0;
+			}
+			gs_sync();
+			continue;
+		}
+		if (have == cap)
+			return -EMSGSIZE;
+		r = grecv(gs, fd, data + have, cap - have, MSG_DONTWAIT);
+		if (r == -EAGAIN) {
+			if (flags & MSG_DONTWAIT)
+				return r;
+			r = gsrv_wait(gs, fd, POLLIN, timeout_us);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (r < 0 || (r == 0 && have == 0))
+			return r;
+		gs_sync();
+		if (gs_tid() ==
+		    0) /* at the end, the last line has no newline */
+			lb->have = r == 0 ? 0 : have + (uint32_t)r;
+		gs_sync();
+		if (r == 0) {
+			*at = 0;
+			return (long)have;
+		}
+	}
+}
+
+#endif /* GSOCK_SERVER_CUH */

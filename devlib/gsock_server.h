@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The server layer, host side and shared layout: what a g-call server's
+ * host program and its kernel share (struct gsrv, in gsock_alloc memory),
+ * and gsrv_main(), which parses the standard options, sizes the arena,
+ * serves from one or several GPUs on one port, handles SIGINT and
+ * SIGTERM, prints the report and frees what it made. The device side is
+ * gsock_server.cuh; gsock-server(3) documents both.
+ */
+#ifndef GSOCK_SERVER_H
+#define GSOCK_SERVER_H
+
+#include <getopt.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gsock_ctx;
+
+/* Steps a handler may time with gsrv_step() (their sums per block). */
+#define GSRV_STEPS 4
+
+/* One block's counters; the host reads them after the kernel ends. */
+struct gsrv_stats {
+	uint64_t conns; /* connections closed */
+	uint64_t requests; /* gsrv_done() calls that kept the connection */
+	uint64_t bytes; /* what the handler counted with gsrv_count() */
+	uint64_t errors; /* connections that ended with an error */
+	int64_t last_error; /* the last of those errors (negative errno) */
+	uint64_t busy_ns; /* time from gsrv_next() to gsrv_done() */
+	uint64_t step_ns[GSRV_STEPS]; /* gsrv_step() sums */
+};
+
+/*
+ * The server, shared by the host and every block. gsrv_main() fills the
+ * first part; the kernel writes the listener's part. Each block's own
+ * memory (device memory, one region of blk_stride bytes per block):
+ *
+ *   | offset      | what                                     |
+ *   |-------------|------------------------------------------|
+ *   | 0           | the block's state (struct gsrv_blk)      |
+ *   | pfd_off     | struct gpollfd[per_block + 1]            |
+ *   | slot_off    | int32_t[per_block]: state slot of each   |
+ *   | state_off   | per_block x conn_size: connection state  |
+ *   | buf_off     | bufsize bytes: the block's buffer        |
+ */
+struct gsrv {
+	/* set by the host before the launch */
+	struct sockaddr_storage addr; /* where to listen */
+	uint32_t addrlen;
+	int32_t reuseport; /* SO_REUSEPORT: several GPUs share the port */
+	uint32_t per_block; /* connections a block holds at once (>= 1) */
+	uint32_t bufsize; /* bytes of each block's buffer */
+	uint32_t conn_size; /* bytes of state per connection (zeroed) */
+	uint32_t blk_stride, pfd_off, slot_off, state_off, buf_off;
+	uint8_t *blk; /* device memory: blocks x blk_stride */
+	struct gsrv_stats *stats; /* one per block */
+	void *app; /* the application's own arguments */
+	/* written by block 0 */
+	int32_t listen_fd;
+	int32_t ready; /* 0 not yet, 1 listening, < 0 -errno */
+	struct sockaddr_storage bound; /* the address actually bound */
+	uint32_t boundlen;
+};
+
+/*
+ * What an application gives gsrv_main(). Zero fields take the defaults
+ * (listen "7000", 16 blocks, 256 threads, 1 connection per block, a
+ * 65536-byte buffer).
+ */
+struct gsrv_app {
+	const char *name; /* the program's name, for its messages */
+	const void *kernel; /* declared with GSOCK_KERNEL */
+	const char *listen; /* the default address */
+	unsigned blocks, threads, per_block, bufsize;
+	uint32_t conn_size; /* bytes of state per connection */
+	/* The application's own options: getopt letters, long forms, help. */
+	const char *opts;
+	const struct option *longopts;
+	const char *usage;
+	/* One of its options (0, or a <sysexits.h> status to exit with). */
+	int (*option)(struct gsrv_app *app, int opt, const char *arg);
+	/* Bytes of gsock_alloc memory (zeroed) for s->app, freed at the end. */
+	size_t app_size;
+	/*
+	 * Before each GPU's launch: fill s->app, or allocate what the kernel
+	 * needs and point s->app at it; may change s->bufsize and
+	 * s->conn_size. 0, or a <sysexits.h> status (say why on stderr).
+	 */
+	int (*setup)(struct gsrv_app *app, struct gsock_ctx *ctx,
+		     struct gsrv *s);
+	/*
+	 * After the kernels ended, before the contexts go: free what setup
+	 * allocated, report. Called for every GPU whose setup was called.
+	 */
+	void (*teardown)(struct gsrv_app *app, struct gsock_ctx *ctx,
+			 struct gsrv *s);
+	/* Added to the "listening on" line, e.g. "sink"; may be NULL. */
+	const char *detail;
+	void *data; /* the application's, untouched */
+};
+
+/*
+ * Run a g-call server: parse argv (standard options, then the app's),
+ * serve until SIGINT, SIGTERM or gsockd's end, report. Returns the
+ * process's exit status (<sysexits.h>).
+ */
+int gsrv_main(struct gsrv_app *app, int argc, char **argv);
+
+/*
+ * The arena a server of blocks x per_block connections needs: slots for
+ * the blocks, sockets for their connections, the listener, and one per
+ * block for a closed connection whose id gsockd has not freed yet (it
+ * frees it once the last bytes are sent).
+ */
+static inline uint32_t gsrv_nsocks(unsigned blocks, unsigned per_block)
+{
+	return blocks * (per_block + 1) + 1;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gsrv_main(): the host side of a g-call server built on the server
+ * layer (gsock_server.h). It parses the standard options and the
+ * application's, registers with gsockd once per GPU, sizes the arena and
+ * the blocks' memory, launches the kernel on every GPU on one port (GPU
+ * 0 binds first, the others take the address it got, SO_REUSEPORT),
+ * makes SIGINT and SIGTERM stop the kernels, and, when they have ended,
+ * prints what the blocks counted and frees everything.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <time.h>
+
+#include "gsock.h"
+#include "gsock_server.h"
+
+#define GSRV_MAX_GPUS 16
+
+/* One GPU's server: its context, its struct gsrv, the thread that waits. */
+struct gsrv_gpu {
+	struct gsrv_app *app;
+	struct gsock_ctx *ctx;
+	struct gsrv *s;
+	pthread_t thread;
+	int device, status, started;
+	unsigned blocks, threads;
+	const char *listen_at;
+};
+
+/* Every context made: a signal stops them all (gsock_stop is signal-safe). */
+static struct gsock_ctx *gsrv_ctx[GSRV_MAX_GPUS];
+static int gsrv_nctx;
+
+static void gsrv_on_signal(int sig)
+{
+	int n = __atomic_load_n(&gsrv_nctx, __ATOMIC_ACQUIRE);
+
+	(void)sig;
+	for (int i = 0; i < n; i++)
+		gsock_stop(gsrv_ctx[i]);
+}
+
+static const char gsrv_std_usage[] =
+	"  -l, --listen ADDR     HOST:PORT, [V6]:PORT, PORT or /unix/path (default %s)\n"
+	"  -b, --blocks N        threadblocks (default %u)\n"
+	"  -t, --threads N       threads per block (default %u; host backend: 1)\n"
+	"  -m, --multiplex N     connections each block holds at once (default %u)\n"
+	"  -B, --buffer BYTES    each block's buffer (default %u)\n"
+	"  -r, --ring BYTES      socket ring size, a power of two (default 65536)\n"
+	"  -g, --gpus LIST       serve from each of these GPUs (CUDA ordinals, e.g. 0,1)\n"
+	"                        on one port (SO_REUSEPORT)\n"
+	"  -s, --control PATH    gsockd's control socket\n"
+	"  -h, --help            this text\n";
+
+static void gsrv_usage(const struct gsrv_app *app, FILE *f)
+{
+	fprintf(f, "usage: %s [options]\n", app->name);
+	fprintf(f, gsrv_std_usage, app->listen, app->blocks, app->threads,
+		app->per_block, app->bufsize);
+	if (app->usage)
+		fputs(app->usage, f);
+}
+
+/* The device list "0,1,...": the count, or -1. */
+static int gsrv_parse_gpus(const char *s, int *dev, int max)
+{
+	int n = 0;
+
+	while (*s) {
+		char *end;
+		long v = strtol(s, &end, 10);
+
+		if (end == s || v < 0 || v > 1023 || n == max ||
+		    (*end && *end != ','))
+			return -1;
+		dev[n++] = (int)v;
+		s = *end ? end + 1 : end;
+	}
+	return n ? n : -1;
+}
+
+/* A positive count from text, or 0 (said by the caller). */
+static unsigned gsrv_count_arg(const char *arg)
+{
+	char *end;
+	unsigned long v = strtoul(arg, &end, 0);
+
+	return *arg && !*end && v <= 1u << 30 ? (unsigned)v : 0;
+}
+
+/* The standard long options followed by the application's. */
+static struct option *gsrv_long_options(const struct gsrv_app *app)
+{
+	static const struct option std[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "blocks", required_argument, NULL, 'b' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "multiplex", required_argument, NULL, 'm' },
+		{ "buffer", required_argument, NULL, 'B' },
+		{ "ring", required_argument, NULL, 'r' },
+		{ "gpus", required_argument, NULL, 'g' },
+		{ "control", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+	};
+	size_t nstd = sizeof(std) / sizeof(std[0]), napp = 0;
+	struct option *all;
+
+	while (app->longopts && app->longopts[napp].name)
+		napp++;
+	all = calloc(nstd + napp + 1, sizeof(*all));
+	if (!all)
+		return NULL;
+	memcpy(all, std, sizeof(std));
+	if (napp)
+		memcpy(all + nstd, app->longopts, napp * sizeof(*all));
+	return all;
+}
+
+/*
+ * Register one GPU's context, let the application set up, then make the
+ * blocks' memory (layout in gsock_server.h). 0 or a <sysexits.h> status.
+ */
+static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
+{
+	struct gsrv_app *app = g->app;
+	struct gsrv *s;
+	char err[512];
+	uint64_t stride;
+	int r;
+
+	go.device = g->device;
+	g->ctx = gsock_init(&go, err, sizeof(err));
+	if (!g->ctx) {
+		fprintf(stderr, "%s: %s\n", app->name, err);
+		return EX_UNAVAILABLE;
+	}
+	gsrv_ctx[gsrv_nctx] = g->ctx;
+	__atomic_store_n(&gsrv_nctx, gsrv_nctx + 1, __ATOMIC_RELEASE);
+	if (!strcmp(gsock_backend(), "host"))
+		g->threads = 1; /* a block is one host thread */
+	s = g->s = gsock_alloc(g->ctx, sizeof(*s));
+	if (!s)
+		goto out_of_memory;
+	if (gsock_parse_addr(g->listen_at, &s->addr, &s->addrlen)) {
+		fprintf(stderr, "%s: cannot use listen address %s\n", app->name,
+			g->listen_at);
+		return EX_USAGE;
+	}
+	s->per_block = app->per_block;
+	s->bufsize = app->bufsize;
+	s->conn_size = app->conn_size;
+	if (app->app_size) {
+		s->app = gsock_alloc(g->ctx, app->app_size);
+		if (!s->app)
+			goto out_of_memory;
+	}
+	r = app->setup ? app->setup(app, g->ctx, s) : 0;
+	if (r)
+		return r;
+	/* 16-byte alignment for each part: the copy engine's words */
+	s->conn_size = (s->conn_size + 15) & ~15u;
+	s->pfd_off = 64;
+	s->slot_off = s->pfd_off + ((8 * (s->per_block + 1) + 15) & ~15u);
+	s->state_off = s->slot_off + ((4 * s->per_block + 15) & ~15u);
+	s->buf_off = s->state_off + s->per_block * s->conn_size;
+	stride = ((uint64_t)s->buf_off + s->bufsize + 255) & ~255ull;
+	if (stride > UINT32_MAX) {
+		fprintf(stderr, "%s: a block's memory would exceed 4 GiB\n",
+			app->name);
+		return EX_USAGE;
+	}
+	s->blk_stride = (uint32_t)stride;
+	s->blk = gsock_dev_alloc(g->ctx, (size_t)g->blocks * stride);
+	s->stats = gsock_alloc(g->ctx, g->blocks * sizeof(*s->stats));
+	if (s->blk && s->stats)
+		return 0;
+out_of_memory:
+	fprintf(stderr, "%s: out of memory for %u blocks\n", app->name,
+		g->blocks);
+	return EX_OSERR;
+}
+
+/* Wait until block 0 listens (0) or failed (-errno); the kernel runs. */
+static int gsrv_wait_listening(struct gsrv_gpu *g)
+{
+	struct timespec ts = { 0, 1000000 };
+
+	while (!__atomic_load_n(&g->s->ready, __ATOMIC_ACQUIRE) &&
+	       !gsock_bridge_gone(g->ctx))
+		nanosleep(&ts, NULL);
+	return g->s->ready == 1 ? 0 : g->s->ready ? g->s->ready : -ECONNABORTED;
+}
+
+/* One GPU's life: launch, say where it listens, sleep until the end. */
+static void *gsrv_serve(void *p)
+{
+	struct gsrv_gpu *g = p;
+	const char *name = g->app->name, *detail = g->app->detail;
+	char where[160];
+	int r;
+
+	r = gsock_launch(g->ctx, g->app->kernel, g->blocks, g->threads, g->s);
+	if (r) {
+		fprintf(stderr, "%s: cannot launch %u blocks: %s\n", name,
+			g->blocks, strerror(-r));
+		gsock_stop(g->ctx); /* host: blocks that did start end */
+		gsock_wait(g->ctx);
+		g->status = EX_SOFTWARE;
+		return NULL;
+	}
+	r = gsrv_wait_listening(g);
+	if (r) {
+		fprintf(stderr, "%s: cannot listen on %s: %s\n", name,
+			g->listen_at, strerror(-r));
+		gsock_stop(g->ctx);
+		g->status = EX_UNAVAILABLE;
+	} else {
+		gsock_format_addr(&g->s->bound, where, sizeof(where));
+		printf("%s: listening on %s (%s backend, %u blocks x %u threads, GPU %d, %u connections per block%s%s)\n",
+		       name, where, gsock_backend(), g->blocks, g->threads,
+		       g->device, g->s->per_block, detail ? ", " : "",
+		       detail ? detail : "");
+		fflush(stdout);
+	}
+	gsock_wait(g->ctx);
+	if (gsock_bridge_gone(g->ctx)) {
+		fprintf(stderr, "%s: gsockd went away; exiting\n", name);
+		g->status = EX_UNAVAILABLE;
+	}
+	return NULL;
+}
+
+/* Start every GPU's server (GPU 0 first), then wait for them all. */
+static int gsrv_run(struct gsrv_gpu *g, int ngpus)
+{
+	int status = 0, broke = 0;
+
+	for (int i = 0; i < ngpus && !broke; i++) {
+		if (i > 0) {
+			if (gsrv_wait_listening(&g[0])) {
+				broke = 1;
+				break;
+			}
+			g[i].s->addr = g[0].s->bound;
+			g[i].s->addrlen = g[0].s->boundlen;
+		}
+		if (pthread_create(&g[i].thread, NULL, gsrv_serve, &g[i])) {
+			fprintf(stderr, "%s: cannot start a thread\n",
+				g[i].app->name);
+			status = EX_OSERR;
+			broke = 1;
+			break;
+		}
+		g[i].started = 1;
+	}
+	for (int i = 0; i < ngpus; i++) {
+		if (!g[i].started)
+			continue;
+		if (broke) /* not every GPU serves: end the ones that do */
+			gsock_stop(g[i].ctx);
+		pthread_join(g[i].thread, NULL);
+		if (g[i].status && !status)
+			status = g[i].status;
+	}
+	return broke && !status ? EX_UNAVAILABLE : status;
+}
+
+/* What the blocks counted: per GPU where several served, then in all. */
+static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
+{
+	struct gsrv_stats all = { 0 };
+
+	for (int i = 0; i < ngpus; i++) {
+		uint64_t conns = 0;
+
+		if (!g[i].started)
+			continue;
+		for (unsigned b = 0; b < g[i].blocks; b++) {
+			const struct gsrv_stats *st = &g[i].s->stats[b];
+
+			conns += st->conns;
+			all.requests += st->requests;
+			all.bytes += st->bytes;
+			all.errors += st->errors;
+			if (st->last_error)
+				fprintf(stderr,
+					"%s: GPU %d block %u: a connection ended with %s\n",
+					g[i].app->name, g[i].device, b,
+					strerror((int)-st->last_error));
+		}
+		if (ngpus > 1)
+			printf("%s: GPU %d served %llu connections\n",
+			       g[i].app->name, g[i].device,
+			       (unsigned long long)conns);
+		all.conns += conns;
+	}
+	if (g[0].started)
+		printf("%s: served %llu connections, %llu bytes, %llu requests, %llu errors\n",
+		       g[0].app->name, (unsigned long long)all.conns,
+		       (unsigned long long)all.bytes,
+		       (unsigned long long)all.requests,
+		       (unsigned long long)all.errors);
+}
+
+static void gsrv_teardown(struct gsrv_gpu *g)
+{
+	if (g->s) {
+		if (g->app->teardown)
+			g->app->teardown(g->app, g->ctx, g->s);
+		if (g->app->app_size) /* not the application's to free */
+			gsock_free(g->ctx, g->s->app);
+		gsock_dev_free(g->ctx, g->s->blk);
+		gsock_free(g->ctx, g->s->stats);
+		gsock_free(g->ctx, g->s);
+	}
+	gsock_fini(g->ctx);
+}
+
+/* One standard option into app's fields: 0, or a <sysexits.h> status. */
+static int gsrv_std_option(struct gsrv_app *app, int opt, const char *arg,
+			   struct gsock_opts *go, int *dev, int *ngpus)
+{
+	unsigned *count = opt == 'b' ? &app->blocks :
+			  opt == 't' ? &app->threads :
+			  opt == 'm' ? &app->per_block :
+			  opt == 'B' ? &app->bufsize :
+				       NULL;
+
+	if (count) {
+		*count = gsrv_count_arg(arg);
+		if (*count && (opt != 't' || *count <= 1024))
+			return 0;
+		fprintf(stderr, "%s: -%c takes a positive number%s, not '%s'\n",
+			app->name, opt, opt == 't' ? " up to 1024" : "", arg);
+		return EX_USAGE;
+	}
+	switch (opt) {
+	case 'l':
+		app->listen = arg;
+		return 0;
+	case 'r':
+		go->ring_size = gsrv_count_arg(arg);
+		return 0;
+	case 's':
+		go->control = arg;
+		return 0;
+	case 'g':
+		*ngpus = gsrv_parse_gpus(arg, dev, GSRV_MAX_GPUS);
+		if (*ngpus > 0)
+			return 0;
+		fprintf(stderr,
+			"%s: --gpus takes 1 to %d GPU numbers, e.g. 0,1; not '%s'\n",
+			app->name, GSRV_MAX_GPUS, arg);
+		return EX_USAGE;
+	}
+	if (app->option && opt != '?')
+		return app->option(app, opt, arg);
+	gsrv_usage(app, stderr);
+	return EX_USAGE;
+}
+
+int gsrv_main(struct gsrv_app *app, int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = gsrv_on_signal };
+	struct gsock_opts go = { 0 };
+	struct gsrv_gpu g[GSRV_MAX_GPUS];
+	int dev[GSRV_MAX_GPUS] = { 0 }, ngpus = 1, opt, status = 0;
+	struct option *longopts = gsrv_long_options(app);
+	char shortopts[128];
+
+	app->listen = app->listen ? app->listen : "7000";
+	app->blocks = app->blocks ? app->blocks : 16;
+	app->threads = app->threads ? app->threads : 256;
+	app->per_block = app->per_block ? app->per_block : 1;
+	app->bufsize = app->bufsize ? app->bufsize : 65536;
+	snprintf(shortopts, sizeof(shortopts), "l:b:t:m:B:r:g:s:h%s",
+		 app->opts ? app->opts : "");
+	if (!longopts) {
+		fprintf(stderr, "%s: out of memory\n", app->name);
+		return EX_OSERR;
+	}
+	while (!status && (opt = getopt_long(argc, argv, shortopts, longopts,
+					     NULL)) != -1) {
+		if (opt == 'h') {
+			gsrv_usage(app, stdout);
+			free(longopts);
+			return 0;
+		}
+		status = gsrv_std_option(app, opt, optarg, &go, dev, &ngpus);
+	}
+	free(longopts);
+	if (!status && optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", app->name,
+			argv[optind]);
+		status = EX_USAGE;
+	}
+	if (status)
+		return status;
+	go.nslots = app->blocks;
+	go.nsocks = gsrv_nsocks(app->blocks, app->per_block);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	memset(g, 0, sizeof(g));
+	for (int i = 0; i < ngpus && !status; i++) {
+		g[i] = (struct gsrv_gpu){ .app = app,
+					  .device = dev[i],
+					  .blocks = app->blocks,
+					  .threads = app->threads,
+					  .listen_at = app->listen };
+		status = gsrv_setup(&g[i], go);
+		if (g[i].s)
+			g[i].s->reuseport = ngpus > 1;
+	}
+	if (!status) {
+		status = gsrv_run(g, ngpus);
+		gsrv_report(g, ngpus);
+	}
+	for (int i = ngpus; i-- > 0;)
+		if (g[i].ctx)
+			gsrv_teardown(&g[i]);
+	return status;
+}
