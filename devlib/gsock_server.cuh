@@ -36,24 +36,10 @@
 #include "gsock.cuh"
 #include "gsock_server.h"
 
-/* A block's place in its loop (the first bytes of its region). */
-struct gs_srv_blk {
-	int32_t started; /* gsrv_next() ran: lfd and the rest are set */
-	int32_t lfd; /* the shared listener */
-	int32_t n; /* connections held: pfd[0, n) */
-	int32_t k; /* next pfd[] to look at since the last gpoll */
-	int32_t cur; /* the pfd[] handed out, -1 none */
-	int32_t lrev; /* the listener's revents at the last gpoll */
-	int32_t end; /* < 0: the error that ends the block */
-	int32_t pad;
-	uint64_t t_next; /* when cur was handed out */
-	uint64_t t_step; /* the last gsrv_step() mark */
-};
-
 GSOCK_DEVICE uint8_t *gs_srv_region(struct gsock_dev gs, const struct gsrv *s)
 {
 	(void)gs;
-	return s->blk + (size_t)gs_bid() * s->blk_stride;
+	return s->blk + (size_t)(gs_bid() / s->group_blocks) * s->blk_stride;
 }
 
 GSOCK_DEVICE struct gs_srv_blk *gs_srv_blk(struct gsock_dev gs,
@@ -73,7 +59,7 @@ GSOCK_DEVICE int32_t *gs_srv_slots(struct gsock_dev gs, const struct gsrv *s)
 	return (int32_t *)(gs_srv_region(gs, s) + s->slot_off);
 }
 
-/* This block's buffer: s->bufsize bytes of device memory. */
+/* This block's (or group's) buffer: s->bufsize bytes of device memory. */
 GSOCK_DEVICE void *gsrv_buf(struct gsock_dev gs, const struct gsrv *s)
 {
 	return gs_srv_region(gs, s) + s->buf_off;
@@ -99,7 +85,7 @@ GSOCK_DEVICE struct gsrv_stats *gsrv_stats_of(struct gsock_dev gs,
 					      const struct gsrv *s)
 {
 	(void)gs;
-	return &s->stats[gs_bid()];
+	return &s->stats[gs_bid() / s->group_blocks];
 }
 
 /* Add n to the block's bytes counter (what n counts is the handler's). */
@@ -126,6 +112,120 @@ GSOCK_DEVICE void gsrv_step(struct gsock_dev gs, const struct gsrv *s,
 		gsrv_stats_of(gs, s)->step_ns[i] += now - b->t_step;
 		b->t_step = now;
 	}
+	gs_sync();
+}
+
+/*
+ * Wait until *word differs from seen (a word of device or host memory
+ * that another block or the host writes): its new value, or a negative
+ * errno when the application stops or gsockd goes.
+ */
+GSOCK_DEVICE long gsrv_wait_word(struct gsock_dev gs, const uint32_t *word,
+				 uint32_t seen)
+{
+	long v = 0;
+	unsigned turn = 0;
+
+	while (gs_tid() == 0) {
+		v = gs_ld32(word);
+		if ((uint32_t)v != seen)
+			break;
+		v = gs_wait_turn(gs, &turn);
+		if (v)
+			break;
+	}
+	return gs_bcast(v);
+}
+
+/* Every block's writes before, then thread 0 stores v at word. */
+GSOCK_DEVICE void gs_srv_publish(struct gsock_dev gs, uint32_t *word,
+				 uint32_t v)
+{
+	(void)gs;
+	gs_fence();
+	gs_sync();
+	if (gs_tid() == 0)
+		gs_st32(word, v);
+	gs_sync();
+}
+
+/*
+ * Groups (s->group_blocks > 1): the first block of each group of
+ * group_blocks serves connections with gsrv_next; the others help it
+ * compute. Their rank in the group; 0 is the serving block.
+ */
+GSOCK_DEVICE unsigned gsrv_rank(struct gsock_dev gs, const struct gsrv *s)
+{
+	(void)gs;
+	return gs_bid() % s->group_blocks;
+}
+
+/*
+ * The serving block: hand work (arg, any 32-bit value the group reads)
+ * to the other blocks of its group; what this block wrote before is
+ * visible to them.
+ */
+GSOCK_DEVICE void gsrv_group_start(struct gsock_dev gs, struct gsrv *s,
+				   uint32_t arg)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+
+	if (gs_tid() == 0) {
+		b->arg = arg;
+		b->done = 0;
+	}
+	gs_srv_publish(gs, &b->gen, b->gen + 1);
+}
+
+/*
+ * The serving block: wait until every other block of the group has
+ * called gsrv_group_done for the work of gsrv_group_start; what they
+ * wrote is visible then. 0, or a negative errno when the application
+ * stops or gsockd goes.
+ */
+GSOCK_DEVICE int gsrv_group_wait(struct gsock_dev gs, struct gsrv *s)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	long r = 0;
+	unsigned turn = 0;
+
+	while (gs_tid() == 0 &&
+	       gs_ld64((const uint64_t *)&b->done) != s->group_blocks - 1) {
+		r = gs_wait_turn(gs, &turn);
+		if (r)
+			break;
+	}
+	return (int)gs_bcast(r);
+}
+
+/*
+ * Another block of a group: wait for the next work of its serving block
+ * (*seen: the caller's, 0 at first): its arg, or a negative errno when
+ * the server ends (-ECANCELED after the serving block's end, too).
+ */
+GSOCK_DEVICE long gsrv_group_next(struct gsock_dev gs, struct gsrv *s,
+				  uint32_t *seen)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	long v = gsrv_wait_word(gs, &b->gen, *seen);
+
+	if (v < 0)
+		return v;
+	*seen = (uint32_t)v;
+	if (gs_ld32(&b->stop))
+		return -ECANCELED;
+	return (long)gs_ld32(&b->arg);
+}
+
+/* Another block of a group: its part of the work is done and written. */
+GSOCK_DEVICE void gsrv_group_done(struct gsock_dev gs, struct gsrv *s)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+
+	gs_fence();
+	gs_sync();
+	if (gs_tid() == 0)
+		gs_fetch_add64((unsigned long long *)&b->done, 1);
 	gs_sync();
 }
 
@@ -227,9 +327,11 @@ GSOCK_DEVICE int gs_srv_begin(struct gsock_dev gs, struct gsrv *s)
 	for (uint32_t i = gs_tid(); i < s->per_block; i += gs_bdim())
 		gs_srv_slots(gs, s)[i] = (int32_t)i;
 	if (gs_tid() == 0) {
-		*b = (struct gs_srv_blk){
-			1, lfd, 0, 0, -1, 0, lfd < 0 ? lfd : 0, 0, 0, 0
-		};
+		b->lfd = lfd;
+		b->n = b->k = b->lrev = 0;
+		b->cur = -1;
+		b->end = lfd < 0 ? lfd : 0;
+		b->started = 1;
 	}
 	gs_sync();
 	return lfd < 0 ? lfd : 0;
@@ -247,7 +349,10 @@ GSOCK_DEVICE int gs_srv_finish(struct gsock_dev gs, struct gsrv *s)
 	if (gs_tid() == 0) {
 		b->n = 0;
 		b->cur = -1;
+		b->stop = 1;
 	}
+	if (s->group_blocks > 1) /* the other blocks' gsrv_group_next ends */
+		gs_srv_publish(gs, &b->gen, b->gen + 1);
 	gs_sync();
 	return end;
 }
@@ -466,20 +571,32 @@ GSOCK_DEVICE long gsrv_send_all(struct gsock_dev gs, int fd, const void *buf,
  * A fixed header, then a body whose length the header gives: receive
  * hdr_len bytes into buf, ask body_len(buf, ctx) for the body's length
  * (a negative errno rejects the header; buf holds it), and receive the
- * body after the header in buf if it fits in cap. Returns the message's
- * length (header and body), 0 at the peer's end before a header, or a
- * negative errno: -EMSGSIZE when the body does not fit (the header is in
- * buf, the body unread), -ECONNRESET when the peer ended mid-message.
+ * body after the header in buf if it fits in cap. With MSG_DONTWAIT in
+ * flags, -EAGAIN when not even the header's first byte is there (a
+ * request handler's poll); once a message has begun, each wait is
+ * bounded by timeout_us. Returns the message's length (header and body),
+ * 0 at the peer's end before a header, or a negative errno: -EMSGSIZE
+ * when the body does not fit (the header is in buf, the body unread),
+ * -ECONNRESET when the peer ended mid-message.
  */
 GSOCK_DEVICE long gsrv_recv_msg(struct gsock_dev gs, int fd, void *buf,
 				uint64_t cap, uint32_t hdr_len,
 				long (*body_len)(const void *hdr, void *ctx),
-				void *ctx, long timeout_us)
+				void *ctx, int flags, long timeout_us)
 {
-	long r = gsrv_recv_all(gs, fd, buf, hdr_len, timeout_us), body = 0;
+	long got = 0, r, body = 0;
 
-	if (r <= 0 || (uint32_t)r < hdr_len)
-		return r < 0 ? r : r == 0 ? 0 : -ECONNRESET;
+	if (flags & MSG_DONTWAIT) {
+		got = grecv(gs, fd, buf, hdr_len, MSG_DONTWAIT);
+		if (got <= 0)
+			return got;
+	}
+	r = gsrv_recv_all(gs, fd, (uint8_t *)buf + got, hdr_len - got,
+			  timeout_us);
+	if (r < 0)
+		return r;
+	if ((uint64_t)(got + r) < hdr_len)
+		return got + r == 0 ? 0 : -ECONNRESET;
 	if (gs_tid() == 0)
 		body = body_len(buf, ctx);
 	body = gs_bcast(body);
@@ -507,19 +624,22 @@ GSOCK_DEVICE long gsrv_frame_len(const void *hdr, void *ctx)
 /*
  * Length-prefixed frames: a 4-byte big-endian length, then that many
  * bytes. Receives one frame into buf (cap bytes at most, the prefix
- * included): returns the payload's length (at buf + 4), 0 at the peer's
- * end between frames, or a negative errno (-EMSGSIZE: too large).
+ * included), flags and waits as gsrv_recv_msg's: returns the frame's
+ * length, prefix included (so an empty frame is 4: its payload is r - 4
+ * bytes at buf + 4), 0 at the peer's end between frames, or a negative
+ * errno (-EMSGSIZE: too large).
  */
 GSOCK_DEVICE long gsrv_recv_frame(struct gsock_dev gs, int fd, void *buf,
-				  uint64_t cap, long timeout_us)
+				  uint64_t cap, int flags, long timeout_us)
 {
-	long r = gsrv_recv_msg(gs, fd, buf, cap, 4, gsrv_frame_len, NULL,
-			       timeout_us);
-
-	return r > 0 ? r - 4 : r;
+	return gsrv_recv_msg(gs, fd, buf, cap, 4, gsrv_frame_len, NULL, flags,
+			     timeout_us);
 }
 
-/* Send one frame: payload n bytes at buf + 4, its length written at buf. */
+/*
+ * Send one frame: payload n bytes at buf + 4, its length written at buf.
+ * The frame's length (n + 4), or a negative errno.
+ */
 GSOCK_DEVICE long gsrv_send_frame(struct gsock_dev gs, int fd, void *buf,
 				  uint32_t n, long timeout_us)
 {
@@ -535,7 +655,7 @@ GSOCK_DEVICE long gsrv_send_frame(struct gsock_dev gs, int fd, void *buf,
 	}
 	gs_sync();
 	r = gsrv_send_all(gs, fd, buf, (uint64_t)n + 4, timeout_us);
-	return r < 0 ? r : (long)n;
+	return r < 0 ? r : (long)n + 4;
 }
 
 /*
@@ -593,9 +713,12 @@ GSOCK_DEVICE long gsrv_recv_line(struct gsock_dev gs, int fd,
 		if (off > 0) { /* move the partial line to the front */
 			/* off bytes a step: no thread reads what another writes */
 			for (uint32_t c = 0; c < have - off; c += off) {
-				uint32_t t = c + gs_tid();
+				uint32_t end = c + off < have - off ?
+						       c + off :
+						       have - off;
 
-				if (gs_tid() < off && t < have - off)
+				for (uint32_t t = c + gs_tid(); t < end;
+				     t += gs_bdim())
 					data[t] = data[off + t];
 				gs_sync();
 			}

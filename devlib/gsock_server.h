@@ -35,13 +35,34 @@ struct gsrv_stats {
 };
 
 /*
+ * A serving block's place in its loop (the first bytes of its region),
+ * and its group's words: the server layer's own, in device memory.
+ */
+struct gs_srv_blk {
+	int32_t started; /* gsrv_next() ran: lfd and the rest are set */
+	int32_t lfd; /* the shared listener */
+	int32_t n; /* connections held: pfd[0, n) */
+	int32_t k; /* next pfd[] to look at since the last gpoll */
+	int32_t cur; /* the pfd[] handed out, -1 none */
+	int32_t lrev; /* the listener's revents at the last gpoll */
+	int32_t end; /* < 0: the error that ends the block */
+	uint32_t gen; /* group: bumped for each work, and at the end */
+	uint32_t arg; /* group: the work's argument */
+	uint32_t stop; /* group: the serving block has ended */
+	uint64_t done; /* group: the other blocks done with gen */
+	uint64_t t_next; /* when cur was handed out */
+	uint64_t t_step; /* the last gsrv_step() mark */
+};
+
+/*
  * The server, shared by the host and every block. gsrv_main() fills the
- * first part; the kernel writes the listener's part. Each block's own
- * memory (device memory, one region of blk_stride bytes per block):
+ * first part; the kernel writes the listener's part. Each serving
+ * block's own memory (device memory, one region of blk_stride bytes per
+ * block, or per group of group_blocks blocks):
  *
  *   | offset      | what                                     |
  *   |-------------|------------------------------------------|
- *   | 0           | the block's state (struct gsrv_blk)      |
+ *   | 0           | its state (struct gs_srv_blk)            |
  *   | pfd_off     | struct gpollfd[per_block + 1]            |
  *   | slot_off    | int32_t[per_block]: state slot of each   |
  *   | state_off   | per_block x conn_size: connection state  |
@@ -53,6 +74,7 @@ struct gsrv {
 	uint32_t addrlen;
 	int32_t reuseport; /* SO_REUSEPORT: several GPUs share the port */
 	uint32_t per_block; /* connections a block holds at once (>= 1) */
+	uint32_t group_blocks; /* blocks per group (1: every block serves) */
 	uint32_t bufsize; /* bytes of each block's buffer */
 	uint32_t conn_size; /* bytes of state per connection (zeroed) */
 	uint32_t blk_stride, pfd_off, slot_off, state_off, buf_off;
@@ -76,7 +98,10 @@ struct gsrv_app {
 	const void *kernel; /* declared with GSOCK_KERNEL */
 	const char *listen; /* the default address */
 	unsigned blocks, threads, per_block, bufsize;
+	unsigned group_blocks; /* blocks launched per serving block (1) */
+	uint32_t ring_size; /* the default of -r (libgsock's: 64 KiB) */
 	uint32_t conn_size; /* bytes of state per connection */
+	const char *requests; /* what the report calls requests ("requests") */
 	/* The application's own options: getopt letters, long forms, help. */
 	const char *opts;
 	const struct option *longopts;

@@ -50,13 +50,14 @@ static void gsrv_on_signal(int sig)
 
 static const char gsrv_std_usage[] =
 	"  -l, --listen ADDR     HOST:PORT, [V6]:PORT, PORT or /unix/path (default %s)\n"
-	"  -b, --blocks N        threadblocks (default %u)\n"
+	"  -b, --blocks N        serving threadblocks (default %u)\n"
 	"  -t, --threads N       threads per block (default %u; host backend: 1)\n"
 	"  -m, --multiplex N     connections each block holds at once (default %u)\n"
 	"  -B, --buffer BYTES    each block's buffer (default %u)\n"
-	"  -r, --ring BYTES      socket ring size, a power of two (default 65536)\n"
+	"  -r, --ring BYTES      socket ring size, a power of two (default %u)\n"
 	"  -g, --gpus LIST       serve from each of these GPUs (CUDA ordinals, e.g. 0,1)\n"
 	"                        on one port (SO_REUSEPORT)\n"
+	"  -P, --reuseport       share the port with other programs (SO_REUSEPORT)\n"
 	"  -s, --control PATH    gsockd's control socket\n"
 	"  -h, --help            this text\n";
 
@@ -64,7 +65,8 @@ static void gsrv_usage(const struct gsrv_app *app, FILE *f)
 {
 	fprintf(f, "usage: %s [options]\n", app->name);
 	fprintf(f, gsrv_std_usage, app->listen, app->blocks, app->threads,
-		app->per_block, app->bufsize);
+		app->per_block, app->bufsize,
+		app->ring_size ? app->ring_size : 65536);
 	if (app->usage)
 		fputs(app->usage, f);
 }
@@ -107,6 +109,7 @@ static struct option *gsrv_long_options(const struct gsrv_app *app)
 		{ "buffer", required_argument, NULL, 'B' },
 		{ "ring", required_argument, NULL, 'r' },
 		{ "gpus", required_argument, NULL, 'g' },
+		{ "reuseport", no_argument, NULL, 'P' },
 		{ "control", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 	};
@@ -155,6 +158,7 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 		return EX_USAGE;
 	}
 	s->per_block = app->per_block;
+	s->group_blocks = app->group_blocks;
 	s->bufsize = app->bufsize;
 	s->conn_size = app->conn_size;
 	if (app->app_size) {
@@ -167,7 +171,7 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 		return r;
 	/* 16-byte alignment for each part: the copy engine's words */
 	s->conn_size = (s->conn_size + 15) & ~15u;
-	s->pfd_off = 64;
+	s->pfd_off = (sizeof(struct gs_srv_blk) + 15) & ~15u;
 	s->slot_off = s->pfd_off + ((8 * (s->per_block + 1) + 15) & ~15u);
 	s->state_off = s->slot_off + ((4 * s->per_block + 15) & ~15u);
 	s->buf_off = s->state_off + s->per_block * s->conn_size;
@@ -207,10 +211,11 @@ static void *gsrv_serve(void *p)
 	char where[160];
 	int r;
 
-	r = gsock_launch(g->ctx, g->app->kernel, g->blocks, g->threads, g->s);
+	r = gsock_launch(g->ctx, g->app->kernel, g->blocks * g->s->group_blocks,
+			 g->threads, g->s);
 	if (r) {
 		fprintf(stderr, "%s: cannot launch %u blocks: %s\n", name,
-			g->blocks, strerror(-r));
+			g->blocks * g->s->group_blocks, strerror(-r));
 		gsock_stop(g->ctx); /* host: blocks that did start end */
 		gsock_wait(g->ctx);
 		g->status = EX_SOFTWARE;
@@ -224,10 +229,12 @@ static void *gsrv_serve(void *p)
 		g->status = EX_UNAVAILABLE;
 	} else {
 		gsock_format_addr(&g->s->bound, where, sizeof(where));
-		printf("%s: listening on %s (%s backend, %u blocks x %u threads, GPU %d, %u connections per block%s%s)\n",
-		       name, where, gsock_backend(), g->blocks, g->threads,
-		       g->device, g->s->per_block, detail ? ", " : "",
-		       detail ? detail : "");
+		printf("%s: listening on %s (%s backend, %u blocks x %u threads, GPU %d, %u connections per %s%s%s)\n",
+		       name, where, gsock_backend(),
+		       g->blocks * g->s->group_blocks, g->threads, g->device,
+		       g->s->per_block,
+		       g->s->group_blocks > 1 ? "group of blocks" : "block",
+		       detail ? ", " : "", detail ? detail : "");
 		fflush(stdout);
 	}
 	gsock_wait(g->ctx);
@@ -303,10 +310,10 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 		all.conns += conns;
 	}
 	if (g[0].started)
-		printf("%s: served %llu connections, %llu bytes, %llu requests, %llu errors\n",
-		       g[0].app->name, (unsigned long long)all.conns,
+		printf("%s: served %llu %s on %llu connections, %llu bytes, %llu errors\n",
+		       g[0].app->name, (unsigned long long)all.requests,
+		       g[0].app->requests, (unsigned long long)all.conns,
 		       (unsigned long long)all.bytes,
-		       (unsigned long long)all.requests,
 		       (unsigned long long)all.errors);
 }
 
@@ -326,7 +333,8 @@ static void gsrv_teardown(struct gsrv_gpu *g)
 
 /* One standard option into app's fields: 0, or a <sysexits.h> status. */
 static int gsrv_std_option(struct gsrv_app *app, int opt, const char *arg,
-			   struct gsock_opts *go, int *dev, int *ngpus)
+			   struct gsock_opts *go, int *dev, int *ngpus,
+			   int *reuseport)
 {
 	unsigned *count = opt == 'b' ? &app->blocks :
 			  opt == 't' ? &app->threads :
@@ -352,6 +360,9 @@ static int gsrv_std_option(struct gsrv_app *app, int opt, const char *arg,
 	case 's':
 		go->control = arg;
 		return 0;
+	case 'P':
+		*reuseport = 1;
+		return 0;
 	case 'g':
 		*ngpus = gsrv_parse_gpus(arg, dev, GSRV_MAX_GPUS);
 		if (*ngpus > 0)
@@ -370,9 +381,10 @@ static int gsrv_std_option(struct gsrv_app *app, int opt, const char *arg,
 int gsrv_main(struct gsrv_app *app, int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = gsrv_on_signal };
-	struct gsock_opts go = { 0 };
+	struct gsock_opts go = { .ring_size = app->ring_size };
 	struct gsrv_gpu g[GSRV_MAX_GPUS];
 	int dev[GSRV_MAX_GPUS] = { 0 }, ngpus = 1, opt, status = 0;
+	int reuseport = 0;
 	struct option *longopts = gsrv_long_options(app);
 	char shortopts[128];
 
@@ -381,7 +393,9 @@ int gsrv_main(struct gsrv_app *app, int argc, char **argv)
 	app->threads = app->threads ? app->threads : 256;
 	app->per_block = app->per_block ? app->per_block : 1;
 	app->bufsize = app->bufsize ? app->bufsize : 65536;
-	snprintf(shortopts, sizeof(shortopts), "l:b:t:m:B:r:g:s:h%s",
+	app->group_blocks = app->group_blocks ? app->group_blocks : 1;
+	app->requests = app->requests ? app->requests : "requests";
+	snprintf(shortopts, sizeof(shortopts), "l:b:t:m:B:r:g:Ps:h%s",
 		 app->opts ? app->opts : "");
 	if (!longopts) {
 		fprintf(stderr, "%s: out of memory\n", app->name);
@@ -394,7 +408,8 @@ int gsrv_main(struct gsrv_app *app, int argc, char **argv)
 			free(longopts);
 			return 0;
 		}
-		status = gsrv_std_option(app, opt, optarg, &go, dev, &ngpus);
+		status = gsrv_std_option(app, opt, optarg, &go, dev, &ngpus,
+					 &reuseport);
 	}
 	free(longopts);
 	if (!status && optind < argc) {
@@ -404,7 +419,7 @@ int gsrv_main(struct gsrv_app *app, int argc, char **argv)
 	}
 	if (status)
 		return status;
-	go.nslots = app->blocks;
+	go.nslots = app->blocks * app->group_blocks;
 	go.nsocks = gsrv_nsocks(app->blocks, app->per_block);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -417,7 +432,7 @@ int gsrv_main(struct gsrv_app *app, int argc, char **argv)
 					  .listen_at = app->listen };
 		status = gsrv_setup(&g[i], go);
 		if (g[i].s)
-			g[i].s->reuseport = ngpus > 1;
+			g[i].s->reuseport = ngpus > 1 || reuseport;
 	}
 	if (!status) {
 		status = gsrv_run(g, ngpus);

@@ -36,7 +36,7 @@ field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" "$TMP/mm"; }
 
 start_gsockd
 GPORT=$(free_port)
-start_mm gsrv "$G" -l "127.0.0.1:$GPORT" -g 2 -k 3 -N 512 -w 1000
+start_mm gsrv "$G" -l "127.0.0.1:$GPORT" -b 2 -k 3 -N 512 -w 1000
 ok $? "mm-gserver ($BACKEND, 2 groups of 3 blocks) listens"
 have_p=0
 [ -x "$P" ] && have_p=1
@@ -64,7 +64,7 @@ if [ $have_p = 1 ]; then
 	is "$($RAW mm-badsize "$PPORT" 513)" "status -2 eof" "P: a side over --max-n gets MM_E_SIZE and the connection closes"
 	is "$($RAW mm-badmagic "$PPORT")" "status -4 eof" "P: a wrong magic gets MM_E_PROTO and the connection closes"
 	SPORT=$(free_port)
-	start_mm gshare "$G" -l "127.0.0.1:$SPORT" -g 2 -k 2 -N 256 -P &&
+	start_mm gshare "$G" -l "127.0.0.1:$SPORT" -b 2 -k 2 -N 256 -P &&
 		OPENBLAS_NUM_THREADS=1 start_mm pshare "$P" -l "127.0.0.1:$SPORT" -t 4 -N 256
 	ok $? "G and P listen on the same port"
 	mm "$SPORT" -c 24 -k 2 -n 64
