@@ -358,6 +358,30 @@ GSOCK_DEVICE int gs_srv_finish(struct gsock_dev gs, struct gsrv *s)
 }
 
 /*
+ * A block that holds its one connection and no room for more waits for
+ * it as grecv does, on the ring's own counter, not on gpoll's wake word:
+ * one PCIe read a turn, and no gsockd work per wake-up. At bytes, the
+ * end or an error the connection is handed out (grecv says which).
+ */
+GSOCK_DEVICE void gs_srv_wait_one(struct gsock_dev gs, struct gsrv *s)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	struct gpollfd *p = gs_srv_pfd(gs, s);
+	long w = 0;
+
+	if (gs_tid() == 0) {
+		struct gs_lsock *ls = gs_lsock_of(gs, p[0].fd);
+
+		w = ls ? gs_rx_wait_t0(gs, p[0].fd, ls, 0) : -EBADF;
+		if (gsrv_fatal(w))
+			b->end = (int32_t)w;
+		p[0].revents = POLLIN;
+		b->k = 0;
+	}
+	gs_sync();
+}
+
+/*
  * The next connection to serve: one just accepted, or one with something
  * to read, or with its end or an error to see (grecv says which): its
  * descriptor. A request handler's grecv(MSG_DONTWAIT) may find nothing
@@ -426,6 +450,10 @@ GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
 		}
 		if (b->end < 0)
 			continue;
+		if (b->n == 1 && !room) { /* one connection, no room: */
+			gs_srv_wait_one(gs, s);
+			continue;
+		}
 		if (gs_tid() == 0 && room)
 			p[b->n] = (struct gpollfd){ b->lfd, POLLIN, 0 };
 		gs_sync();
