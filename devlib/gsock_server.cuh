@@ -80,7 +80,7 @@ GSOCK_DEVICE void *gsrv_state(struct gsock_dev gs, const struct gsrv *s)
 	       (size_t)gs_srv_slots(gs, s)[b->cur] * s->conn_size;
 }
 
-/* This block's counters (host memory: the host reads them at the end). */
+/* This block's counters (device memory: gsrv_main reads them at the end). */
 GSOCK_DEVICE struct gsrv_stats *gsrv_stats_of(struct gsock_dev gs,
 					      const struct gsrv *s)
 {
@@ -240,7 +240,7 @@ GSOCK_DEVICE int gs_srv_listen(struct gsock_dev gs, struct gsrv *s)
 {
 	int family = ((struct sockaddr *)&s->addr)->sa_family;
 	int one = 1, fd, r = 0;
-	socklen_t blen = sizeof(s->bound);
+	socklen_t blen = sizeof(s->pub->bound);
 
 	fd = gsocket(gs, family, SOCK_STREAM, 0);
 	if (fd < 0)
@@ -256,13 +256,14 @@ GSOCK_DEVICE int gs_srv_listen(struct gsock_dev gs, struct gsrv *s)
 	if (r == 0)
 		r = glisten(gs, fd, 1024);
 	if (r == 0)
-		r = ggetsockname(gs, fd, (struct sockaddr *)&s->bound, &blen);
+		r = ggetsockname(gs, fd, (struct sockaddr *)&s->pub->bound,
+				 &blen);
 	if (r < 0) {
 		gclose(gs, fd);
 		return r;
 	}
 	if (gs_tid() == 0)
-		s->boundlen = blen;
+		s->pub->boundlen = blen;
 	return fd;
 }
 
@@ -278,14 +279,14 @@ GSOCK_DEVICE int gsrv_listener(struct gsock_dev gs, struct gsrv *s)
 	if (gs_bid() == 0) {
 		r = gs_srv_listen(gs, s);
 		if (gs_tid() == 0) {
-			s->listen_fd = (int32_t)r;
-			gs_st32((uint32_t *)&s->ready,
+			s->pub->listen_fd = (int32_t)r;
+			gs_st32((uint32_t *)&s->pub->ready,
 				(uint32_t)(r < 0 ? r : 1));
 		}
 		return (int)r;
 	}
 	while (gs_tid() == 0) {
-		r = (int32_t)gs_ld32((const uint32_t *)&s->ready);
+		r = (int32_t)gs_ld32((const uint32_t *)&s->pub->ready);
 		if (r)
 			break;
 		r = gs_wait_turn(gs, &turn);
@@ -293,7 +294,7 @@ GSOCK_DEVICE int gsrv_listener(struct gsock_dev gs, struct gsrv *s)
 			break;
 	}
 	if (gs_tid() == 0 && r == 1)
-		r = s->listen_fd;
+		r = s->pub->listen_fd;
 	return (int)gs_bcast(r);
 }
 

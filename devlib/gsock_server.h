@@ -55,8 +55,9 @@ struct gs_srv_blk {
 };
 
 /*
- * The server, shared by the host and every block. gsrv_main() fills the
- * first part; the kernel writes the listener's part. Each serving
+ * The server: gsrv_main() fills it on the host and copies it to device
+ * memory before the launch, so that the blocks read it at device-memory
+ * speed (struct gsrv_pub is the part they write for the host). Each serving
  * block's own memory (device memory, one region of blk_stride bytes per
  * block, or per group of group_blocks blocks):
  *
@@ -79,9 +80,13 @@ struct gsrv {
 	uint32_t conn_size; /* bytes of state per connection (zeroed) */
 	uint32_t blk_stride, pfd_off, slot_off, state_off, buf_off;
 	uint8_t *blk; /* device memory: blocks x blk_stride */
-	struct gsrv_stats *stats; /* one per block */
+	struct gsrv_stats *stats; /* device memory: one per serving block */
 	void *app; /* the application's own arguments */
-	/* written by block 0 */
+	struct gsrv_pub *pub; /* what block 0 tells everyone (host memory) */
+};
+
+/* Written by block 0 once it listens; read by the host and the blocks. */
+struct gsrv_pub {
 	int32_t listen_fd;
 	int32_t ready; /* 0 not yet, 1 listening, < 0 -errno */
 	struct sockaddr_storage bound; /* the address actually bound */
@@ -108,7 +113,10 @@ struct gsrv_app {
 	const char *usage;
 	/* One of its options (0, or a <sysexits.h> status to exit with). */
 	int (*option)(struct gsrv_app *app, int opt, const char *arg);
-	/* Bytes of gsock_alloc memory (zeroed) for s->app, freed at the end. */
+	/*
+	 * Bytes for s->app: zeroed host memory during setup, copied to
+	 * device memory for the kernel before the launch, freed at the end.
+	 */
 	size_t app_size;
 	/*
 	 * Before each GPU's launch: fill s->app, or allocate what the kernel

@@ -24,11 +24,16 @@
 
 #define GSRV_MAX_GPUS 16
 
-/* One GPU's server: its context, its struct gsrv, the thread that waits. */
+/*
+ * One GPU's server: its context, its struct gsrv (the host's copy, and
+ * the device's that the kernel gets), the thread that waits.
+ */
 struct gsrv_gpu {
 	struct gsrv_app *app;
 	struct gsock_ctx *ctx;
-	struct gsrv *s;
+	struct gsrv *s; /* host memory; s->app is the host's copy too */
+	struct gsrv *dev_s; /* device memory: what the kernel reads */
+	void *dev_app; /* device memory: app_size bytes, from s->app */
 	pthread_t thread;
 	int device, status, started;
 	unsigned blocks, threads;
@@ -149,8 +154,12 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	__atomic_store_n(&gsrv_nctx, gsrv_nctx + 1, __ATOMIC_RELEASE);
 	if (!strcmp(gsock_backend(), "host"))
 		g->threads = 1; /* a block is one host thread */
-	s = g->s = gsock_alloc(g->ctx, sizeof(*s));
+	s = g->s = calloc(1, sizeof(*s));
 	if (!s)
+		goto out_of_memory;
+	s->pub = gsock_alloc(g->ctx, sizeof(*s->pub));
+	g->dev_s = gsock_dev_alloc(g->ctx, sizeof(*s));
+	if (!s->pub || !g->dev_s)
 		goto out_of_memory;
 	if (gsock_parse_addr(g->listen_at, &s->addr, &s->addrlen)) {
 		fprintf(stderr, "%s: cannot use listen address %s\n", app->name,
@@ -162,8 +171,9 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	s->bufsize = app->bufsize;
 	s->conn_size = app->conn_size;
 	if (app->app_size) {
-		s->app = gsock_alloc(g->ctx, app->app_size);
-		if (!s->app)
+		s->app = calloc(1, app->app_size);
+		g->dev_app = gsock_dev_alloc(g->ctx, app->app_size);
+		if (!s->app || !g->dev_app)
 			goto out_of_memory;
 	}
 	r = app->setup ? app->setup(app, g->ctx, s) : 0;
@@ -183,8 +193,10 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	}
 	s->blk_stride = (uint32_t)stride;
 	s->blk = gsock_dev_alloc(g->ctx, (size_t)g->blocks * stride);
-	s->stats = gsock_alloc(g->ctx, g->blocks * sizeof(*s->stats));
-	if (s->blk && s->stats)
+	s->stats = gsock_dev_alloc(g->ctx, g->blocks * sizeof(*s->stats));
+	if (s->blk && s->stats &&
+	    (!app->app_size ||
+	     !gsock_memcpy(g->ctx, g->dev_app, s->app, app->app_size)))
 		return 0;
 out_of_memory:
 	fprintf(stderr, "%s: out of memory for %u blocks\n", app->name,
@@ -197,10 +209,12 @@ static int gsrv_wait_listening(struct gsrv_gpu *g)
 {
 	struct timespec ts = { 0, 1000000 };
 
-	while (!__atomic_load_n(&g->s->ready, __ATOMIC_ACQUIRE) &&
+	struct gsrv_pub *pub = g->s->pub;
+
+	while (!__atomic_load_n(&pub->ready, __ATOMIC_ACQUIRE) &&
 	       !gsock_bridge_gone(g->ctx))
 		nanosleep(&ts, NULL);
-	return g->s->ready == 1 ? 0 : g->s->ready ? g->s->ready : -ECONNABORTED;
+	return pub->ready == 1 ? 0 : pub->ready ? pub->ready : -ECONNABORTED;
 }
 
 /* One GPU's life: launch, say where it listens, sleep until the end. */
@@ -208,11 +222,17 @@ static void *gsrv_serve(void *p)
 {
 	struct gsrv_gpu *g = p;
 	const char *name = g->app->name, *detail = g->app->detail;
+	struct gsrv dev = *g->s;
 	char where[160];
 	int r;
 
-	r = gsock_launch(g->ctx, g->app->kernel, g->blocks * g->s->group_blocks,
-			 g->threads, g->s);
+	if (g->dev_app)
+		dev.app = g->dev_app;
+	r = gsock_memcpy(g->ctx, g->dev_s, &dev, sizeof(dev));
+	if (!r)
+		r = gsock_launch(g->ctx, g->app->kernel,
+				 g->blocks * g->s->group_blocks, g->threads,
+				 g->dev_s);
 	if (r) {
 		fprintf(stderr, "%s: cannot launch %u blocks: %s\n", name,
 			g->blocks * g->s->group_blocks, strerror(-r));
@@ -228,7 +248,7 @@ static void *gsrv_serve(void *p)
 		gsock_stop(g->ctx);
 		g->status = EX_UNAVAILABLE;
 	} else {
-		gsock_format_addr(&g->s->bound, where, sizeof(where));
+		gsock_format_addr(&g->s->pub->bound, where, sizeof(where));
 		printf("%s: listening on %s (%s backend, %u blocks x %u threads, GPU %d, %u connections per %s%s%s)\n",
 		       name, where, gsock_backend(),
 		       g->blocks * g->s->group_blocks, g->threads, g->device,
@@ -256,8 +276,8 @@ static int gsrv_run(struct gsrv_gpu *g, int ngpus)
 				broke = 1;
 				break;
 			}
-			g[i].s->addr = g[0].s->bound;
-			g[i].s->addrlen = g[0].s->boundlen;
+			g[i].s->addr = g[0].s->pub->bound;
+			g[i].s->addrlen = g[0].s->pub->boundlen;
 		}
 		if (pthread_create(&g[i].thread, NULL, gsrv_serve, &g[i])) {
 			fprintf(stderr, "%s: cannot start a thread\n",
@@ -291,7 +311,11 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 		if (!g[i].started)
 			continue;
 		for (unsigned b = 0; b < g[i].blocks; b++) {
-			const struct gsrv_stats *st = &g[i].s->stats[b];
+			struct gsrv_stats one, *st = &one;
+
+			if (gsock_memcpy(g[i].ctx, st, &g[i].s->stats[b],
+					 sizeof(one)))
+				break; /* said on stderr */
 
 			conns += st->conns;
 			all.requests += st->requests;
@@ -323,10 +347,13 @@ static void gsrv_teardown(struct gsrv_gpu *g)
 		if (g->app->teardown)
 			g->app->teardown(g->app, g->ctx, g->s);
 		if (g->app->app_size) /* not the application's to free */
-			gsock_free(g->ctx, g->s->app);
+			free(g->s->app);
+		gsock_dev_free(g->ctx, g->dev_app);
+		gsock_dev_free(g->ctx, g->dev_s);
 		gsock_dev_free(g->ctx, g->s->blk);
-		gsock_free(g->ctx, g->s->stats);
-		gsock_free(g->ctx, g->s);
+		gsock_dev_free(g->ctx, g->s->stats);
+		gsock_free(g->ctx, g->s->pub);
+		free(g->s);
 	}
 	gsock_fini(g->ctx);
 }
