@@ -59,6 +59,12 @@ GSOCK_DEVICE int32_t *gs_srv_slots(struct gsock_dev gs, const struct gsrv *s)
 	return (int32_t *)(gs_srv_region(gs, s) + s->slot_off);
 }
 
+/* When each connection was last handed out or accepted, by state slot. */
+GSOCK_DEVICE uint64_t *gs_srv_last(struct gsock_dev gs, const struct gsrv *s)
+{
+	return (uint64_t *)(gs_srv_region(gs, s) + s->last_off);
+}
+
 /* This block's (or group's) buffer: s->bufsize bytes of device memory. */
 GSOCK_DEVICE void *gsrv_buf(struct gsock_dev gs, const struct gsrv *s)
 {
@@ -304,6 +310,7 @@ GSOCK_DEVICE void gs_srv_hold_t0(struct gsock_dev gs, struct gsrv *s, int c)
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
 
 	gs_srv_pfd(gs, s)[b->n] = (struct gpollfd){ c, POLLIN, 0 };
+	gs_srv_last(gs, s)[gs_srv_slots(gs, s)[b->n]] = gs_now_ns();
 	b->n++;
 }
 
@@ -359,6 +366,72 @@ GSOCK_DEVICE int gs_srv_finish(struct gsock_dev gs, struct gsrv *s)
 }
 
 /*
+ * Thread 0: count connection pfd[i] closed (with r: 0, or its error)
+ * and move the last one into its place; its state slot is freed.
+ */
+GSOCK_DEVICE void gs_srv_drop_t0(struct gsock_dev gs, struct gsrv *s, int i,
+				 long r)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	struct gsrv_stats *st = gsrv_stats_of(gs, s);
+	struct gpollfd *p = gs_srv_pfd(gs, s);
+	int32_t *slot = gs_srv_slots(gs, s), last = b->n - 1, t;
+
+	st->conns++;
+	if (r < 0) {
+		st->errors++;
+		st->last_error = r;
+	}
+	p[i] = p[last];
+	t = slot[i];
+	slot[i] = slot[last];
+	slot[last] = t;
+	b->n = last;
+}
+
+/*
+ * With s->idle_ns: close the connections nothing came from for that long
+ * (-ETIMEDOUT, counted), so that idle clients cannot hold a block's
+ * places forever. Returns the microseconds until the next one would be
+ * idle that long, for gpoll's timeout (-1: none held).
+ */
+GSOCK_DEVICE long gs_srv_reap(struct gsock_dev gs, struct gsrv *s)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	struct gpollfd *p = gs_srv_pfd(gs, s);
+
+	for (;;) {
+		long idle = -1, wait = -1;
+
+		if (gs_tid() == 0) {
+			uint64_t now = gs_now_ns(), *last = gs_srv_last(gs, s);
+
+			for (int k = 0; k < b->n && idle < 0; k++) {
+				uint64_t age =
+					now - last[gs_srv_slots(gs, s)[k]];
+				long left = age >= s->idle_ns ?
+						    0 :
+						    (long)((s->idle_ns - age) /
+							   1000) +
+							    1;
+
+				if (!left)
+					idle = k;
+				else if (wait < 0 || left < wait)
+					wait = left;
+			}
+		}
+		idle = gs_bcast(idle);
+		if (idle < 0)
+			return gs_bcast(wait);
+		gclose(gs, p[idle].fd);
+		if (gs_tid() == 0)
+			gs_srv_drop_t0(gs, s, (int)idle, -ETIMEDOUT);
+		gs_sync();
+	}
+}
+
+/*
  * A block that holds its one connection and no room for more waits for
  * it as grecv does, on the ring's own counter, not on gpoll's wake word:
  * one PCIe read a turn, and no gsockd work per wake-up. At bytes, the
@@ -399,6 +472,7 @@ GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
 	if (!b->started && gs_srv_begin(gs, s) < 0)
 		return gs_srv_finish(gs, s);
 	for (;;) {
+		long wait = -1;
 		int room, r;
 
 		if (b->end < 0)
@@ -416,6 +490,8 @@ GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
 			if (gs_tid() == 0) {
 				b->cur = k;
 				b->t_next = b->t_step = gs_now_ns();
+				gs_srv_last(gs, s)[gs_srv_slots(gs, s)[k]] =
+					b->t_next;
 			}
 			gs_sync();
 			return p[k].fd;
@@ -451,14 +527,17 @@ GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
 		}
 		if (b->end < 0)
 			continue;
-		if (b->n == 1 && !room) { /* one connection, no room: */
+		if (s->idle_ns) {
+			wait = gs_srv_reap(gs, s);
+			room = b->n < (int)s->per_block;
+		} else if (b->n == 1 && !room) { /* one connection, no room */
 			gs_srv_wait_one(gs, s);
 			continue;
 		}
 		if (gs_tid() == 0 && room)
 			p[b->n] = (struct gpollfd){ b->lfd, POLLIN, 0 };
 		gs_sync();
-		r = gpoll(gs, p, b->n + room, -1);
+		r = gpoll(gs, p, b->n + room, wait);
 		if (gs_tid() == 0) {
 			b->k = 0;
 			b->lrev = room ? p[b->n].revents : 0;
@@ -500,23 +579,11 @@ GSOCK_DEVICE void gsrv_done(struct gsock_dev gs, struct gsrv *s, long r)
 	if (!keep)
 		gclose(gs, p[cur].fd);
 	if (gs_tid() == 0) {
-		int32_t *slot = gs_srv_slots(gs, s), last = b->n - 1, t;
-
 		st->busy_ns += gs_now_ns() - b->t_next;
 		if (r > 0)
 			st->requests++;
 		if (!keep) {
-			st->conns++;
-			if (r < 0) {
-				st->errors++;
-				st->last_error = r;
-			}
-			/* the last one moves into cur; its slot is freed */
-			p[cur] = p[last];
-			t = slot[cur];
-			slot[cur] = slot[last];
-			slot[last] = t;
-			b->n = last;
+			gs_srv_drop_t0(gs, s, cur, r);
 			b->k = cur; /* look at the one moved in, too */
 		}
 		b->cur = -1;

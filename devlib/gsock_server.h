@@ -66,6 +66,7 @@ struct gs_srv_blk {
  *   | 0           | its state (struct gs_srv_blk)            |
  *   | pfd_off     | struct gpollfd[per_block + 1]            |
  *   | slot_off    | int32_t[per_block]: state slot of each   |
+ *   | last_off    | uint64_t[per_block]: last use, by slot   |
  *   | state_off   | per_block x conn_size: connection state  |
  *   | buf_off     | bufsize bytes: the block's buffer        |
  */
@@ -78,7 +79,8 @@ struct gsrv {
 	uint32_t group_blocks; /* blocks per group (1: every block serves) */
 	uint32_t bufsize; /* bytes of each block's buffer */
 	uint32_t conn_size; /* bytes of state per connection (zeroed) */
-	uint32_t blk_stride, pfd_off, slot_off, state_off, buf_off;
+	uint32_t blk_stride, pfd_off, slot_off, last_off, state_off, buf_off;
+	uint64_t idle_ns; /* close a connection quiet this long (0: never) */
 	uint8_t *blk; /* device memory: blocks x blk_stride */
 	struct gsrv_stats *stats; /* device memory: one per serving block */
 	void *app; /* the application's own arguments */
@@ -104,6 +106,7 @@ struct gsrv_app {
 	const char *listen; /* the default address */
 	unsigned blocks, threads, per_block, bufsize;
 	unsigned group_blocks; /* blocks launched per serving block (1) */
+	unsigned idle_ms; /* the default of -I: close idle connections (0) */
 	uint32_t ring_size; /* the default of -r (libgsock's: 64 KiB) */
 	uint32_t conn_size; /* bytes of state per connection */
 	const char *requests; /* what the report calls requests ("requests") */

@@ -63,6 +63,8 @@ static const char gsrv_std_usage[] =
 	"  -g, --gpus LIST       serve from each of these GPUs (CUDA ordinals, e.g. 0,1)\n"
 	"                        on one port (SO_REUSEPORT)\n"
 	"  -P, --reuseport       share the port with other programs (SO_REUSEPORT)\n"
+	"  -I, --idle MS         close a connection nothing came from for MS (default %u;\n"
+	"                        0: never)\n"
 	"  -s, --control PATH    gsockd's control socket\n"
 	"  -h, --help            this text\n";
 
@@ -71,7 +73,7 @@ static void gsrv_usage(const struct gsrv_app *app, FILE *f)
 	fprintf(f, "usage: %s [options]\n", app->name);
 	fprintf(f, gsrv_std_usage, app->listen, app->blocks, app->threads,
 		app->per_block, app->bufsize,
-		app->ring_size ? app->ring_size : 65536);
+		app->ring_size ? app->ring_size : 65536, app->idle_ms);
 	if (app->usage)
 		fputs(app->usage, f);
 }
@@ -115,6 +117,7 @@ static struct option *gsrv_long_options(const struct gsrv_app *app)
 		{ "ring", required_argument, NULL, 'r' },
 		{ "gpus", required_argument, NULL, 'g' },
 		{ "reuseport", no_argument, NULL, 'P' },
+		{ "idle", required_argument, NULL, 'I' },
 		{ "control", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 	};
@@ -168,6 +171,7 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	}
 	s->per_block = app->per_block;
 	s->group_blocks = app->group_blocks;
+	s->idle_ns = app->idle_ms * 1000000ull;
 	s->bufsize = app->bufsize;
 	s->conn_size = app->conn_size;
 	if (app->app_size) {
@@ -183,7 +187,8 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	s->conn_size = (s->conn_size + 15) & ~15u;
 	s->pfd_off = (sizeof(struct gs_srv_blk) + 15) & ~15u;
 	s->slot_off = s->pfd_off + ((8 * (s->per_block + 1) + 15) & ~15u);
-	s->state_off = s->slot_off + ((4 * s->per_block + 15) & ~15u);
+	s->last_off = s->slot_off + ((4 * s->per_block + 15) & ~15u);
+	s->state_off = s->last_off + 8 * s->per_block;
 	s->buf_off = s->state_off + s->per_block * s->conn_size;
 	stride = ((uint64_t)s->buf_off + s->bufsize + 255) & ~255ull;
 	if (stride > UINT32_MAX) {
@@ -390,6 +395,18 @@ static int gsrv_std_option(struct gsrv_app *app, int opt, const char *arg,
 	case 'P':
 		*reuseport = 1;
 		return 0;
+	case 'I': {
+		char *end;
+		unsigned long v = strtoul(arg, &end, 10);
+
+		if (*arg && !*end && v <= 86400000) {
+			app->idle_ms = (unsigned)v;
+			return 0;
+		}
+		fprintf(stderr, "%s: -I takes milliseconds (0: never), not '%s'\n",
+			app->name, arg);
+		return EX_USAGE;
+	}
 	case 'g':
 		*ngpus = gsrv_parse_gpus(arg, dev, GSRV_MAX_GPUS);
 		if (*ngpus > 0)
@@ -422,7 +439,7 @@ int gsrv_main(struct gsrv_app *app, int argc, char **argv)
 	app->bufsize = app->bufsize ? app->bufsize : 65536;
 	app->group_blocks = app->group_blocks ? app->group_blocks : 1;
 	app->requests = app->requests ? app->requests : "requests";
-	snprintf(shortopts, sizeof(shortopts), "l:b:t:m:B:r:g:Ps:h%s",
+	snprintf(shortopts, sizeof(shortopts), "l:b:t:m:B:r:g:PI:s:h%s",
 		 app->opts ? app->opts : "");
 	if (!longopts) {
 		fprintf(stderr, "%s: out of memory\n", app->name);

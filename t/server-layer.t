@@ -11,7 +11,7 @@ need_backend
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 [ -x "$PROBE" ] || skip_all "t/srv-probe-$BACKEND is not built"
 time_limit 120
-plan 11
+plan 13
 
 start_gsockd || exit 1
 "$PROBE" -l 127.0.0.1:0 -b 2 -m 4 -t 64 -T 300 >"$TMP/probe.out" 2>"$TMP/probe.err" &
@@ -113,6 +113,32 @@ ts = [threading.Thread(target=one, args=(i,)) for i in range(8)]
 [t.start() for t in ts]; [t.join() for t in ts]
 print(sum(res), 'of', len(res))")
 is "$got" "160 of 160" "8 clients at once on 2 blocks x 4: 20 lines each, each answered"
+
+# -I: connections quiet for 300 ms are closed, so idle clients cannot
+# hold every place (1 block x 2 here): a third client is served after.
+"$PROBE" -l 127.0.0.1:0 -b 1 -m 2 -t 64 -I 300 >"$TMP/idle.out" 2>"$TMP/idle.err" &
+IPID=$!
+PIDS="$PIDS $IPID"
+for _ in $(seq 400); do grep -q 'listening on' "$TMP/idle.out" && break; sleep 0.05; done
+IP=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/idle.out")
+got=$(P=$IP client "
+t0 = time.time()
+a, b = c(), c()
+a.sendall(b'Lhalf a line')
+sl(100)
+x = c()
+x.sendall(b'Lserved\n')
+got = rd(x, 9)
+ea, eb = rd(a), rd(b)
+print('ok' if (got, ea, eb) == (b'7:served\n', b'', b'') and time.time() - t0 < 5 else repr((got, ea, eb)))")
+is "$got" "ok" "-I 300: two idle clients holding a block's two places are closed; a third is served"
+kill -TERM "$IPID"
+wait "$IPID"
+grep -q "^srv-probe: served [0-9]* requests on 3 connections, [0-9]* bytes, 2 errors$" "$TMP/idle.out" &&
+	grep -q "a connection ended with Connection timed out" "$TMP/idle.err"
+r=$?
+[ $r = 0 ] || sed 's/^/#   /' "$TMP/idle.out" "$TMP/idle.err"
+ok $r "the two are counted as errors (ETIMEDOUT): $(tail -1 "$TMP/idle.out")"
 
 kill -TERM "$PPID_"
 wait "$PPID_"
