@@ -722,6 +722,15 @@ GSOCK_DEVICE int gs_accept(struct gsock_dev gs, int fd, struct sockaddr *addr,
 		return -EBADF;
 	dontwait |= (ls->flags & GS_LS_NONBLOCK) != 0;
 	c = gs_command(gs, GS_OP_ACCEPT, fd, dontwait, 0, 0, 0, 0, addr, len);
+	/*
+	 * The listener gone while this block still holds it (gclose clears
+	 * the flags first): gsockd closed it, going away, before its world
+	 * bit reached us. Say so now, not at the next call.
+	 */
+	if (c == -EBADF)
+		c = gs_bcast(gs_tid() == 0 && (ls->flags & GS_LS_OPEN) ?
+				     -ECONNABORTED :
+				     -EBADF);
 	c = gs_new_fd(gs, c, GS_LS_CONNECTED);
 	if (c >= 0 && gs_tid() == 0 && gs_direct_t0(gs, (int)c))
 		gs.lsock[c].error = -EIO;

@@ -5,7 +5,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 60
-plan 7
+plan 9
 
 start_gsockd
 start_server -l 127.0.0.1:0 -b 4
@@ -43,4 +43,22 @@ ok $? "and says gsockd went away"
 wait "$PROBE_PID"
 is "$(probe_value "$TMP/probe" end)" -103 "the client's grecv returned -ECONNABORTED"
 is "$(probe_value "$TMP/probe" send)" -103 "and its next gsend too"
+
+# gsockd stopped with SIGTERM closes its sockets before the applications
+# learn it is gone: a gaccept waiting on a listener it closed says
+# -ECONNABORTED at once (it said -EBADF, and only the next call
+# -ECONNABORTED).
+start_gsockd || exit 1
+P=$(free_port)
+"$PROBE" send "127.0.0.1:$P" >"$TMP/acc" 2>"$TMP/acc.err" &
+ACC_PID=$!
+PIDS="$PIDS $ACC_PID"
+wait_listen "$P"
+kill -TERM "$GSOCKD_PID"
+t0=$(now_ms)
+while kill -0 "$ACC_PID" 2>/dev/null && [ $(( $(now_ms) - t0 )) -lt 5000 ]; do sleep 0.02; done
+dt=$(( $(now_ms) - t0 ))
+! kill -0 "$ACC_PID" 2>/dev/null && [ "$dt" -le 1000 ]
+ok $? "gsockd stopped: the GPU server blocked in gaccept ends within 1 s ($dt ms)"
+is "$(probe_value "$TMP/acc" accept)" -103 "its gaccept returned -ECONNABORTED"
 finish
