@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The g-calls' internals (gsock.cuh includes this file after its public
+ * types): the device's view of an application's arena (struct gsock_dev,
+ * each socket's device state), the world word, doorbells and command
+ * slots, the block collectives gs_bcast and gs_sum64 (public:
+ * gsock-server(3)), the direct path's set-up, and the waits behind grecv,
+ * gsend, gaccept and gpoll. Thread 0 only unless named otherwise.
+ */
+#ifndef GSOCK_INTERNAL_CUH
+#define GSOCK_INTERNAL_CUH
+
+#include "gsock_arena.h"
+#include "gsock_copy.cuh"
+#include "gsock_port.h"
+#include "gsock_ring.h"
+
+/*
+ * Device-memory state of one socket, written by the application only.
+ * Keeping it off the arena means the fast path of gsend and grecv reads
+ * nothing across PCIe but the one counter it waits on.
+ *
+ * Where the bytes move: a bridged socket's rings and counters are its
+ * arena entry's (gs_sock and its two rings); a direct one's are its
+ * segment of the direct pool (gs_dseg), where the other end reads and
+ * writes them. The pointers below say which, so the g-calls read and
+ * write the same way on both paths.
+ */
+struct gs_lsock {
+	uint64_t rx_head; /* bytes consumed; published to *rx_head_p */
+	uint64_t tx_tail; /* bytes queued; published to *tx_tail_p */
+	uint64_t rx_tail_seen; /* *rx_tail_p when last read */
+	uint64_t tx_head_seen; /* *tx_head_p when last read */
+	int32_t error; /* a socket error already seen: sticky */
+	uint32_t flags; /* GS_LS_* */
+	uint32_t poll_slot; /* what we last wrote to the arena's poll_slot */
+	uint32_t db_queue; /* the arena's db_queue, read once when fd is made */
+	uint32_t ring_size; /* bytes per ring on its path */
+	uint32_t peer_bit; /* direct: the other side's GS_DC_SIDE */
+	uint64_t *rx_tail_p, *rx_head_p, *tx_tail_p, *tx_head_p;
+	uint8_t *rx_ring, *tx_ring;
+	uint32_t *closed_p; /* direct: the segment's closed word */
+	uint32_t *reset_p; /* direct: the segment's reset word */
+	uint32_t *want_rx_p, *want_tx_p; /* direct, a CPU peer: its want words */
+};
+
+#define GS_LS_OPEN 0x1 /* a descriptor of ours: gsocket/gaccept, not gclose */
+#define GS_LS_CONNECTED 0x2 /* gconnect or gaccept succeeded */
+#define GS_LS_TX_SHUT 0x4 /* gshutdown(SHUT_WR or SHUT_RDWR) */
+#define GS_LS_NONBLOCK 0x8 /* SOCK_NONBLOCK or GSOCK_NONBLOCK: never wait */
+#define GS_LS_DIRECT 0x10 /* its bytes move through a direct segment */
+#define GS_LS_CPU_PEER 0x20 /* direct, and the other end is a CPU program */
+
+/* world bits: set by libgsock's watcher thread, read by every wait. */
+#define GS_WORLD_BRIDGE_GONE 0x1 /* gsockd's control socket closed */
+#define GS_WORLD_STOP 0x2 /* gsock_stop(): the application ends its kernels */
+
+/* Device-memory state of the whole application. */
+struct gs_local {
+	uint32_t world; /* GS_WORLD_* */
+	uint32_t pad;
+	/* per doorbell queue: tickets taken, the arena's head when last read */
+	unsigned long long db_ticket[GS_MAX_QUEUES];
+	unsigned long long db_head_seen[GS_MAX_QUEUES];
+};
+
+/* What a kernel gets from gsock_launch(): where everything is, by value. */
+struct gsock_dev {
+	struct gs_arena_hdr *arena;
+	struct gs_cmd *slots;
+	struct gs_sock *socks;
+	struct gs_dbq *dbq;
+	uint64_t *db; /* nqueues x db_size cells */
+	uint8_t *rings;
+	struct gs_local *local; /* device memory */
+	struct gs_lsock *lsock; /* device memory, nsocks */
+	uint32_t slot_base; /* this launch's first command slot */
+	uint32_t nsocks;
+	uint32_t ring_size;
+	uint32_t db_size;
+	uint32_t nqueues;
+	uint32_t poll_ns; /* gsock_opts.poll_ns */
+	uint8_t *pool; /* the direct pool, or NULL: every socket bridged */
+	uint32_t dsegs; /* its segments */
+	uint32_t dring_size; /* bytes per ring in a segment */
+};
+
+/* 0 while the world is well, else the error every wait must return. */
+GSOCK_DEVICE int gs_world_error(struct gsock_dev gs)
+{
+	uint32_t w = gs_ld_local32(&gs.local->world);
+
+	if (w & GS_WORLD_BRIDGE_GONE)
+		return -ECONNABORTED;
+	if (w & GS_WORLD_STOP)
+		return -ECANCELED;
+	return 0;
+}
+
+/*
+ * Thread 0, once per turn of a wait loop: the error that ends the wait,
+ * or 0 after backing off (turn counts the turns).
+ */
+GSOCK_DEVICE int gs_wait_turn(struct gsock_dev gs, unsigned *turn)
+{
+	int err = gs_world_error(gs);
+
+	if (err)
+		return err;
+	gs_relax((*turn)++);
+	if (gs.poll_ns && *turn > 2)
+		gs_pause(gs.poll_ns);
+	return 0;
+}
+
+/*
+ * Tell the bridge worker that serves queue q that `what` (socket id, or
+ * GS_DB_CMD | slot) changed.
+ */
+GSOCK_DEVICE int gs_ring_doorbell(struct gsock_dev gs, uint32_t q,
+				  uint32_t what)
+{
+	uint64_t t, *cells;
+	unsigned i = 0;
+	int err;
+
+	q = q < gs.nqueues ? q : q % gs.nqueues;
+	t = gs_fetch_add64(&gs.local->db_ticket[q], 1);
+	cells = gs.db + (uint64_t)q * gs.db_size;
+	/* The cached head is behind the real one, never ahead: re-read it
+	 * only when the queue looks full. */
+	while (t - gs.local->db_head_seen[q] >= gs.db_size) {
+		gs.local->db_head_seen[q] = gs_ld64(&gs.dbq[q].head);
+		if (t - gs.local->db_head_seen[q] < gs.db_size)
+			break;
+		err = gs_wait_turn(gs, &i);
+		if (err)
+			return err;
+	}
+	/* Callers published what changed before; release orders it first. */
+	gs_st_release64(&cells[t & (gs.db_size - 1)],
+			((uint64_t)(uint32_t)(t + 1) << 32) | what);
+	return 0;
+}
+
+/*
+ * The queue a command about fd goes to: the one of the worker that owns
+ * fd (what the bridge said when fd was made), else one picked by block,
+ * so sockets that blocks create spread over the workers.
+ */
+GSOCK_DEVICE uint32_t gs_cmd_queue(struct gsock_dev gs, int fd)
+{
+	if (fd >= 0 && (uint32_t)fd < gs.nsocks)
+		return gs.lsock[fd].db_queue;
+	return (gs.slot_base + gs_bid()) % gs.nqueues;
+}
+
+GSOCK_DEVICE struct gs_cmd *gs_my_slot(struct gsock_dev gs)
+{
+	return &gs.slots[gs.slot_base + gs_bid()];
+}
+
+/*
+ * Post a command from this block's slot: *seq is what its reply's
+ * done_seq will be. Returns 0, or a negative errno with nothing posted
+ * (or, from the doorbell, the request written but never rung).
+ */
+GSOCK_DEVICE long gs_command_post_t0(struct gsock_dev gs, uint32_t op, int fd,
+				     int64_t a0, int64_t a1, int64_t a2,
+				     const void *addr, uint32_t addrlen,
+				     uint64_t *seq)
+{
+	struct gs_cmd *c = gs_my_slot(gs);
+	long err;
+
+	if (addrlen > GS_ADDR_MAX)
+		return -EINVAL;
+	err = gs_world_error(gs);
+	if (err)
+		return err;
+	*seq = gs_ld64(&c->seq) + 1;
+	c->op = op;
+	c->fd = fd;
+	c->arg[0] = a0;
+	c->arg[1] = a1;
+	c->arg[2] = a2;
+	c->addrlen = addrlen;
+	for (uint32_t k = 0; k < addrlen; k++)
+		c->addr[k] = ((const uint8_t *)addr)[k];
+	gs_st64(&c->seq, *seq);
+	return gs_ring_doorbell(gs, gs_cmd_queue(gs, fd),
+				GS_DB_CMD | (gs.slot_base + gs_bid()));
+}
+
+/* Post a command from this block's slot and wait for its reply. */
+GSOCK_DEVICE long gs_command_t0(struct gsock_dev gs, uint32_t op, int fd,
+				int64_t a0, int64_t a1, int64_t a2,
+				const void *addr, uint32_t addrlen)
+{
+	struct gs_cmd *c = gs_my_slot(gs);
+	uint64_t seq = 0;
+	unsigned i = 0;
+	long err =
+		gs_command_post_t0(gs, op, fd, a0, a1, a2, addr, addrlen, &seq);
+
+	if (err)
+		return err;
+	while (gs_ld64(&c->done_seq) != seq) {
+		err = gs_wait_turn(gs, &i);
+		if (err)
+			return err;
+	}
+	return (long)c->result;
+}
+
+/* Broadcast thread 0's value to the block. */
+GSOCK_DEVICE long gs_bcast(long v)
+{
+	GS_SHARED long shared_v;
+
+	if (gs_tid() == 0)
+		shared_v = v;
+	gs_sync();
+	v = shared_v;
+	gs_sync();
+	return v;
+}
+
+/* The sum of every thread's v, to every thread. */
+GSOCK_DEVICE uint64_t gs_sum64(uint64_t v)
+{
+	GS_SHARED unsigned long long shared_sum;
+
+	if (gs_tid() == 0)
+		shared_sum = 0;
+	gs_sync();
+	if (v)
+		gs_fetch_add64(&shared_sum, v);
+	gs_sync();
+	v = shared_sum;
+	gs_sync();
+	return v;
+}
+
+/* Block-wide command; out_addr (any thread's own) receives the reply's sockaddr. */
+GSOCK_DEVICE long gs_command(struct gsock_dev gs, uint32_t op, int fd,
+			     int64_t a0, int64_t a1, int64_t a2,
+			     const void *addr, uint32_t addrlen,
+			     struct sockaddr *out_addr, socklen_t *out_len)
+{
+	long r = 0;
+
+	if (gs_tid() == 0)
+		r = gs_command_t0(gs, op, fd, a0, a1, a2, addr, addrlen);
+	r = gs_bcast(r);
+	if (r >= 0 && out_addr && out_len) {
+		struct gs_cmd *c = gs_my_slot(gs);
+		uint32_t n = c->out_addrlen;
+
+		if (n > GS_ADDR_MAX)
+			n = GS_ADDR_MAX;
+		memcpy(out_addr, c->out_addr, n < *out_len ? n : *out_len);
+		*out_len = n;
+	}
+	gs_sync();
+	return r;
+}
+
+/* Thread 0: a new descriptor from the bridge starts with fresh state. */
+GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
+{
+	struct gs_lsock *ls = &gs.lsock[fd];
+	struct gs_sock *s = &gs.socks[fd];
+
+	ls->rx_head = ls->tx_tail = ls->rx_tail_seen = ls->tx_head_seen = 0;
+	ls->error = 0;
+	ls->flags = GS_LS_OPEN | flags;
+	ls->poll_slot = 0;
+	ls->db_queue = gs_ld32(&s->db_queue);
+	ls->ring_size = gs.ring_size;
+	ls->peer_bit = 0;
+	ls->rx_tail_p = &s->rx_tail;
+	ls->rx_head_p = &s->rx_head;
+	ls->tx_tail_p = &s->tx_tail;
+	ls->tx_head_p = &s->tx_head;
+	ls->rx_ring = gs.rings + (uint64_t)fd * 2 * gs.ring_size;
+	ls->tx_ring = ls->rx_ring + gs.ring_size;
+	ls->closed_p = 0;
+	ls->reset_p = 0;
+	ls->want_rx_p = ls->want_tx_p = 0;
+	gs_st32(&s->poll_slot, 0);
+}
+
+/*
+ * Thread 0, once fd is connected: if gsockd made it direct, its bytes
+ * move through that segment from now on. Returns 0, or -EIO when gsockd
+ * named a segment this application cannot reach (its pool is mapped
+ * before registration, so only a broken gsockd does that).
+ */
+GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
+{
+	struct gs_lsock *ls = &gs.lsock[fd];
+	uint32_t d = gs_ld32(&gs.socks[fd].direct), seg, side;
+	struct gs_dseg *g;
+	uint8_t *rings;
+
+	if (!d)
+		return 0;
+	seg = (d - 1) >> 1;
+	side = (d - 1) & 1;
+	if (!gs.pool || seg >= gs.dsegs)
+		return -EIO;
+	g = (struct gs_dseg *)(gs.pool + (uint64_t)seg *
+						 GS_DSEG_STRIDE(gs.dring_size));
+	rings = (uint8_t *)g + GS_DSEG_HDR;
+	ls->ring_size = gs.dring_size;
+	ls->peer_bit = GS_DC_SIDE(side ^ 1);
+	ls->tx_tail_p = &g->pipe[side].tail;
+	ls->tx_head_p = &g->pipe[side].head;
+	ls->rx_tail_p = &g->pipe[side ^ 1].tail;
+	ls->rx_head_p = &g->pipe[side ^ 1].head;
+	ls->tx_ring = rings + (uint64_t)side * gs.dring_size;
+	ls->rx_ring = rings + (uint64_t)(side ^ 1) * gs.dring_size;
+	ls->closed_p = &g->closed;
+	ls->reset_p = &g->reset;
+	ls->want_rx_p = &g->want[side ^ 1];
+	ls->want_tx_p = &g->want[side];
+	ls->flags |= GS_LS_DIRECT;
+	if (gs_ld32(&g->cpu) & GS_DC_SIDE(side ^ 1))
+		ls->flags |= GS_LS_CPU_PEER;
+	return 0;
+}
+
+/*
+ * Thread 0, direct with a CPU peer, after publishing a counter: if the
+ * peer sleeps on its descriptor for it (want has bit), ring so gsockd
+ * wakes it. The fence pairs with the peer's between setting the bit and
+ * reading the counter again (preload/direct.c), so one of the two sees
+ * the other. Returns 0 or the doorbell's error.
+ */
+GSOCK_DEVICE int gs_wake_cpu_t0(struct gsock_dev gs, int fd,
+				struct gs_lsock *ls, uint32_t *want,
+				uint32_t bit)
+{
+	if (!(ls->flags & GS_LS_CPU_PEER))
+		return 0;
+	gs_fence();
+	if (!(gs_ld32(want) & bit))
+		return 0;
+	return gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
+}
+
+/* The device-side state of fd, or NULL if fd is not an open descriptor. */
+GSOCK_DEVICE struct gs_lsock *gs_lsock_of(struct gsock_dev gs, int fd)
+{
+	if (fd < 0 || (uint32_t)fd >= gs.nsocks ||
+	    !(gs.lsock[fd].flags & GS_LS_OPEN))
+		return 0;
+	return &gs.lsock[fd];
+}
+
+/* Thread 0: bytes in the rx ring, reading its tail. */
+GSOCK_DEVICE uint64_t gs_rx_refresh_t0(struct gs_lsock *ls)
+{
+	ls->rx_tail_seen = gs_ld64(ls->rx_tail_p);
+	return ls->rx_tail_seen - ls->rx_head;
+}
+
+#define GS_RX_STATUS_TURNS 8
+
+/*
+ * Thread 0: wait until the rx ring has bytes, EOF or an error. Returns
+ * bytes available (> 0), 0 at EOF, or a negative errno.
+ */
+GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
+				struct gs_lsock *ls, int dontwait)
+{
+	struct gs_sock *s = &gs.socks[fd];
+	uint64_t avail = ls->rx_tail_seen - ls->rx_head;
+	unsigned i = 0;
+
+	if (!avail)
+		avail = gs_rx_refresh_t0(ls);
+	for (;;) {
+		uint32_t st;
+		int err;
+
+		if (avail > ls->ring_size)
+			return -EIO;
+		if (avail)
+			return (long)avail;
+		if (ls->error)
+			return ls->error;
+		/*
+		 * Slow path, on the first turn and every GS_RX_STATUS_TURNS
+		 * after: status first, then the tail it covers. The turns
+		 * between read the tail alone, one PCIe read each.
+		 */
+		if (i % GS_RX_STATUS_TURNS)
+			goto wait;
+		st = gs_ld32(&s->status);
+		avail = gs_rx_refresh_t0(ls);
+		if (avail)
+			continue;
+		if (!(st & GS_ST_OPEN))
+			return -EBADF;
+		if (st & GS_ST_RX_EOF)
+			return 0;
+		if (s->error)
+			return ls->error = s->error;
+		if (!(st & GS_ST_CONNECTED))
+			return -ENOTCONN;
+		/*
+		 * Direct: a peer whose bytes could not reach us in order
+		 * (a CPU program that wrote around the preload) reset the
+		 * connection in the segment; its kernel socket lives on.
+		 */
+		if (ls->reset_p && (gs_ld32(ls->reset_p) & ls->peer_bit))
+			return ls->error = -ECONNRESET;
+		/* An empty ring: a stalled bridge would wait for us forever. */
+		if (i == 0 && !(ls->flags & GS_LS_DIRECT) &&
+		    gs_ld32(&s->rx_blocked)) {
+			err = gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
+			if (err)
+				return err;
+		}
+wait:
+		if (dontwait || (ls->flags & GS_LS_NONBLOCK))
+			return -EAGAIN;
+		err = gs_wait_turn(gs, &i);
+		if (err)
+			return err;
+		avail = gs_rx_refresh_t0(ls);
+	}
+}
+
+/*
+ * Thread 0: mark n rx bytes consumed. If the ring was at least half full,
+ * the bridge may have stalled on it: ring if it says so (the fence pairs
+ * with the bridge's, see bridge/sock.c rx_space). A smaller ring state is
+ * caught by the empty-ring check in gs_rx_wait_t0.
+ */
+GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
+				  struct gs_lsock *ls, uint64_t n,
+				  uint64_t avail)
+{
+	struct gs_sock *s = &gs.socks[fd];
+
+	/* The copy's loads have returned: no fence before freeing the space. */
+	ls->rx_head += n;
+	gs_st_plain64(ls->rx_head_p, ls->rx_head);
+	/*
+	 * Direct: the sender looks at the head itself. A CPU sender sleeps
+	 * only on a full ring, and is rung when the ring drains below half:
+	 * as it cannot write while asleep, the bytes seen here only fall,
+	 * and cross half once (a view of the tail from before it filled the
+	 * ring is followed by a fresh one above half). So the fence and the
+	 * read of want are paid once per half ring, not per grecv.
+	 */
+	if (ls->flags & GS_LS_DIRECT)
+		return avail >= ls->ring_size / 2 && avail - n < ls->ring_size / 2 ?
+			       gs_wake_cpu_t0(gs, fd, ls, ls->want_rx_p,
+					      GS_DW_WRITER) :
+			       0;
+	if (avail < ls->ring_size / 2)
+		return 0;
+	gs_fence();
+	if (gs_ld32(&s->rx_blocked))
+		return gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
+	return 0;
+}
+
+/* Thread 0: after a command that returned a new descriptor. */
+GSOCK_DEVICE long gs_new_fd(struct gsock_dev gs, long fd, uint32_t flags)
+{
+	if (gs_tid() == 0 && fd >= 0 && (uint32_t)fd < gs.nsocks)
+		gs_lsock_reset_t0(gs, (int)fd, flags);
+	gs_sync();
+	return fd;
+}
+
+GSOCK_DEVICE int gs_accept(struct gsock_dev gs, int fd, struct sockaddr *addr,
+			   socklen_t *len, int dontwait)
+{
+	struct gs_lsock *ls = gs_lsock_of(gs, fd);
+	long c;
+
+	if (!ls)
+		return -EBADF;
+	dontwait |= (ls->flags & GS_LS_NONBLOCK) != 0;
+	c = gs_command(gs, GS_OP_ACCEPT, fd, dontwait, 0, 0, 0, 0, addr, len);
+	/*
+	 * The listener gone while this block still holds it (gclose clears
+	 * the flags first): gsockd closed it, going away, before its world
+	 * bit reached us. Say so now, not at the next call.
+	 */
+	if (c == -EBADF)
+		c = gs_bcast(gs_tid() == 0 && (ls->flags & GS_LS_OPEN) ?
+				     -ECONNABORTED :
+				     -EBADF);
+	c = gs_new_fd(gs, c, GS_LS_CONNECTED);
+	if (c >= 0 && gs_tid() == 0 && gs_direct_t0(gs, (int)c))
+		gs.lsock[c].error = -EIO;
+	gs_sync();
+	return (int)c;
+}
+
+/*
+ * Thread 0: wait for tx space. Returns free bytes (> 0) or a negative
+ * errno. The fast path reads only device memory: errors the device has
+ * not seen yet are reported by a later call, as the kernel's send does.
+ */
+GSOCK_DEVICE long gs_tx_wait_t0(struct gsock_dev gs, int fd,
+				struct gs_lsock *ls, int dontwait)
+{
+	struct gs_sock *s = &gs.socks[fd];
+	uint64_t used = ls->tx_tail - ls->tx_head_seen;
+	unsigned i = 0;
+	int err = gs_world_error(gs);
+
+	if (err)
+		return err; /* bytes queued now could never leave */
+	if (ls->error)
+		return ls->error;
+	if (ls->flags & GS_LS_TX_SHUT)
+		return -EPIPE;
+	if (!(ls->flags & GS_LS_CONNECTED))
+		return -ENOTCONN;
+	if (used < ls->ring_size)
+		return (long)(ls->ring_size - used);
+	for (;;) {
+		uint32_t st = gs_ld32(&s->status);
+
+		ls->tx_head_seen = gs_ld64(ls->tx_head_p);
+		used = ls->tx_tail - ls->tx_head_seen;
+		if (!(st & GS_ST_OPEN))
+			return -EBADF;
+		if (s->error)
+			return ls->error = s->error;
+		if (used > ls->ring_size)
+			return -EIO;
+		if (used < ls->ring_size)
+			return (long)(ls->ring_size - used);
+		/* Direct, a full ring the other end will never read. */
+		if (ls->closed_p && (gs_ld32(ls->closed_p) & ls->peer_bit))
+			return ls->error = -EPIPE;
+		if (dontwait || (ls->flags & GS_LS_NONBLOCK))
+			return -EAGAIN;
+		err = gs_wait_turn(gs, &i);
+		if (err)
+			return err;
+	}
+}
+
+/*
+ * The poll events that are true of one descriptor now. Any one thread
+ * may ask about a given descriptor (it refreshes that socket's cached
+ * counters), so gpoll spreads a set over the block's threads.
+ */
+GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
+{
+	struct gs_lsock *ls = gs_lsock_of(gs, p->fd);
+	struct gs_sock *s;
+	uint32_t st;
+	short ev = 0;
+
+	if (!ls)
+		return POLLNVAL;
+	s = &gs.socks[p->fd];
+	st = gs_ld32(&s->status);
+	if (!(st & GS_ST_OPEN))
+		return POLLNVAL;
+	if (st & GS_ST_LISTENING)
+		return gs_ld32(&s->accept_pending) ? (p->events & POLLIN) : 0;
+	if (gs_rx_refresh_t0(ls) || (st & GS_ST_RX_EOF))
+		ev |= POLLIN;
+	/* Each read here is a PCIe round trip: none for events not asked. */
+	if ((p->events & POLLOUT) && (ls->flags & GS_LS_CONNECTED) &&
+	    !(ls->flags & GS_LS_TX_SHUT)) {
+		ls->tx_head_seen = gs_ld64(ls->tx_head_p);
+		if (ls->tx_tail - ls->tx_head_seen < ls->ring_size)
+			ev |= POLLOUT;
+	}
+	ev &= p->events;
+	if (st & GS_ST_RX_EOF)
+		ev |= POLLHUP;
+	if (s->error || ls->error ||
+	    (ls->reset_p && (gs_ld32(ls->reset_p) & ls->peer_bit)))
+		ev |= POLLERR;
+	return ev;
+}
+
+/* Thread 0: the application-wide event count, summed over the workers. */
+GSOCK_DEVICE uint64_t gs_events_all(struct gsock_dev gs)
+{
+	uint64_t n = 0;
+
+	for (uint32_t q = 0; q < gs.nqueues; q++)
+		n += gs_ld64(&gs.dbq[q].events);
+	return n;
+}
+
+/*
+ * The same count, read by the block's threads side by side (one PCIe
+ * round trip, not one per worker), leaving thread 0 free for a read of
+ * its own meanwhile where the block has other threads; every thread
+ * gets it.
+ */
+GSOCK_DEVICE uint64_t gs_events_all_block(struct gsock_dev gs)
+{
+	unsigned n = gs_bdim(), first = n > 1, t = gs_tid();
+	uint64_t v = 0;
+
+	if (t >= first)
+		for (uint32_t q = t - first; q < gs.nqueues; q += n - first)
+			v += gs_ld64(&gs.dbq[q].events);
+	return gs_sum64(v);
+}
+
+#endif /* GSOCK_INTERNAL_CUH */
