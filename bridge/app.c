@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../devlib/gsock_ctl.h"
+#include "../devlib/gsock_ring.h"
 #include "bridge.h"
 #include "log.h"
 
@@ -669,10 +670,10 @@ int br_app_pending(struct br_app *a, uint32_t q)
 {
 	uint64_t head = __atomic_load_n(&a->dbq[q].head, __ATOMIC_ACQUIRE);
 	uint64_t cell = __atomic_load_n(
-		&a->db[(uint64_t)q * a->db_size + (head & (a->db_size - 1))],
+		&gs_db_cells(a->db, q, a->db_size)[head & (a->db_size - 1)],
 		__ATOMIC_ACQUIRE);
 
-	return (uint32_t)(cell >> 32) == (uint32_t)(head + 1);
+	return gs_db_cell_for(cell, head);
 }
 
 /*
@@ -682,7 +683,7 @@ int br_app_pending(struct br_app *a, uint32_t q)
 static int queue_poll(struct br_app *a, uint32_t q)
 {
 	uint32_t mask = a->db_size - 1;
-	uint64_t *cells = a->db + (uint64_t)q * a->db_size;
+	uint64_t *cells = gs_db_cells(a->db, q, a->db_size);
 	uint64_t *head = &a->dbq_head[q];
 	int n = 0;
 
@@ -691,7 +692,7 @@ static int queue_poll(struct br_app *a, uint32_t q)
 			__atomic_load_n(&cells[*head & mask], __ATOMIC_ACQUIRE);
 		uint32_t what = (uint32_t)cell;
 
-		if ((uint32_t)(cell >> 32) != (uint32_t)(*head + 1))
+		if (!gs_db_cell_for(cell, *head))
 			break;
 		(*head)++;
 		n++;

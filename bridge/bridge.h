@@ -302,6 +302,21 @@ int br_worker_turn(struct br_worker *w);
 void br_workers_stop(void);
 void br_worker_post(struct br_worker *w, struct br_msg *m);
 struct br_worker *br_self(void);
+
+/* Whether the calling worker owns s (any thread may ask). */
+static inline bool br_sock_mine(struct br_sock *s)
+{
+	struct br_worker *w = br_self();
+
+	return w && __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE) == (int)w->idx;
+}
+
+/* s's entry in its application's arena. */
+static inline struct gs_sock *br_sock_arena(struct br_sock *s)
+{
+	return &s->app->socks[s->id];
+}
+
 /* The calling worker handed s's kernel something it will answer... */
 void br_worker_owe(struct br_sock *s);
 /* ... and a doorbell of s came. */
@@ -378,9 +393,10 @@ void br_sock_pump(struct br_sock *s);
 void br_sock_close_owned(struct br_app *a);
 void br_sock_close_all(struct br_app *a);
 void br_sock_tick(struct br_app *a);
-void br_sock_stat(struct br_app *a, struct br_stat *st);
 
 /* stat.c */
+/* Worker: gsock-stat's records for the sockets of a that it owns. */
+void br_sock_stat(struct br_app *a, struct br_stat *st);
 struct gs_stat_rec;
 void br_stat_start(int fd);
 void br_stat_add(struct br_stat *st, const struct gs_stat_rec *r);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../devlib/gsock_arena.h"
+#include "../devlib/gsock_ring.h"
 #include "../devlib/ctl_peer.h"
 #include "../devlib/gsock_ctl.h"
 
@@ -349,7 +350,7 @@ static void print_table(const struct sample *p, const struct sample *s, bool wat
 			       human((double)r->u.sock.tx_queued, h[3], sizeof(h[3])),
 			       (double)r->u.sock.idle_ms / 1000, r->u.sock.worker,
 			       r->u.sock.poll_slot ?
-				       (snprintf(h[4], sizeof(h[4]), "%u", r->u.sock.poll_slot - 1), h[4]) :
+				       (snprintf(h[4], sizeof(h[4]), "%u", gs_poll_slot(r->u.sock.poll_slot)), h[4]) :
 				       "-");
 			if (watch) {
 				rates(p, s, r, &in, &out);

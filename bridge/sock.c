@@ -34,14 +34,9 @@
 #include "bridge.h"
 #include "log.h"
 
-static struct gs_sock *arena_sock(struct br_sock *s)
-{
-	return &s->app->socks[s->id];
-}
-
 static uint8_t *rx_ring(struct br_sock *s)
 {
-	return s->app->rings + (uint64_t)s->id * 2 * s->app->ring_size;
+	return gs_sock_rx_ring(s->app->rings, s->id, s->app->ring_size);
 }
 
 static uint8_t *tx_ring(struct br_sock *s)
@@ -83,26 +78,27 @@ static void note_event(struct br_sock *s)
 	uint32_t ps;
 
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	ps = __atomic_load_n(&arena_sock(s)->poll_slot, __ATOMIC_RELAXED);
-	if (ps && ps <= a->nslots) /* the application's word: checked */
-		__atomic_add_fetch(&a->slots[ps - 1].wake, 1, __ATOMIC_RELEASE);
+	ps = __atomic_load_n(&br_sock_arena(s)->poll_slot, __ATOMIC_RELAXED);
+	if (ps && gs_poll_slot(ps) < a->nslots) /* the application's word */
+		__atomic_add_fetch(&a->slots[gs_poll_slot(ps)].wake, 1,
+				   __ATOMIC_RELEASE);
 	br_app_event_count(a);
 }
 
 static void publish_status(struct br_sock *s, uint32_t set, uint32_t clear)
 {
 	s->status = (s->status | set) & ~clear;
-	__atomic_store_n(&arena_sock(s)->status, s->status, __ATOMIC_RELEASE);
+	__atomic_store_n(&br_sock_arena(s)->status, s->status, __ATOMIC_RELEASE);
 	note_event(s);
 }
 
 /* The socket failed: kernels see err (negative errno) from now on. */
 static void sock_fail(struct br_sock *s, int err)
 {
-	if (arena_sock(s)->error)
+	if (br_sock_arena(s)->error)
 		return;
 	br_dbg("pid %d socket %u: %s", (int)s->app->pid, s->id, strerror(-err));
-	arena_sock(s)->error = err;
+	br_sock_arena(s)->error = err;
 	publish_status(s, 0, 0);
 }
 
@@ -122,7 +118,7 @@ static int epoll_watch(struct br_sock *s, uint32_t events)
 /* The worker a socket's doorbells go to, told to the application. */
 static void set_queue(struct br_sock *s, uint32_t worker)
 {
-	__atomic_store_n(&arena_sock(s)->db_queue, worker, __ATOMIC_RELAXED);
+	__atomic_store_n(&br_sock_arena(s)->db_queue, worker, __ATOMIC_RELAXED);
 }
 
 /*
@@ -174,7 +170,7 @@ static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 	s->dseg = -1;
 	s->dlisten = false;
 	s->unix_path[0] = 0;
-	g = arena_sock(s);
+	g = br_sock_arena(s);
 	/* The id is free, so the application has no business in g now. */
 	g->rx_tail = g->tx_head = g->rx_head = g->tx_tail = 0;
 	g->poll_slot = 0;
@@ -271,19 +267,11 @@ static void sock_free(struct br_sock *s)
 	pthread_mutex_unlock(&a->ids_lock);
 }
 
-/* Whether the calling worker owns s (any thread may ask). */
-static bool mine(struct br_sock *s)
-{
-	struct br_worker *w = br_self();
-
-	return w && __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE) == (int)w->idx;
-}
-
 /* Whether any socket of a the calling worker owns has requests in flight. */
 static bool io_pending(struct br_app *a)
 {
 	for (uint32_t i = 0; i < a->nsocks; i++)
-		if (mine(&a->sk[i]) && a->sk[i].io)
+		if (br_sock_mine(&a->sk[i]) && a->sk[i].io)
 			return true;
 	return false;
 }
@@ -295,7 +283,7 @@ static bool io_pending(struct br_app *a)
 void br_sock_close_owned(struct br_app *a)
 {
 	for (uint32_t i = 0; i < a->nsocks; i++)
-		if (mine(&a->sk[i]))
+		if (br_sock_mine(&a->sk[i]))
 			sock_free(&a->sk[i]);
 #ifdef HAVE_LIBURING
 	while (uring() && io_pending(a))
@@ -330,7 +318,7 @@ void br_sock_close_all(struct br_app *a)
 static int64_t tx_pending(struct br_sock *s)
 {
 	uint64_t tail =
-		__atomic_load_n(&arena_sock(s)->tx_tail, __ATOMIC_ACQUIRE);
+		__atomic_load_n(&br_sock_arena(s)->tx_tail, __ATOMIC_ACQUIRE);
 
 	if (!gs_ring_sane(s->tx_head, tail, s->app->ring_size)) {
 		br_app_reject(
@@ -371,7 +359,7 @@ static void uring_tx(struct br_sock *s)
 	struct io_uring_sqe *sqe;
 	int64_t len;
 
-	if ((s->io & BR_OP_TX) || arena_sock(s)->error)
+	if ((s->io & BR_OP_TX) || br_sock_arena(s)->error)
 		return;
 	len = tx_pending(s);
 	if (len <= 0)
@@ -396,14 +384,14 @@ static void tx_sent(struct br_sock *s, uint64_t n)
 		br_worker_owe(s);
 	s->last_ns = turn_ns();
 	s->tx_head += n;
-	__atomic_store_n(&arena_sock(s)->tx_head, s->tx_head, __ATOMIC_RELEASE);
+	__atomic_store_n(&br_sock_arena(s)->tx_head, s->tx_head, __ATOMIC_RELEASE);
 	note_event(s);
 }
 
 /* Move tx ring bytes to the socket until the ring is empty or EAGAIN. */
 static void pump_tx(struct br_sock *s)
 {
-	struct gs_sock *g = arena_sock(s);
+	struct gs_sock *g = br_sock_arena(s);
 	bool batched = uring(); /* io_uring: one send in flight, no loop */
 
 	if (batched)
@@ -460,7 +448,7 @@ static int rx_sane(struct br_sock *s, uint64_t head)
  */
 static uint64_t rx_space(struct br_sock *s)
 {
-	struct gs_sock *g = arena_sock(s);
+	struct gs_sock *g = br_sock_arena(s);
 	uint32_t size = s->app->ring_size;
 	uint64_t head = __atomic_load_n(&g->rx_head, __ATOMIC_ACQUIRE);
 
@@ -481,7 +469,7 @@ static uint64_t rx_space(struct br_sock *s)
 /* Whether s may take more bytes from its socket. */
 static bool rx_open(struct br_sock *s)
 {
-	return !(s->status & GS_ST_RX_EOF) && !arena_sock(s)->error &&
+	return !(s->status & GS_ST_RX_EOF) && !br_sock_arena(s)->error &&
 	       !br_app_dead(s->app);
 }
 
@@ -491,7 +479,7 @@ static void rx_received(struct br_sock *s, uint64_t n)
 	br_worker_owe(s); /* a request, most often: its answer comes */
 	s->last_ns = turn_ns();
 	s->rx_tail += n;
-	__atomic_store_n(&arena_sock(s)->rx_tail, s->rx_tail, __ATOMIC_RELEASE);
+	__atomic_store_n(&br_sock_arena(s)->rx_tail, s->rx_tail, __ATOMIC_RELEASE);
 	note_event(s);
 }
 
@@ -566,7 +554,7 @@ static void pump_rx(struct br_sock *s)
 /* A closing socket is done once its tx ring drained, failed or timed out. */
 static void close_if_drained(struct br_sock *s)
 {
-	struct gs_sock *g = arena_sock(s);
+	struct gs_sock *g = br_sock_arena(s);
 
 	if (g->error || br_now_ns() >= s->close_deadline_ns ||
 	    s->tx_head == __atomic_load_n(&g->tx_tail, __ATOMIC_ACQUIRE))
@@ -629,7 +617,7 @@ void br_sock_io_done(struct br_sock *s, unsigned op, int res)
 void br_sock_tick(struct br_app *a)
 {
 	for (uint32_t i = 0; i < a->nsocks && br_self()->nclosing; i++)
-		if (mine(&a->sk[i]) && a->sk[i].state == BS_CLOSING)
+		if (br_sock_mine(&a->sk[i]) && a->sk[i].state == BS_CLOSING)
 			br_sock_pump(&a->sk[i]);
 }
 
@@ -655,7 +643,7 @@ void br_sock_doorbell(struct br_app *a, uint32_t id)
 	struct br_sock *s = &a->sk[id];
 
 	/* Not ours: stale, or rung before its owner's turn (it pumps then). */
-	if (!mine(s))
+	if (!br_sock_mine(s))
 		return;
 	br_worker_paid(s);
 	if (s->dseg >= 0)
@@ -671,7 +659,7 @@ void br_sock_adopt(struct br_app *a, uint32_t id, uint32_t gen)
 {
 	struct br_sock *s = &a->sk[id];
 
-	if (__atomic_load_n(&s->gen, __ATOMIC_RELAXED) != gen || !mine(s))
+	if (__atomic_load_n(&s->gen, __ATOMIC_RELAXED) != gen || !br_sock_mine(s))
 		return; /* closed since, or adopted and closed */
 	if (br_app_dead(a))
 		sock_free(s);
@@ -785,7 +773,7 @@ static void pump_accept(struct br_sock *ls)
 			ls->acceptq[ls->acceptq_len++] = fd;
 		}
 	}
-	__atomic_store_n(&arena_sock(ls)->accept_pending, ls->acceptq_len,
+	__atomic_store_n(&br_sock_arena(ls)->accept_pending, ls->acceptq_len,
 			 __ATOMIC_RELEASE);
 	note_event(ls);
 }
@@ -816,7 +804,7 @@ static void finish_connect(struct br_sock *s)
 void br_sock_event(struct br_sock *s, uint32_t events)
 {
 	/* An event for a socket closed earlier in the same batch: not ours. */
-	if (br_app_dead(s->app) || !mine(s) || s->state == BS_FREE ||
+	if (br_app_dead(s->app) || !br_sock_mine(s) || s->state == BS_FREE ||
 	    s->state == BS_CANCELLING)
 		return;
 	if (!s->adopted) {
@@ -1001,7 +989,7 @@ static int64_t cmd_accept(struct br_sock *s, uint32_t slot,
 			s->acceptq_len * sizeof(int));
 		memmove(s->acceptq_seg, s->acceptq_seg + 1,
 			s->acceptq_len * sizeof(int));
-		__atomic_store_n(&arena_sock(s)->accept_pending, s->acceptq_len,
+		__atomic_store_n(&br_sock_arena(s)->accept_pending, s->acceptq_len,
 				 __ATOMIC_RELEASE);
 		accept_complete(s, slot, fd, seg);
 		pump_accept(s);
@@ -1213,88 +1201,4 @@ void br_sock_command(struct br_app *a, uint32_t slot, const struct gs_cmd *c)
 	}
 	if (r != BR_LATER)
 		br_app_complete(a, slot, r, NULL, 0);
-}
-
-/* An address for gsock-stat: "host:port", "[v6]:port", a path, or "-". */
-static void addr_text(const struct sockaddr_storage *ss, socklen_t len,
-		      char *buf, size_t size)
-{
-	char host[INET6_ADDRSTRLEN];
-	const struct sockaddr_un *un = (const struct sockaddr_un *)ss;
-
-	snprintf(buf, size, "-");
-	if (len == 0)
-		return;
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
-
-		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-		snprintf(buf, size, "%s:%u", host, ntohs(in->sin_port));
-	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
-
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-		snprintf(buf, size, "[%s]:%u", host, ntohs(in6->sin6_port));
-	} else if (ss->ss_family == AF_UNIX &&
-		   len > offsetof(struct sockaddr_un, sun_path)) {
-		size_t n = len - offsetof(struct sockaddr_un, sun_path);
-
-		if (un->sun_path[0]) /* a path */
-			snprintf(buf, size, "%.*s", (int)strnlen(un->sun_path, n),
-				 un->sun_path);
-		else /* abstract */
-			snprintf(buf, size, "@%.*s", (int)(n - 1), un->sun_path + 1);
-	}
-}
-
-/* Worker: gsock-stat's records for the sockets of a that it owns. */
-void br_sock_stat(struct br_app *a, struct br_stat *st)
-{
-	static const uint32_t states[] = {
-		[BS_OPEN] = GS_SS_OPEN,		  [BS_LISTEN] = GS_SS_LISTEN,
-		[BS_CONNECTING] = GS_SS_CONNECTING, [BS_CONNECTED] = GS_SS_CONNECTED,
-		[BS_CLOSING] = GS_SS_CLOSING,	  [BS_CANCELLING] = GS_SS_CLOSING,
-	};
-	uint64_t now = br_now_ns();
-
-	for (uint32_t i = 0; i < a->nsocks; i++) {
-		struct br_sock *s = &a->sk[i];
-		struct gs_sock *g = arena_sock(s);
-		struct gs_stat_rec r = { .kind = GS_STAT_SOCK,
-					 .pid = a->pid,
-					 .arena = a->serial };
-		struct sockaddr_storage ss;
-		socklen_t len;
-
-		if (!mine(s) || s->state == BS_FREE)
-			continue;
-		r.u.sock.id = s->id;
-		r.u.sock.worker = br_self()->idx;
-		r.u.sock.state = states[s->state];
-		r.u.sock.status = s->status;
-		r.u.sock.error = __atomic_load_n(&g->error, __ATOMIC_RELAXED);
-		r.u.sock.poll_slot = __atomic_load_n(&g->poll_slot, __ATOMIC_RELAXED);
-		r.u.sock.rx_bytes = s->rx_tail;
-		r.u.sock.tx_bytes = s->tx_head;
-		/* The application's counters: untrusted, shown as they are. */
-		r.u.sock.rx_queued =
-			s->rx_tail - __atomic_load_n(&g->rx_head, __ATOMIC_RELAXED);
-		r.u.sock.tx_queued =
-			__atomic_load_n(&g->tx_tail, __ATOMIC_RELAXED) - s->tx_head;
-		/* A direct connection's bytes: its segment's, as untrusted. */
-		r.u.sock.direct = br_direct_counts(s, &r.u.sock.rx_bytes,
-						   &r.u.sock.tx_bytes,
-						   &r.u.sock.rx_queued,
-						   &r.u.sock.tx_queued);
-		r.u.sock.idle_ms = now > s->last_ns ? (now - s->last_ns) / 1000000 : 0;
-		len = sizeof(ss);
-		if (s->fd < 0 || getsockname(s->fd, (struct sockaddr *)&ss, &len) < 0)
-			len = 0;
-		addr_text(&ss, len, r.u.sock.local, sizeof(r.u.sock.local));
-		len = sizeof(ss);
-		if (s->fd < 0 || getpeername(s->fd, (struct sockaddr *)&ss, &len) < 0)
-			len = 0;
-		addr_text(&ss, len, r.u.sock.peer, sizeof(r.u.sock.peer));
-		br_stat_add(st, &r);
-	}
 }

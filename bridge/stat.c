@@ -6,17 +6,21 @@
  * read it; the last worker to answer sends the lot and closes the
  * connection, so neither the control thread nor a worker ever waits for
  * another. Nothing here runs unless someone asks. An answer cut short
- * (out of memory) lacks its end record, and gsock-stat says so.
+ * (out of memory) lacks its end record, and gsock-stat says so. The
+ * socket records are written here too, by the worker that owns them.
  */
 #include <config.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../devlib/gsock_ctl.h"
@@ -159,4 +163,88 @@ void br_stat_start(int fd)
 		br_worker_post(&br.workers[i], m);
 	}
 	br_stat_done(st);
+}
+
+/* An address for gsock-stat: "host:port", "[v6]:port", a path, or "-". */
+static void addr_text(const struct sockaddr_storage *ss, socklen_t len,
+		      char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN];
+	const struct sockaddr_un *un = (const struct sockaddr_un *)ss;
+
+	snprintf(buf, size, "-");
+	if (len == 0)
+		return;
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(buf, size, "%s:%u", host, ntohs(in->sin_port));
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(buf, size, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else if (ss->ss_family == AF_UNIX &&
+		   len > offsetof(struct sockaddr_un, sun_path)) {
+		size_t n = len - offsetof(struct sockaddr_un, sun_path);
+
+		if (un->sun_path[0]) /* a path */
+			snprintf(buf, size, "%.*s", (int)strnlen(un->sun_path, n),
+				 un->sun_path);
+		else /* abstract */
+			snprintf(buf, size, "@%.*s", (int)(n - 1), un->sun_path + 1);
+	}
+}
+
+/* Worker: gsock-stat's records for the sockets of a that it owns. */
+void br_sock_stat(struct br_app *a, struct br_stat *st)
+{
+	static const uint32_t states[] = {
+		[BS_OPEN] = GS_SS_OPEN,		  [BS_LISTEN] = GS_SS_LISTEN,
+		[BS_CONNECTING] = GS_SS_CONNECTING, [BS_CONNECTED] = GS_SS_CONNECTED,
+		[BS_CLOSING] = GS_SS_CLOSING,	  [BS_CANCELLING] = GS_SS_CLOSING,
+	};
+	uint64_t now = br_now_ns();
+
+	for (uint32_t i = 0; i < a->nsocks; i++) {
+		struct br_sock *s = &a->sk[i];
+		struct gs_sock *g = br_sock_arena(s);
+		struct gs_stat_rec r = { .kind = GS_STAT_SOCK,
+					 .pid = a->pid,
+					 .arena = a->serial };
+		struct sockaddr_storage ss;
+		socklen_t len;
+
+		if (!br_sock_mine(s) || s->state == BS_FREE)
+			continue;
+		r.u.sock.id = s->id;
+		r.u.sock.worker = br_self()->idx;
+		r.u.sock.state = states[s->state];
+		r.u.sock.status = s->status;
+		r.u.sock.error = __atomic_load_n(&g->error, __ATOMIC_RELAXED);
+		r.u.sock.poll_slot = __atomic_load_n(&g->poll_slot, __ATOMIC_RELAXED);
+		r.u.sock.rx_bytes = s->rx_tail;
+		r.u.sock.tx_bytes = s->tx_head;
+		/* The application's counters: untrusted, shown as they are. */
+		r.u.sock.rx_queued =
+			s->rx_tail - __atomic_load_n(&g->rx_head, __ATOMIC_RELAXED);
+		r.u.sock.tx_queued =
+			__atomic_load_n(&g->tx_tail, __ATOMIC_RELAXED) - s->tx_head;
+		/* A direct connection's bytes: its segment's, as untrusted. */
+		r.u.sock.direct = br_direct_counts(s, &r.u.sock.rx_bytes,
+						   &r.u.sock.tx_bytes,
+						   &r.u.sock.rx_queued,
+						   &r.u.sock.tx_queued);
+		r.u.sock.idle_ms = now > s->last_ns ? (now - s->last_ns) / 1000000 : 0;
+		len = sizeof(ss);
+		if (s->fd < 0 || getsockname(s->fd, (struct sockaddr *)&ss, &len) < 0)
+			len = 0;
+		addr_text(&ss, len, r.u.sock.local, sizeof(r.u.sock.local));
+		len = sizeof(ss);
+		if (s->fd < 0 || getpeername(s->fd, (struct sockaddr *)&ss, &len) < 0)
+			len = 0;
+		addr_text(&ss, len, r.u.sock.peer, sizeof(r.u.sock.peer));
+		br_stat_add(st, &r);
+	}
 }

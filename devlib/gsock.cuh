@@ -286,7 +286,7 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		       long timeout_us)
 {
-	uint32_t me = gs.slot_base + gs_bid() + 1;
+	uint32_t me = gs_poll_word(gs.slot_base + gs_bid());
 	uint64_t *wake = &gs_my_slot(gs)->wake;
 	uint64_t start = gs_tid() == 0 ? gs_now_ns() : 0, seen = 0, all = 0;
 	unsigned turn = 0;

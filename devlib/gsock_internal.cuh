@@ -126,7 +126,7 @@ GSOCK_DEVICE int gs_ring_doorbell(struct gsock_dev gs, uint32_t q,
 
 	q = q < gs.nqueues ? q : q % gs.nqueues;
 	t = gs_fetch_add64(&gs.local->db_ticket[q], 1);
-	cells = gs.db + (uint64_t)q * gs.db_size;
+	cells = gs_db_cells(gs.db, q, gs.db_size);
 	/* The cached head is behind the real one, never ahead: re-read it
 	 * only when the queue looks full. */
 	while (t - gs.local->db_head_seen[q] >= gs.db_size) {
@@ -138,8 +138,7 @@ GSOCK_DEVICE int gs_ring_doorbell(struct gsock_dev gs, uint32_t q,
 			return err;
 	}
 	/* Callers published what changed before; release orders it first. */
-	gs_st_release64(&cells[t & (gs.db_size - 1)],
-			((uint64_t)(uint32_t)(t + 1) << 32) | what);
+	gs_st_release64(&cells[t & (gs.db_size - 1)], gs_db_cell(t, what));
 	return 0;
 }
 
@@ -283,7 +282,7 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 	ls->rx_head_p = &s->rx_head;
 	ls->tx_tail_p = &s->tx_tail;
 	ls->tx_head_p = &s->tx_head;
-	ls->rx_ring = gs.rings + (uint64_t)fd * 2 * gs.ring_size;
+	ls->rx_ring = gs_sock_rx_ring(gs.rings, (uint32_t)fd, gs.ring_size);
 	ls->tx_ring = ls->rx_ring + gs.ring_size;
 	ls->closed_p = 0;
 	ls->reset_p = 0;

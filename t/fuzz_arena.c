@@ -867,7 +867,7 @@ static void op_bell(struct fz_in *in)
 	uint32_t q = in_u8(in) % gs->nqueues;
 	unsigned mode = in_u8(in);
 	uint32_t what = (uint32_t)in_bytes(in, 4);
-	uint64_t *cells = gs->db + (uint64_t)q * gs->db_size;
+	uint64_t *cells = gs_db_cells(gs->db, q, gs->db_size);
 	uint64_t t = gs->local->db_ticket[q];
 
 	switch (mode % 4) {
@@ -881,7 +881,7 @@ static void op_bell(struct fz_in *in)
 	case 2: /* a ticket ahead or behind, without taking it */
 		t += (int8_t)(mode >> 2);
 		gs_st_release64(&cells[t & (gs->db_size - 1)],
-				((uint64_t)(uint32_t)(t + 1) << 32) | what);
+				gs_db_cell(t, what));
 		break;
 	default: /* any cell, any value */
 		gs_st_release64(&cells[(what >> 8) & (gs->db_size - 1)],
