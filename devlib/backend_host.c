@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libgsock's host backend: the device is this process, so the arena and
+ * the direct pool are reached where they are mapped, device memory is
+ * the heap, and a kernel's blocks are host threads of one thread each
+ * (gs_bid() reads the thread's gsock_host_block_id).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libgsock_int.h"
+
+__thread unsigned gsock_host_block_id;
+
+typedef void (*gs_host_kernel)(struct gsock_dev, void *);
+
+/* What a host thread standing in for one block runs. */
+struct gs_host_block {
+	gs_host_kernel fn;
+	struct gsock_dev dev;
+	void *arg;
+	unsigned id;
+};
+
+/* A launch: its blocks' threads. */
+struct gs_host_launch {
+	unsigned blocks; /* started */
+	pthread_t *threads;
+	struct gs_host_block *args;
+};
+
+static void *gs_host_block_main(void *p)
+{
+	struct gs_host_block *b = p;
+
+	gsock_host_block_id = b->id;
+	b->fn(b->dev, b->arg);
+	return NULL;
+}
+
+const char *gs_be_name(void)
+{
+	return "host";
+}
+
+int gs_be_open(int device, char *err, size_t len)
+{
+	if (device < 0) {
+		gs_say(err, len, "device %d: a device is 0 or more", device);
+		return -1;
+	}
+	return 0;
+}
+
+int gs_be_map(struct gsock_ctx *ctx, char *err, size_t len)
+{
+	ctx->dev_base = ctx->base;
+	ctx->local = calloc(1, gs_local_size(ctx));
+	if (!ctx->local) {
+		gs_say(err, len, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+void gs_be_map_pool(struct gsock_ctx *ctx)
+{
+	ctx->dev_pool = ctx->pool;
+}
+
+void gs_be_label(int device, char *buf, size_t len)
+{
+	snprintf(buf, len, "host:%d", device);
+}
+
+void gs_be_use(const struct gsock_ctx *ctx)
+{
+	(void)ctx;
+}
+
+void gs_be_world_push(struct gsock_ctx *ctx)
+{
+	__atomic_fetch_or(&ctx->local->world,
+			  __atomic_load_n(&ctx->world, __ATOMIC_SEQ_CST),
+			  __ATOMIC_SEQ_CST);
+}
+
+static void gs_host_launch_free(struct gs_host_launch *h)
+{
+	if (h) {
+		free(h->threads);
+		free(h->args);
+		free(h);
+	}
+}
+
+int gs_be_start(struct gs_launch *l, const void *kernel, struct gsock_dev dev,
+		unsigned blocks, unsigned threads, void *arg)
+{
+	struct gs_host_launch *h = calloc(1, sizeof(*h));
+	pthread_attr_t attr;
+	unsigned i;
+	int r = 0;
+
+	(void)threads; /* the host backend runs blocks of one thread */
+	l->be = h;
+	if (h) {
+		h->threads = calloc(blocks, sizeof(*h->threads));
+		h->args = calloc(blocks, sizeof(*h->args));
+	}
+	if (!h || !h->threads || !h->args) {
+		gs_host_launch_free(h);
+		l->be = NULL;
+		return -ENOMEM;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	for (i = 0; i < blocks; i++) {
+		h->args[i] = (struct gs_host_block){ (gs_host_kernel)kernel,
+						     dev, arg, i };
+		r = -pthread_create(&h->threads[i], &attr, gs_host_block_main,
+				    &h->args[i]);
+		if (r)
+			break;
+	}
+	pthread_attr_destroy(&attr);
+	h->blocks = i;
+	if (r)
+		fprintf(stderr,
+			"gsock: block %u of %u could not start: %s; the %u started run until gsock_stop()\n",
+			i, blocks, strerror(-r), i);
+	return r ? -EAGAIN : 0;
+}
+
+/*
+ * After gs_be_start failed: whether blocks run that gs_be_finish must
+ * wait for (threads that started before one could not); else let go of
+ * the rest.
+ */
+bool gs_be_started_some(struct gs_launch *l)
+{
+	struct gs_host_launch *h = l->be;
+
+	if (h && h->blocks)
+		return true;
+	gs_host_launch_free(h);
+	l->be = NULL;
+	return false;
+}
+
+int gs_be_finish(struct gs_launch *l)
+{
+	struct gs_host_launch *h = l->be;
+
+	for (unsigned i = 0; h && i < h->blocks; i++)
+		pthread_join(h->threads[i], NULL);
+	gs_host_launch_free(h);
+	return 0;
+}
+
+void *gs_be_alloc(size_t size)
+{
+	return calloc(1, size);
+}
+
+void gs_be_free(void *p)
+{
+	free(p);
+}
+
+void *gs_be_dev_alloc(size_t size)
+{
+	return calloc(1, size);
+}
+
+void gs_be_dev_free(void *p)
+{
+	free(p);
+}
+
+int gs_be_memcpy(void *dst, const void *src, size_t n)
+{
+	memmove(dst, src, n);
+	return 0;
+}
+
+void gs_be_unmap(struct gsock_ctx *ctx)
+{
+	free(ctx->local);
+}
