@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the rsocket route's files share: librdmacm's calls as loaded, the
- * guard to make them with, and helpers of rs.c that rs_fork.c uses.
+ * guard to make them with, and the helpers one file gives the others:
+ * rs.c (loading, exec rules, connect, accept, the I/O calls), rs_lq.c
+ * (the listen queue), rs_wait.c (rpoll, poll, select, epoll), rs_fork.c
+ * (fork).
  */
 #ifndef PL_RS_INT_H
 #define PL_RS_INT_H
@@ -10,6 +13,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <poll.h>
+#include <pthread.h>
 
 #include "fdtab.h"
 
@@ -68,5 +72,18 @@ int pl_rs_watch_peer(int r);
 int pl_rs_settle(int r);
 /* s, a connection, is now an rsocket: kernel epoll sets let fd go. */
 void pl_rs_ep_unwatch_kernel(int fd, struct pl_sock *s);
+/* The reverse: a connection the kernel carries after all joins the kernel's sets. */
+void pl_rs_ep_rewatch_kernel(int fd, struct pl_sock *s);
+/* A thread of the preload's own, every signal blocked: 0 or an errno. */
+int pl_rs_start_thread(pthread_t *t, int detached, void *(*fn)(void *),
+		       void *arg);
+/* Listening rsocket r's accepting thread and queue, or NULL (errno). */
+struct pl_lq *pl_rs_lq_start(int r);
+/* q's eventfd: readable while q holds connections (poll and epoll on it). */
+int pl_rs_lq_fd(const struct pl_lq *q);
+/* An accepted, established rsocket from q, or -1 (EAGAIN: none yet). */
+int pl_rs_lq_take(struct pl_lq *q);
+/* End q's thread, close what it queued and its eventfd. */
+void pl_rs_lq_stop(struct pl_lq *q);
 
 #endif
