@@ -241,12 +241,20 @@ GSOCK_DEVICE int gsrv_fatal(long r)
 	return r == -ECANCELED || r == -ECONNABORTED;
 }
 
-/* Block 0: open the listener; its descriptor or a negative errno. */
-GSOCK_DEVICE int gs_srv_listen(struct gsock_dev gs, struct gsrv *s)
+/*
+ * Open a listening TCP or unix socket on addr (TCP_NODELAY for what it
+ * accepts, SO_REUSEPORT if asked, a backlog of 1024) and write the
+ * address it got at bound (*boundlen: its length, thread 0 writes it):
+ * its descriptor, or a negative errno with nothing left open.
+ */
+GSOCK_DEVICE int gsrv_listen(struct gsock_dev gs,
+			     const struct sockaddr_storage *addr,
+			     uint32_t addrlen, int reuseport,
+			     struct sockaddr_storage *bound, uint32_t *boundlen)
 {
-	int family = ((struct sockaddr *)&s->addr)->sa_family;
+	int family = ((const struct sockaddr *)addr)->sa_family;
 	int one = 1, fd, r = 0;
-	socklen_t blen = sizeof(s->pub->bound);
+	socklen_t blen = sizeof(*bound);
 
 	fd = gsocket(gs, family, SOCK_STREAM, 0);
 	if (fd < 0)
@@ -254,22 +262,21 @@ GSOCK_DEVICE int gs_srv_listen(struct gsock_dev gs, struct gsrv *s)
 	if (family != AF_UNIX)
 		gsetsockopt(gs, fd, IPPROTO_TCP, TCP_NODELAY, &one,
 			    sizeof(one));
-	if (s->reuseport)
+	if (reuseport)
 		r = gsetsockopt(gs, fd, SOL_SOCKET, SO_REUSEPORT, &one,
 				sizeof(one));
 	if (r == 0)
-		r = gbind(gs, fd, (struct sockaddr *)&s->addr, s->addrlen);
+		r = gbind(gs, fd, (const struct sockaddr *)addr, addrlen);
 	if (r == 0)
 		r = glisten(gs, fd, 1024);
 	if (r == 0)
-		r = ggetsockname(gs, fd, (struct sockaddr *)&s->pub->bound,
-				 &blen);
+		r = ggetsockname(gs, fd, (struct sockaddr *)bound, &blen);
 	if (r < 0) {
 		gclose(gs, fd);
 		return r;
 	}
 	if (gs_tid() == 0)
-		s->pub->boundlen = blen;
+		*boundlen = blen;
 	return fd;
 }
 
@@ -279,29 +286,21 @@ GSOCK_DEVICE int gs_srv_listen(struct gsock_dev gs, struct gsrv *s)
  */
 GSOCK_DEVICE int gsrv_listener(struct gsock_dev gs, struct gsrv *s)
 {
-	long r = 0;
-	unsigned turn = 0;
+	struct gsrv_pub *pub = s->pub;
+	long r;
 
 	if (gs_bid() == 0) {
-		r = gs_srv_listen(gs, s);
+		r = gsrv_listen(gs, &s->addr, s->addrlen, s->reuseport,
+				&pub->bound, &pub->boundlen);
 		if (gs_tid() == 0) {
-			s->pub->listen_fd = (int32_t)r;
-			gs_st32((uint32_t *)&s->pub->ready,
+			pub->listen_fd = (int32_t)r;
+			gs_st32((uint32_t *)&pub->ready,
 				(uint32_t)(r < 0 ? r : 1));
 		}
 		return (int)r;
 	}
-	while (gs_tid() == 0) {
-		r = (int32_t)gs_ld32((const uint32_t *)&s->pub->ready);
-		if (r)
-			break;
-		r = gs_wait_turn(gs, &turn);
-		if (r)
-			break;
-	}
-	if (gs_tid() == 0 && r == 1)
-		r = s->pub->listen_fd;
-	return (int)gs_bcast(r);
+	r = (int32_t)gsrv_wait_word(gs, (const uint32_t *)&pub->ready, 0);
+	return r == 1 ? pub->listen_fd : (int)r;
 }
 
 /* Thread 0: take connection c into pfd[n], its state slot zeroed below. */

@@ -502,9 +502,9 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 		long n = grecv(gs, c, req, sizeof(*req), 0); /* idle: wait */
 
 		if (n > 0 && n < (long)sizeof(*req)) { /* the rest is owed */
-			long more = app_recv_timed(gs, c, (uint8_t *)req + n,
-						   sizeof(*req) - (uint64_t)n,
-						   1, a->timeout_ms);
+			long more = gsrv_recv_all(gs, c, (uint8_t *)req + n,
+						  sizeof(*req) - (uint64_t)n,
+						  a->timeout_ms * 1000L);
 
 			n = more < 0 ? more : n + more;
 		}
@@ -524,8 +524,8 @@ GSOCK_DEVICE long fv_serve(struct gsock_dev gs, struct fv_server_args *a, int c,
 		/* asked now, the answer travels while the picture comes in */
 		fv_ask(a, b, req->id, seq);
 		fv_split_t0(&t, &mine->ns_step[FV_WAIT]);
-		n = app_recv_timed(gs, c, img, (uint64_t)w * h, 1,
-				   a->timeout_ms);
+		n = gsrv_recv_all(gs, c, img, (uint64_t)w * h,
+				  a->timeout_ms * 1000L);
 		if (n != (long)(w * h))
 			return n < 0 ? n : -EPIPE;
 		fv_split_t0(&t, &mine->ns_step[FV_PIC]);

@@ -87,38 +87,6 @@ GSOCK_DEVICE long mr_sleep_t0(struct gsock_dev gs, int ms)
 }
 
 /*
- * Send n bytes within timeout_ms of quiet: n, or a negative errno
- * (-ETIMEDOUT when the peer takes nothing for that long).
- */
-GSOCK_DEVICE long mr_send_timed(struct gsock_dev gs, int fd, const void *buf,
-				uint64_t n, int timeout_ms)
-{
-	GS_SHARED struct gpollfd pfd;
-	uint64_t done = 0;
-
-	while (done < n) {
-		long r = gsend(gs, fd, (const uint8_t *)buf + done, n - done,
-			       MSG_DONTWAIT);
-
-		if (r > 0) {
-			done += (uint64_t)r;
-			continue;
-		}
-		if (r != -EAGAIN && r != 0)
-			return r;
-		if (gs_tid() == 0)
-			pfd = (struct gpollfd){ fd, POLLOUT, 0 };
-		gs_sync();
-		r = gpoll(gs, &pfd, 1, timeout_ms * 1000L);
-		if (r < 0)
-			return r;
-		if (r == 0)
-			return -ETIMEDOUT;
-	}
-	return (long)done;
-}
-
-/*
  * Receive exactly n bytes from peer into buf, the part of a stream of
  * whole bytes that starts after its first before; record what failed.
  * 0, or -1 after mr_fail.
@@ -127,7 +95,7 @@ GSOCK_DEVICE int mr_recv_part(struct gsock_dev gs, struct mr_job *j, int fd,
 			      uint32_t peer, void *buf, uint64_t n,
 			      uint64_t before, uint64_t whole)
 {
-	long r = app_recv_timed(gs, fd, (uint8_t *)buf, n, 1, j->timeout_ms);
+	long r = gsrv_recv_all(gs, fd, buf, n, j->timeout_ms * 1000L);
 
 	if (r == (long)n)
 		return 0;
@@ -151,7 +119,7 @@ GSOCK_DEVICE int mr_recv_all(struct gsock_dev gs, struct mr_job *j, int fd,
 GSOCK_DEVICE int mr_send_all(struct gsock_dev gs, struct mr_job *j, int fd,
 			     uint32_t peer, const void *buf, uint64_t n)
 {
-	long r = mr_send_timed(gs, fd, buf, n, j->timeout_ms);
+	long r = gsrv_send_all(gs, fd, buf, n, j->timeout_ms * 1000L);
 
 	if (r == (long)n)
 		return 0;
@@ -263,7 +231,9 @@ GSOCK_DEVICE int mr_accept(struct gsock_dev gs, struct mr_job *j,
 /* Block 0 opens the listener other workers connect to. */
 GSOCK_DEVICE void mr_listen(struct gsock_dev gs, struct mr_job *j)
 {
-	int fd = app_open_listener(gs, &j->listen);
+	struct app_listener *l = &j->listen;
+	int fd = gsrv_listen(gs, &l->addr, l->addrlen, l->reuseport, &l->bound,
+			     &l->boundlen);
 
 	if (gs_tid() == 0) {
 		j->res->lfd = fd;
