@@ -849,4 +849,6 @@ GSOCK_DEVICE long gsrv_recv_line(struct gsock_dev gs, int fd,
 	}
 }
 
+#include "gsock_pipe.cuh"
+
 #endif /* GSOCK_SERVER_CUH */

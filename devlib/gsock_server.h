@@ -21,7 +21,7 @@ extern "C" {
 struct gsock_ctx;
 
 /* Steps a handler may time with gsrv_step() (their sums per block). */
-#define GSRV_STEPS 4
+#define GSRV_STEPS 8
 
 /* One block's counters; the host reads them after the kernel ends. */
 struct gsrv_stats {
@@ -32,6 +32,58 @@ struct gsrv_stats {
 	int64_t last_error; /* the last of those errors (negative errno) */
 	uint64_t busy_ns; /* time from gsrv_next() to gsrv_done() */
 	uint64_t step_ns[GSRV_STEPS]; /* gsrv_step() sums */
+	uint64_t batches; /* a pipe block: writes to its backend */
+};
+
+/*
+ * A pipe block's counters are a struct gsrv_stats too: conns counts the
+ * backend connections it opened, requests the asks it answered, bytes
+ * their payloads, errors the asks it answered with an error, batches its
+ * writes, and step_ns[GSRV_PIPE_*] where its time went.
+ */
+enum {
+	GSRV_PIPE_ASK, /* taking asks, writing them */
+	GSRV_PIPE_RECV, /* receiving replies */
+	GSRV_PIPE_HAND, /* handing them out */
+	GSRV_PIPE_IDLE, /* nothing to do */
+};
+
+/* The longest request one ask carries. */
+#define GSRV_ASK_MAX 320
+/* Asks a pipe writes at once, and has in flight at most. */
+#define GSRV_PIPE_BATCH 64
+#define GSRV_PIPE_FIFO 256
+
+/*
+ * A serving block's ask to its pipe (device memory). The block writes
+ * req, len, dst and cap, then seq; the pipe takes it (taken = seq),
+ * copies the reply's payload to dst, writes result, then done = seq.
+ */
+struct gs_srv_ask {
+	uint64_t seq; /* the block: the number of its latest ask */
+	uint64_t taken; /* the pipe: the latest it has taken */
+	uint64_t done; /* the pipe: the latest it has answered */
+	int64_t result; /* the pipe: the payload's length, or -errno */
+	uint8_t *dst; /* where the payload goes */
+	uint32_t cap; /* at most this many bytes of it */
+	uint32_t len; /* request bytes in req */
+	uint8_t req[GSRV_ASK_MAX];
+};
+
+/*
+ * A pipe block's state (device memory), followed by the text of a batch
+ * (GSRV_PIPE_BATCH x GSRV_ASK_MAX bytes) and its reply buffer
+ * (pipe_bufsize bytes).
+ */
+struct gs_srv_pipe {
+	uint32_t fifo[GSRV_PIPE_FIFO]; /* asking blocks, in order */
+	uint32_t head, tail; /* asks answered, asks written (counts) */
+	uint32_t pos, have; /* reply buffer: handed out, received up to */
+	uint64_t skip; /* bytes of a reply too large to keep, to drop */
+	uint64_t quiet_since; /* the last reply byte, or the first ask */
+	uint64_t t; /* the last split of its time */
+	int32_t fd; /* the backend connection, or -1 */
+	int32_t pad;
 };
 
 /*
@@ -82,8 +134,18 @@ struct gsrv {
 	uint32_t blk_stride, pfd_off, slot_off, last_off, state_off, buf_off;
 	uint64_t idle_ns; /* close a connection quiet this long (0: never) */
 	uint8_t *blk; /* device memory: blocks x blk_stride */
-	struct gsrv_stats *stats; /* device memory: one per serving block */
+	struct gsrv_stats *stats; /* device memory: serving blocks, pipes */
 	void *app; /* the application's own arguments */
+	/* pipes: blocks launched after the serving blocks (gsock_pipe.cuh) */
+	uint32_t pipes; /* how many (0: none) */
+	uint32_t blocks; /* serving blocks (groups): pipe p is stats[blocks + p] */
+	uint32_t pipe_bufsize; /* bytes of each pipe's reply buffer */
+	uint32_t pipe_stride;
+	uint64_t pipe_quiet_ns; /* a backend silent this long has failed */
+	struct sockaddr_storage backend; /* where the pipes connect */
+	uint32_t backendlen;
+	struct gs_srv_ask *asks; /* device memory: one per serving block */
+	uint8_t *pipe_mem; /* device memory: pipes x pipe_stride */
 	struct gsrv_pub *pub; /* what block 0 tells everyone (host memory) */
 };
 
@@ -110,6 +172,7 @@ struct gsrv_app {
 	uint32_t ring_size; /* the default of -r (libgsock's: 64 KiB) */
 	uint32_t conn_size; /* bytes of state per connection */
 	const char *requests; /* what the report calls requests ("requests") */
+	const char *counted; /* what gsrv_count() counts ("bytes") */
 	/* The application's own options: getopt letters, long forms, help. */
 	const char *opts;
 	const struct option *longopts;
@@ -136,6 +199,17 @@ struct gsrv_app {
 			 struct gsrv *s);
 	/* Added to the "listening on" line, e.g. "sink"; may be NULL. */
 	const char *detail;
+	/*
+	 * Pipes (gsock-server(3)): pipe blocks, each with one pipelined
+	 * connection to the backend, that carry the serving blocks' asks.
+	 * backend: its address (HOST:PORT, [V6]:PORT or a unix path), NULL
+	 * for no pipes; pipes 0 with a backend: 8, or one per serving block
+	 * if there are fewer. pipe_bufsize: the largest reply a pipe keeps (256 KiB);
+	 * pipe_timeout_ms: how long a backend with asks in flight may be
+	 * silent before its connection counts as failed (2000).
+	 */
+	unsigned pipes, pipe_bufsize, pipe_timeout_ms;
+	const char *backend;
 	void *data; /* the application's, untouched */
 };
 

@@ -136,6 +136,39 @@ static struct option *gsrv_long_options(const struct gsrv_app *app)
 }
 
 /*
+ * The pipes' part of s (gsock_pipe.cuh): the backend's address, the
+ * sizes. 0 or a <sysexits.h> status.
+ */
+static int gsrv_setup_pipes(struct gsrv_gpu *g, struct gsrv *s)
+{
+	const struct gsrv_app *app = g->app;
+	uint64_t stride;
+
+	s->blocks = g->blocks;
+	s->pipes = app->pipes;
+	if (!app->backend)
+		return 0;
+	if (gsock_parse_addr(app->backend, &s->backend, &s->backendlen)) {
+		fprintf(stderr, "%s: cannot use backend address %s\n",
+			app->name, app->backend);
+		return EX_USAGE;
+	}
+	if (s->pipes > g->blocks) {
+		fprintf(stderr, "%s: %u pipes for %u serving blocks: at most one each\n",
+			app->name, s->pipes, g->blocks);
+		return EX_USAGE;
+	}
+	s->pipe_bufsize = app->pipe_bufsize ? app->pipe_bufsize : 256 << 10;
+	s->pipe_quiet_ns = (app->pipe_timeout_ms ? app->pipe_timeout_ms :
+						   2000) *
+			   1000000ull;
+	stride = sizeof(struct gs_srv_pipe) +
+		 (uint64_t)GSRV_PIPE_BATCH * GSRV_ASK_MAX + s->pipe_bufsize;
+	s->pipe_stride = (uint32_t)((stride + 255) & ~255ull);
+	return 0;
+}
+
+/*
  * Register one GPU's context, let the application set up, then make the
  * blocks' memory (layout in gsock_server.h). 0 or a <sysexits.h> status.
  */
@@ -180,7 +213,9 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 		if (!s->app || !g->dev_app)
 			goto out_of_memory;
 	}
-	r = app->setup ? app->setup(app, g->ctx, s) : 0;
+	r = gsrv_setup_pipes(g, s);
+	if (!r && app->setup)
+		r = app->setup(app, g->ctx, s);
 	if (r)
 		return r;
 	/* 16-byte alignment for each part: the copy engine's words */
@@ -198,7 +233,16 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	}
 	s->blk_stride = (uint32_t)stride;
 	s->blk = gsock_dev_alloc(g->ctx, (size_t)g->blocks * stride);
-	s->stats = gsock_dev_alloc(g->ctx, g->blocks * sizeof(*s->stats));
+	s->stats = gsock_dev_alloc(g->ctx, (g->blocks + s->pipes) *
+						   sizeof(*s->stats));
+	if (s->pipes) {
+		s->asks = gsock_dev_alloc(g->ctx,
+					  g->blocks * sizeof(*s->asks));
+		s->pipe_mem = gsock_dev_alloc(g->ctx, (size_t)s->pipes *
+							      s->pipe_stride);
+		if (!s->asks || !s->pipe_mem)
+			goto out_of_memory;
+	}
 	if (s->blk && s->stats &&
 	    (!app->app_size ||
 	     !gsock_memcpy(g->ctx, g->dev_app, s->app, app->app_size)))
@@ -236,11 +280,12 @@ static void *gsrv_serve(void *p)
 	r = gsock_memcpy(g->ctx, g->dev_s, &dev, sizeof(dev));
 	if (!r)
 		r = gsock_launch(g->ctx, g->app->kernel,
-				 g->blocks * g->s->group_blocks, g->threads,
-				 g->dev_s);
+				 g->blocks * g->s->group_blocks + g->s->pipes,
+				 g->threads, g->dev_s);
 	if (r) {
 		fprintf(stderr, "%s: cannot launch %u blocks: %s\n", name,
-			g->blocks * g->s->group_blocks, strerror(-r));
+			g->blocks * g->s->group_blocks + g->s->pipes,
+			strerror(-r));
 		gsock_stop(g->ctx); /* host: blocks that did start end */
 		gsock_wait(g->ctx);
 		g->status = EX_SOFTWARE;
@@ -305,6 +350,47 @@ static int gsrv_run(struct gsrv_gpu *g, int ngpus)
 	return broke && !status ? EX_UNAVAILABLE : status;
 }
 
+/* What the pipes counted (gsock_pipe.cuh), in all. */
+static void gsrv_report_pipes(const struct gsrv_gpu *g, int ngpus)
+{
+	struct gsrv_stats all = { 0 };
+	double t = 0;
+
+	for (int i = 0; i < ngpus; i++) {
+		for (unsigned p = 0; g[i].started && p < g[i].s->pipes; p++) {
+			struct gsrv_stats st;
+
+			if (gsock_memcpy(g[i].ctx, &st,
+					 &g[i].s->stats[g[i].blocks + p],
+					 sizeof(st)))
+				return; /* said on stderr */
+			all.conns += st.conns;
+			all.requests += st.requests;
+			all.errors += st.errors;
+			all.batches += st.batches;
+			for (int k = GSRV_PIPE_ASK; k <= GSRV_PIPE_IDLE; k++) {
+				all.step_ns[k] += st.step_ns[k];
+				t += (double)st.step_ns[k];
+			}
+		}
+	}
+	if (!g[0].started || !g[0].s->pipes)
+		return;
+	printf("%s: the pipes to %s answered %llu asks (%llu errors) in %llu writes (%.1f a write) on %llu connections\n",
+	       g[0].app->name, g[0].app->backend,
+	       (unsigned long long)all.requests,
+	       (unsigned long long)all.errors,
+	       (unsigned long long)all.batches,
+	       all.batches ? (double)all.requests / (double)all.batches : 0.0,
+	       (unsigned long long)all.conns);
+	if (t > 0)
+		printf("%s: the pipes' time: %.0f%% writing, %.0f%% receiving, %.0f%% handing out, %.0f%% idle\n",
+		       g[0].app->name, 100 * all.step_ns[GSRV_PIPE_ASK] / t,
+		       100 * all.step_ns[GSRV_PIPE_RECV] / t,
+		       100 * all.step_ns[GSRV_PIPE_HAND] / t,
+		       100 * all.step_ns[GSRV_PIPE_IDLE] / t);
+}
+
 /* What the blocks counted: per GPU where several served, then in all. */
 static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 {
@@ -339,11 +425,12 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 		all.conns += conns;
 	}
 	if (g[0].started)
-		printf("%s: served %llu %s on %llu connections, %llu bytes, %llu errors\n",
+		printf("%s: served %llu %s on %llu connections, %llu %s, %llu errors\n",
 		       g[0].app->name, (unsigned long long)all.requests,
 		       g[0].app->requests, (unsigned long long)all.conns,
-		       (unsigned long long)all.bytes,
+		       (unsigned long long)all.bytes, g[0].app->counted,
 		       (unsigned long long)all.errors);
+	gsrv_report_pipes(g, ngpus);
 }
 
 static void gsrv_teardown(struct gsrv_gpu *g)
@@ -357,6 +444,8 @@ static void gsrv_teardown(struct gsrv_gpu *g)
 		gsock_dev_free(g->ctx, g->dev_s);
 		gsock_dev_free(g->ctx, g->s->blk);
 		gsock_dev_free(g->ctx, g->s->stats);
+		gsock_dev_free(g->ctx, g->s->asks);
+		gsock_dev_free(g->ctx, g->s->pipe_mem);
 		gsock_free(g->ctx, g->s->pub);
 		free(g->s);
 	}
@@ -439,6 +528,7 @@ int gsrv_main(struct gsrv_app *app, int argc, char **argv)
 	app->bufsize = app->bufsize ? app->bufsize : 65536;
 	app->group_blocks = app->group_blocks ? app->group_blocks : 1;
 	app->requests = app->requests ? app->requests : "requests";
+	app->counted = app->counted ? app->counted : "bytes";
 	snprintf(shortopts, sizeof(shortopts), "l:b:t:m:B:r:g:PI:s:h%s",
 		 app->opts ? app->opts : "");
 	if (!longopts) {
@@ -463,8 +553,13 @@ int gsrv_main(struct gsrv_app *app, int argc, char **argv)
 	}
 	if (status)
 		return status;
-	go.nslots = app->blocks * app->group_blocks;
-	go.nsocks = gsrv_nsocks(app->blocks, app->per_block);
+	if (!app->backend)
+		app->pipes = 0;
+	else if (!app->pipes)
+		app->pipes = app->blocks < 8 ? app->blocks : 8;
+	/* a pipe holds one backend connection, and one closed one */
+	go.nslots = app->blocks * app->group_blocks + app->pipes;
+	go.nsocks = gsrv_nsocks(app->blocks, app->per_block) + 2 * app->pipes;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	memset(g, 0, sizeof(g));

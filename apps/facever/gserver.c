@@ -1,225 +1,195 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * facever-gserver: the g-call face verification server G. The host
- * program only sets up: it registers with gsockd, launches the server
- * kernel, says where it listens, and sleeps until a signal or gsockd's
- * death ends the kernel; then it prints what the blocks served.
+ * facever-gserver: the g-call face verification server G, on the server
+ * layer (gsock-server(3)), kernel and host program in one file (cc for
+ * the host backend, nvcc -x cu for the GPU). A serving block takes a
+ * request's header, asks memcached for the claimed person's reference
+ * features through its pipe (pipe blocks batch many blocks' asks into
+ * one write), receives the picture and computes its features while the
+ * answer travels, compares, and replies. No CPU code is on this path.
  */
-#include <config.h>
-
-#include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
 
-#include "app.h"
-#include "fv_gpu.h"
+#include "fv.h"
 #include "gsock.h"
+#include "gsock_server.cuh"
 
-static void usage(FILE *f)
+#define FV_THREADS 256 /* at most, two blocks on a multiprocessor */
+
+enum { FV_WAIT, FV_PIC, FV_COMPUTE, FV_ANSWER, FV_REPLY }; /* gsrv_step */
+
+struct fv_conf {
+	float threshold;
+	long timeout_us; /* bound on a request's picture, its answer */
+};
+
+/* A serving block's buffer (gsrv_buf). */
+struct fv_buf {
+	struct fv_req req;
+	struct fv_resp resp;
+	float query[FV_NFEAT], stored[FV_NFEAT];
+	uint8_t img[FV_MAX_PIXELS];
+};
+
+/* A request header is all gsrv_recv_msg takes: 0, or why it is refused. */
+GSOCK_DEVICE long fv_check(const void *hdr, void *ctx)
 {
-	fprintf(f,
-		"usage: facever-gserver [options]\n"
-		"  -l, --listen ADDR      HOST:PORT, [V6]:PORT, PORT or /unix/path (default 7100)\n"
-		"  -M, --memcached ADDR   where the reference features are (default 127.0.0.1:11211)\n"
-		"  -b, --blocks N         threadblocks, one connection each at a time (default 64)\n"
-		"  -F, --fetchers N       blocks that fetch from memcached for them, in batches (default 8, or -b if fewer)\n"
-		"  -t, --threads N        threads per block, at most 256 (default 256; host backend: 1)\n"
-		"  -T, --threshold D      largest chi-square distance of a match (default %.2f)\n"
-		"  -P, --reuseport        share the port with other servers (SO_REUSEPORT)\n"
-		"  -w, --timeout MS       bound on a request's body and a memcached reply (default 2000)\n"
-		"  -r, --ring BYTES       socket ring size, a power of two (default 131072)\n"
-		"  -s, --control PATH     gsockd's control socket\n",
-		FV_THRESHOLD);
+	const struct fv_req *q = (const struct fv_req *)hdr;
+
+	(void)ctx;
+	if (q->magic != FV_REQ_MAGIC)
+		return -EPROTO;
+	return fv_side_ok(q->w) && fv_side_ok(q->h) ? 0 : -EMSGSIZE;
 }
 
-static void report(struct fv_server_args *a)
+/* The verdict on the picture in b, whose features were asked for. */
+GSOCK_DEVICE int32_t fv_verdict(struct gsock_dev gs, struct gsrv *s,
+				struct fv_buf *b, struct fv_conf *c, float *d)
 {
-	uint64_t conns = 0, reqs = 0, matches = 0, errors = 0, batches = 0,
-		 keys = 0;
-	double ask = 0, rx = 0, parse = 0, idle = 0, all,
-	       steps[FV_STEPS] = { 0 };
+	GS_SHARED uint32_t hist[FV_NFEAT], cellsum[FV_GRID * FV_GRID];
+	GS_SHARED float scratch[FV_THREADS];
+	long r;
 
-	for (unsigned f = 0; f < a->fetchers; f++) {
-		const struct fv_block_stats *st = &a->stats[a->blocks + f];
+	fv_features(b->img, b->req.w, b->req.h, b->query, hist, cellsum);
+	gsrv_step(gs, s, FV_COMPUTE);
+	r = gsrv_pipe_wait(gs, s, 3 * c->timeout_us);
+	gsrv_step(gs, s, FV_ANSWER);
+	if (r != FV_FEAT_BYTES)
+		return r == -ENOENT ? FV_E_UNKNOWN : FV_E_STORE;
+	*d = fv_chi2(b->query, b->stored, scratch);
+	gsrv_count(gs, s, *d <= c->threshold);
+	return *d <= c->threshold ? FV_MATCH : FV_NO_MATCH;
+}
 
-		batches += st->conns;
-		keys += st->requests;
-		ask += (double)st->ns_ask;
-		rx += (double)st->ns_recv;
-		parse += (double)st->ns_parse;
-		idle += (double)st->ns_idle;
+/* One request; a refused one is answered, then the connection closes. */
+GSOCK_DEVICE long fv_request(struct gsock_dev gs, struct gsrv *s, int fd,
+			     struct fv_conf *c)
+{
+	struct fv_buf *b = (struct fv_buf *)gsrv_buf(gs, s);
+	long r = gsrv_recv_msg(gs, fd, &b->req, sizeof(b->req),
+			       sizeof(b->req), fv_check, NULL, MSG_DONTWAIT,
+			       c->timeout_us);
+	int32_t status = r == -EPROTO ? FV_E_PROTO :
+			 r == -EMSGSIZE ? FV_E_SIZE :
+					  0;
+	uint32_t n = (uint32_t)b->req.w * b->req.h;
+	char key[16];
+	float d = 0.0f;
+
+	if (r <= 0 && !status)
+		return r; /* nothing yet, the end, or an error */
+	if (!status) {
+		/* asked now, the answer travels while the picture comes in */
+		gsrv_mc_get(gs, s, key, fv_key(key, b->req.id), b->stored,
+			    FV_FEAT_BYTES);
+		gsrv_step(gs, s, FV_WAIT);
+		r = gsrv_recv_all(gs, fd, b->img, n, c->timeout_us);
+		if (r != (long)n)
+			return r < 0 ? r : -ECONNRESET;
+		gsrv_step(gs, s, FV_PIC);
+		status = fv_verdict(gs, s, b, c, &d);
 	}
-	for (unsigned b = 0; b < a->blocks; b++) {
-		const struct fv_block_stats *st = &a->stats[b];
+	if (gs_tid() == 0)
+		b->resp = (struct fv_resp){ FV_RESP_MAGIC, b->req.seq, status,
+					    d };
+	gs_sync();
+	r = gsrv_send_all(gs, fd, &b->resp, sizeof(b->resp), c->timeout_us);
+	gsrv_step(gs, s, FV_REPLY);
+	return status == FV_E_PROTO ? -EPROTO :
+	       status == FV_E_SIZE  ? -EMSGSIZE :
+				      r;
+}
 
-		conns += st->conns;
-		reqs += st->requests;
-		matches += st->matches;
-		errors += st->errors;
-		for (unsigned i = 0; i < FV_STEPS; i++)
-			steps[i] += (double)st->ns_step[i];
+GSOCK_KERNEL_FIT(fv_kernel, gs, arg, FV_THREADS, 2)
+{
+	struct gsrv *s = (struct gsrv *)arg;
+	int fd;
+
+	if (gsrv_pipe_block(gs, s)) {
+		gsrv_mc_serve(gs, s);
+		return;
 	}
-	printf("facever-gserver: served %llu requests on %llu connections (%llu matches, %llu errors)\n",
-	       (unsigned long long)reqs, (unsigned long long)conns,
-	       (unsigned long long)matches, (unsigned long long)errors);
-	printf("facever-gserver: memcached asked for %llu keys in %llu batches (%.1f a batch)\n",
-	       (unsigned long long)keys, (unsigned long long)batches,
-	       batches ? (double)keys / (double)batches : 0.0);
-	all = ask + rx + parse + idle;
-	if (all > 0 && keys)
-		printf("facever-gserver: the fetchers' time: %.0f%% asking, %.0f%% receiving, %.0f%% handing out, %.0f%% idle; %.2f us busy a key\n",
-		       100 * ask / all, 100 * rx / all, 100 * parse / all,
-		       100 * idle / all,
-		       (ask + rx + parse) / 1e3 / (double)keys);
-	if (reqs)
-		printf("facever-gserver: a server block's request, us: %.1f waiting for the client, %.1f receiving the picture, %.1f computing, %.1f waiting for the fetcher, %.1f replying\n",
-		       steps[FV_WAIT] / 1e3 / (double)reqs,
-		       steps[FV_PIC] / 1e3 / (double)reqs,
-		       steps[FV_COMPUTE] / 1e3 / (double)reqs,
-		       steps[FV_ANSWER] / 1e3 / (double)reqs,
-		       steps[FV_REPLY] / 1e3 / (double)reqs);
+	while ((fd = gsrv_next(gs, s)) >= 0)
+		gsrv_done(gs, s,
+			  fv_request(gs, s, fd, (struct fv_conf *)s->app));
+}
+
+static struct fv_conf conf = { FV_THRESHOLD, 2000000 };
+
+static int option(struct gsrv_app *app, int opt, const char *arg)
+{
+	char *end;
+	double v = strtod(arg, &end);
+
+	if (opt == 'M') {
+		app->backend = arg;
+		return 0;
+	}
+	if (!*arg || *end || !(v > 0) || (opt != 'T' && v != (long)v) ||
+	    (opt == 'F' && v > 1024) || v > 86400000) {
+		fprintf(stderr, "%s: -%c takes a positive %s, not '%s'\n",
+			app->name, opt, opt == 'T' ? "number" : "whole number",
+			arg);
+		return EX_USAGE;
+	}
+	if (opt == 'F')
+		app->pipes = (unsigned)v;
+	else if (opt == 'T')
+		conf.threshold = (float)v;
+	else /* -w */
+		app->pipe_timeout_ms = (unsigned)v;
+	return 0;
+}
+
+static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
+{
+	(void)ctx;
+	if (app->threads > FV_THREADS || s->bufsize < sizeof(struct fv_buf)) {
+		fprintf(stderr, "%s: at most %d threads, at least %zu bytes a block\n",
+			app->name, FV_THREADS, sizeof(struct fv_buf));
+		return EX_USAGE;
+	}
+	conf.timeout_us = app->pipe_timeout_ms * 1000L;
+	*(struct fv_conf *)s->app = conf;
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "listen", required_argument, NULL, 'l' },
 		{ "memcached", required_argument, NULL, 'M' },
-		{ "blocks", required_argument, NULL, 'b' },
 		{ "fetchers", required_argument, NULL, 'F' },
-		{ "threads", required_argument, NULL, 't' },
 		{ "threshold", required_argument, NULL, 'T' },
-		{ "reuseport", no_argument, NULL, 'P' },
 		{ "timeout", required_argument, NULL, 'w' },
-		{ "ring", required_argument, NULL, 'r' },
-		{ "control", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *listen_at = "7100", *mc_at = "127.0.0.1:11211";
-	unsigned blocks = 64, threads = 256, fetchers = 0; /* 0: automatic */
-	struct gsock_opts go = { .ring_size = 131072 };
-	struct fv_server_args *a = NULL;
-	struct gsock_ctx *ctx;
-	float threshold = FV_THRESHOLD;
-	int opt, status = 0, reuseport = 0, timeout_ms = 2000;
-	char detail[300];
+	struct gsrv_app app = { 0 };
 
-	while ((opt = getopt_long(argc, argv, "l:M:b:F:t:T:Pw:r:s:h", opts,
-				  NULL)) != -1) {
-		switch (opt) {
-		case 'l':
-			listen_at = optarg;
-			break;
-		case 'M':
-			mc_at = optarg;
-			break;
-		case 'b':
-			blocks = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'F':
-			fetchers = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 't':
-			threads = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'T':
-			threshold = strtof(optarg, NULL);
-			break;
-		case 'P':
-			reuseport = 1;
-			break;
-		case 'w':
-			timeout_ms = atoi(optarg);
-			break;
-		case 'r':
-			go.ring_size = (uint32_t)strtoul(optarg, NULL, 0);
-			break;
-		case 's':
-			go.control = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return EX_USAGE;
-		}
-	}
-	if (!fetchers)
-		fetchers = blocks < FV_FETCHERS ? blocks : FV_FETCHERS;
-	if (!blocks || !threads || threads > FV_THREADS || timeout_ms <= 0 ||
-	    !(threshold > 0) || !fetchers || fetchers > blocks) {
-		fprintf(stderr,
-			"facever-gserver: blocks, threads (1..%d), fetchers (1..blocks), timeout and threshold must be positive\n",
-			FV_THREADS);
-		return EX_USAGE;
-	}
-	go.nslots = blocks + fetchers;
-	/* a client per block, memcached per fetcher */
-	go.nsocks = blocks + fetchers + 8;
-	ctx = app_start("facever-gserver", &go, &threads);
-	if (!ctx)
-		return EX_UNAVAILABLE;
-	a = gsock_alloc(ctx, sizeof(*a));
-	if (!a ||
-	    gsock_parse_addr(listen_at, &a->listen.addr, &a->listen.addrlen)) {
-		fprintf(stderr,
-			"facever-gserver: cannot use listen address %s\n",
-			listen_at);
-		status = EX_USAGE;
-		goto out_fini;
-	}
-	if (gsock_parse_addr(mc_at, &a->mc, &a->mclen)) {
-		fprintf(stderr,
-			"facever-gserver: cannot use memcached address %s\n",
-			mc_at);
-		status = EX_USAGE;
-		goto out_fini;
-	}
-	a->listen.reuseport = reuseport;
-	a->threshold = threshold;
-	a->timeout_ms = timeout_ms;
-	a->blocks = blocks;
-	a->fetchers = fetchers;
-	a->imgs = gsock_dev_alloc(ctx, (size_t)blocks * FV_MAX_PIXELS);
-	a->feats = gsock_dev_alloc(ctx, (size_t)blocks * 2 * FV_FEAT_BYTES);
-	a->io = gsock_dev_alloc(ctx, (size_t)blocks * FV_IO_BYTES);
-	a->asks = gsock_dev_alloc(ctx, (size_t)blocks * sizeof(*a->asks));
-	a->fetch_buf = gsock_dev_alloc(ctx, (size_t)fetchers * FV_FETCH_BUF);
-	a->stats = gsock_alloc(ctx, (blocks + fetchers) * sizeof(*a->stats));
-	if (!a->imgs || !a->feats || !a->io || !a->asks || !a->fetch_buf ||
-	    !a->stats) {
-		fprintf(stderr,
-			"facever-gserver: out of memory for %u blocks' buffers\n",
-			blocks);
-		status = EX_OSERR;
-		goto out_fini;
-	}
-	snprintf(detail, sizeof(detail), "memcached %s through %u fetcher blocks",
-		 mc_at, fetchers);
-	status = app_run_server(ctx, "facever-gserver",
-				(const void *)fv_server_kernel,
-				blocks + fetchers, threads,
-				a, &a->listen, listen_at, detail);
-	if (status < 0) {
-		status = EX_SOFTWARE;
-		goto out_fini;
-	}
-	report(a);
-out_fini:
-	if (a) {
-		gsock_dev_free(ctx, a->imgs);
-		gsock_dev_free(ctx, a->feats);
-		gsock_dev_free(ctx, a->io);
-		gsock_dev_free(ctx, a->asks);
-		gsock_dev_free(ctx, a->fetch_buf);
-		gsock_free(ctx, a->stats);
-	}
-	gsock_free(ctx, a);
-	gsock_fini(ctx);
-	return status;
+	app.name = "facever-gserver";
+	app.kernel = (const void *)fv_kernel;
+	app.listen = "7100";
+	app.blocks = 64;
+	app.threads = FV_THREADS;
+	app.ring_size = 1 << 17;
+	app.bufsize = sizeof(struct fv_buf);
+	app.backend = "127.0.0.1:11211";
+	app.pipe_timeout_ms = 2000;
+	app.counted = "matches";
+	app.app_size = sizeof(conf);
+	app.opts = "M:F:T:w:";
+	app.longopts = opts;
+	app.usage =
+		"  -M, --memcached ADDR  where the reference features are (default 127.0.0.1:11211)\n"
+		"  -F, --fetchers N      pipe blocks that batch the memcached reads (default 8,\n"
+		"                        or -b if fewer)\n"
+		"  -T, --threshold D     largest chi-square distance of a match (default 2.00)\n"
+		"  -w, --timeout MS      bound on a request's picture and a memcached reply\n"
+		"                        (default 2000)\n";
+	app.option = option;
+	app.setup = setup;
+	app.detail = "memcached through pipe blocks";
+	return gsrv_main(&app, argc, argv);
 }

@@ -1,3 +1,0 @@
-/* SPDX-License-Identifier: Apache-2.0 */
-/* The face verification kernel for the host backend: the same source, a C compiler. */
-#include "kernels.cu"
