@@ -13,6 +13,9 @@
  *        length (16 bits, little-endian), the body; the answer is the
  *        header with type + 1 and a body of one byte, the body's sum;
  *        a header not starting with "H" closes the connection (EPROTO)
+ *   'K'  keys (gsrv_mc_get through the pipes, -M ADDR): each line is a
+ *        key; the answer is "LEN:VALUE\n" for a hit, "E<errno>\n" for an
+ *        error; values of at most 1024 bytes
  *
  * Each wait for the rest of a frame or message is bounded by -T MS (300).
  * The kernel and the host program are this one file: cc builds it for the
@@ -28,6 +31,7 @@
 #define LINE_MAX_BYTES 256
 #define FRAME_CAP (64 + 4)
 #define MSG_CAP 1024
+#define KEY_VALUE_CAP 1024
 
 struct conn {
 	uint32_t proto; /* 0 until the first byte came */
@@ -122,6 +126,41 @@ GSOCK_DEVICE long message(struct gsock_dev gs, int fd, uint8_t *buf, long t)
 	return gsrv_send_all(gs, fd, buf, 5, t);
 }
 
+/* 'K': answer every whole line there, a key each; -EAGAIN when none. */
+GSOCK_DEVICE long keys(struct gsock_dev gs, struct gsrv *s, int fd,
+		       struct conn *c, uint8_t *out, long t)
+{
+	long n, r = -EAGAIN, v;
+	uint32_t at = 0;
+	int head = 0;
+
+	while ((n = gsrv_recv_line(gs, fd, &c->lb, c->data, LINE_MAX_BYTES, &at,
+				   MSG_DONTWAIT, 0)) > 0) {
+		n -= c->data[at + n - 1] == '\n';
+		v = gsrv_mc_get(gs, s, (const char *)c->data + at, (uint32_t)n,
+				out + 16, KEY_VALUE_CAP);
+		if (v == 0)
+			v = gsrv_pipe_wait(gs, s, 3 * t);
+		if (gs_tid() == 0) { /* "LEN:" right before the value */
+			uint8_t num[24] = { 'E' };
+
+			head = put_count(num + 1, v < 0 ? -v : v);
+			if (v < 0) /* "E<errno>\n" */
+				num[head++] = '\n';
+			else
+				out[16 + v] = '\n';
+			for (int i = 0; i < head; i++)
+				out[16 - head + i] = num[i + (v >= 0)];
+		}
+		head = (int)gs_bcast(head);
+		r = gsrv_send_all(gs, fd, out + 16 - head,
+				  (uint64_t)head + (v < 0 ? 0 : v + 1), t);
+		if (r < 0)
+			return r;
+	}
+	return n == -EAGAIN ? r : n;
+}
+
 GSOCK_KERNEL(probe_kernel, gs, arg)
 {
 	struct gsrv *s = (struct gsrv *)arg;
@@ -129,14 +168,20 @@ GSOCK_KERNEL(probe_kernel, gs, arg)
 	uint8_t *buf = (uint8_t *)gsrv_buf(gs, s);
 	int fd;
 
+	if (gsrv_pipe_block(gs, s)) {
+		gsrv_mc_serve(gs, s);
+		return;
+	}
 	while ((fd = gsrv_next(gs, s)) >= 0) {
 		struct conn *c = (struct conn *)gsrv_state(gs, s);
 		long r = c->proto ? -EAGAIN :
 				    grecv(gs, fd, &c->proto, 1, MSG_DONTWAIT);
 
 		if (r == 1 && c->proto != 'L' && c->proto != 'F' &&
-		    c->proto != 'M')
+		    c->proto != 'M' && c->proto != 'K')
 			r = -EPROTONOSUPPORT;
+		else if (c->proto == 'K')
+			r = keys(gs, s, fd, c, buf, a->timeout_us);
 		else if (c->proto == 'L')
 			r = lines(gs, fd, c, buf);
 		else if (c->proto == 'F')
@@ -152,14 +197,26 @@ static long timeout_ms = 300;
 static int option(struct gsrv_app *app, int opt, const char *arg)
 {
 	char *end;
+	long v = strtol(arg, &end, 10);
 
-	(void)opt; /* only -T */
-	timeout_ms = strtol(arg, &end, 10);
-	if (*arg && !*end && timeout_ms > 0)
+	if (opt == 'M') {
+		app->backend = arg;
 		return 0;
-	fprintf(stderr, "%s: -T takes milliseconds, not '%s'\n", app->name,
-		arg);
-	return EX_USAGE;
+	}
+	if (!*arg || *end || v <= 0) {
+		fprintf(stderr, "%s: -%c takes a positive number, not '%s'\n",
+			app->name, opt, arg);
+		return EX_USAGE;
+	}
+	if (opt == 'T')
+		timeout_ms = v;
+	else if (opt == 'F')
+		app->pipes = (unsigned)v;
+	else if (opt == 'R')
+		app->pipe_bufsize = (unsigned)v;
+	else /* -W */
+		app->pipe_timeout_ms = (unsigned)v;
+	return 0;
 }
 
 static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
@@ -172,9 +229,10 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = { { "timeout", required_argument,
-						NULL, 'T' },
-					      { NULL, 0, NULL, 0 } };
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 'T' },
+		{ NULL, 0, NULL, 0 }
+	};
 	struct gsrv_app app = { 0 };
 
 	app.name = "srv-probe";
@@ -183,9 +241,13 @@ int main(int argc, char **argv)
 	app.bufsize = 4096;
 	app.conn_size = sizeof(struct conn);
 	app.app_size = sizeof(struct probe_args);
-	app.opts = "T:";
+	app.opts = "T:M:F:R:W:";
 	app.longopts = opts;
-	app.usage = "  -T, --timeout MS      wait for a message's rest (300)\n";
+	app.usage = "  -T, --timeout MS      wait for a message's rest (300)\n"
+		    "  -M ADDR               memcached, for 'K' (none)\n"
+		    "  -F N                  pipe blocks (8, or -b if fewer)\n"
+		    "  -R BYTES              a pipe's reply buffer (256 KiB)\n"
+		    "  -W MS                 a silent backend has failed (2000)\n";
 	app.option = option;
 	app.setup = setup;
 	return gsrv_main(&app, argc, argv);
