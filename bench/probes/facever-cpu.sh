@@ -36,7 +36,7 @@ for w in ${W:-8 12}; do
     taskset -c 8-15 $FV/facever-gserver-$BK -l 127.0.0.1:0 -M 127.0.0.1:$mp -b 256 > $tmp/g.out 2>&1 & A=$!; up $tmp/g.out
     p=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' $tmp/g.out)
     load $G $p $c "G gsockd --workers $w on ${S#taskset -c }, $c conns (gsockd's time)"
-    kill $A; wait $A 2>/dev/null; grep "fetchers' time\|server block's request" $tmp/g.out
+    kill $A; wait $A 2>/dev/null; grep "pipes' time\|pipes to" $tmp/g.out
   done
   kill $G; wait $G 2>/dev/null
 done

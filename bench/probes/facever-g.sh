@@ -24,7 +24,7 @@ g() { # WORKERS BLOCKS FETCHERS CONNS...
   p=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' $tmp/g.out)
   for c in "$@"; do echo "G workers=$w b=$b F=$f c=$c: $(cl $p $c)"; done
   ( $C $FV/facever-client -s 127.0.0.1:$p -p 200 -c 256 -j 6 -d 3 >/dev/null & sleep 1.5; bridge/gsock-stat > $tmp/st.txt 2>&1; wait )
-  kill $A; wait $A 2>/dev/null; grep -i "memcached asked\|fetchers' time" $tmp/g.out
+  kill $A; wait $A 2>/dev/null; grep -i "pipes to\|pipes' time" $tmp/g.out
   kill $G; wait $G 2>/dev/null
 }
 lscpu -e 2>/dev/null | head -20
