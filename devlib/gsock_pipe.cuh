@@ -73,8 +73,7 @@ GSOCK_DEVICE void gs_srv_ask_post(struct gsock_dev gs, const struct gsrv *s,
 		a->len = len;
 		a->dst = (uint8_t *)dst;
 		a->cap = cap;
-		gs_fence();
-		gs_st_dev64(&a->seq, a->seq + 1);
+		gs_st_dev64(&a->seq, a->seq + 1); /* device scope: same GPU */
 	}
 	gs_sync();
 }
@@ -184,8 +183,7 @@ GSOCK_DEVICE void gs_srv_pipe_answer(const struct gsrv *s, uint32_t e,
 	struct gs_srv_ask *a = &s->asks[e & ~GS_SRV_RETRIED];
 
 	a->result = result;
-	gs_fence();
-	gs_st_dev64(&a->done, a->taken);
+	gs_st_dev64(&a->done, a->taken); /* after the payload, GPU scope */
 }
 
 /*

@@ -173,6 +173,8 @@ struct gsrv_app {
 	uint32_t conn_size; /* bytes of state per connection */
 	const char *requests; /* what the report calls requests ("requests") */
 	const char *counted; /* what gsrv_count() counts ("bytes") */
+	/* The names of the handler's gsrv_step() steps, NULL-ended. */
+	const char *const *steps;
 	/* The application's own options: getopt letters, long forms, help. */
 	const char *opts;
 	const struct option *longopts;

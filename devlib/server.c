@@ -391,6 +391,20 @@ static void gsrv_report_pipes(const struct gsrv_gpu *g, int ngpus)
 		       100 * all.step_ns[GSRV_PIPE_IDLE] / t);
 }
 
+/* Where a request's time went, by the steps the application named. */
+static void gsrv_report_steps(const struct gsrv_app *app,
+			      const struct gsrv_stats *all)
+{
+	if (!app->steps || !app->steps[0] || !all->requests)
+		return;
+	printf("%s: a request's steps, us:", app->name);
+	for (int k = 0; k < GSRV_STEPS && app->steps[k]; k++)
+		printf("%s %.1f %s", k ? "," : "",
+		       (double)all->step_ns[k] / 1e3 / (double)all->requests,
+		       app->steps[k]);
+	printf("\n");
+}
+
 /* What the blocks counted: per GPU where several served, then in all. */
 static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 {
@@ -409,6 +423,8 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 				break; /* said on stderr */
 
 			conns += st->conns;
+			for (int k = 0; k < GSRV_STEPS; k++)
+				all.step_ns[k] += st->step_ns[k];
 			all.requests += st->requests;
 			all.bytes += st->bytes;
 			all.errors += st->errors;
@@ -424,6 +440,8 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 			       (unsigned long long)conns);
 		all.conns += conns;
 	}
+	if (g[0].started)
+		gsrv_report_steps(g[0].app, &all);
 	if (g[0].started)
 		printf("%s: served %llu %s on %llu connections, %llu %s, %llu errors\n",
 		       g[0].app->name, (unsigned long long)all.requests,

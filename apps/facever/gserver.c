@@ -166,6 +166,8 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 }
 	};
+	static const char *const steps[] = { "header", "picture", "features",
+					     "memcached", "reply", NULL };
 	struct gsrv_app app = { 0 };
 
 	app.name = "facever-gserver";
@@ -178,6 +180,7 @@ int main(int argc, char **argv)
 	app.backend = "127.0.0.1:11211";
 	app.pipe_timeout_ms = 2000;
 	app.counted = "matches";
+	app.steps = steps;
 	app.app_size = sizeof(conf);
 	app.opts = "M:F:T:w:";
 	app.longopts = opts;
