@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 #include <netinet/in.h>
@@ -51,6 +52,10 @@ int gsock_parse_addr(const char *spec, struct sockaddr_storage *ss,
 		host[n] = 0;
 		port = colon + 1;
 	}
+	/* getaddrinfo would take 70000 as 4464: a port is 0 to 65535 */
+	if (!*port || strspn(port, "0123456789") != strlen(port) ||
+	    strlen(port) > 5 || atoi(port) > 65535)
+		return -1;
 	if (getaddrinfo(host, port, &hints, &res))
 		return -1;
 	memcpy(ss, res->ai_addr, res->ai_addrlen);

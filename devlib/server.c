@@ -35,7 +35,7 @@ struct gsrv_gpu {
 	struct gsrv *dev_s; /* device memory: what the kernel reads */
 	void *dev_app; /* device memory: app_size bytes, from s->app */
 	pthread_t thread;
-	int device, status, started;
+	int device, status, started, listened;
 	unsigned blocks, threads;
 	const char *listen_at;
 };
@@ -149,7 +149,8 @@ static int gsrv_setup_pipes(struct gsrv_gpu *g, struct gsrv *s)
 	if (!app->backend)
 		return 0;
 	if (gsock_parse_addr(app->backend, &s->backend, &s->backendlen)) {
-		fprintf(stderr, "%s: cannot use backend address %s\n",
+		fprintf(stderr,
+			"%s: cannot use backend address %s (HOST:PORT, [V6]:PORT, or an absolute unix path)\n",
 			app->name, app->backend);
 		return EX_USAGE;
 	}
@@ -198,8 +199,9 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	if (!s->pub || !g->dev_s)
 		goto out_of_memory;
 	if (gsock_parse_addr(g->listen_at, &s->addr, &s->addrlen)) {
-		fprintf(stderr, "%s: cannot use listen address %s\n", app->name,
-			g->listen_at);
+		fprintf(stderr,
+			"%s: cannot use listen address %s (HOST:PORT, [V6]:PORT or PORT, a port from 0 to 65535, or an absolute unix path)\n",
+			app->name, g->listen_at);
 		return EX_USAGE;
 	}
 	s->per_block = app->per_block;
@@ -298,10 +300,15 @@ static void *gsrv_serve(void *p)
 		gsock_stop(g->ctx);
 		g->status = EX_UNAVAILABLE;
 	} else {
+		char gpu[24] = ""; /* the host backend has none */
+
+		if (!strcmp(gsock_backend(), "cuda"))
+			snprintf(gpu, sizeof(gpu), ", GPU %d", g->device);
+		g->listened = 1;
 		gsock_format_addr(&g->s->pub->bound, where, sizeof(where));
-		printf("%s: listening on %s (%s backend, %u blocks x %u threads, GPU %d, %u connections per %s%s%s)\n",
+		printf("%s: listening on %s (%s backend, %u blocks x %u threads%s, %u connections per %s%s%s)\n",
 		       name, where, gsock_backend(),
-		       g->blocks * g->s->group_blocks, g->threads, g->device,
+		       g->blocks * g->s->group_blocks, g->threads, gpu,
 		       g->s->per_block,
 		       g->s->group_blocks > 1 ? "group of blocks" : "block",
 		       detail ? ", " : "", detail ? detail : "");
@@ -357,7 +364,7 @@ static void gsrv_report_pipes(const struct gsrv_gpu *g, int ngpus)
 	double t = 0;
 
 	for (int i = 0; i < ngpus; i++) {
-		for (unsigned p = 0; g[i].started && p < g[i].s->pipes; p++) {
+		for (unsigned p = 0; g[i].listened && p < g[i].s->pipes; p++) {
 			struct gsrv_stats st;
 
 			if (gsock_memcpy(g[i].ctx, &st,
@@ -374,7 +381,7 @@ static void gsrv_report_pipes(const struct gsrv_gpu *g, int ngpus)
 			}
 		}
 	}
-	if (!g[0].started || !g[0].s->pipes)
+	if (!g[0].listened || !g[0].s->pipes)
 		return;
 	printf("%s: the pipes to %s answered %llu asks (%llu errors) in %llu writes (%.1f a write) on %llu connections\n",
 	       g[0].app->name, g[0].app->backend,
@@ -413,7 +420,7 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 	for (int i = 0; i < ngpus; i++) {
 		uint64_t conns = 0;
 
-		if (!g[i].started)
+		if (!g[i].listened)
 			continue;
 		for (unsigned b = 0; b < g[i].blocks; b++) {
 			struct gsrv_stats one, *st = &one;
@@ -440,9 +447,9 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 			       (unsigned long long)conns);
 		all.conns += conns;
 	}
-	if (g[0].started)
+	if (g[0].listened)
 		gsrv_report_steps(g[0].app, &all);
-	if (g[0].started)
+	if (g[0].listened)
 		printf("%s: served %llu %s on %llu connections, %llu %s, %llu errors\n",
 		       g[0].app->name, (unsigned long long)all.requests,
 		       g[0].app->requests, (unsigned long long)all.conns,

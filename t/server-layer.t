@@ -11,7 +11,7 @@ need_backend
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 [ -x "$PROBE" ] || skip_all "t/srv-probe-$BACKEND is not built"
 time_limit 120
-plan 13
+plan 15
 
 start_gsockd || exit 1
 "$PROBE" -l 127.0.0.1:0 -b 2 -m 4 -t 64 -T 300 >"$TMP/probe.out" 2>"$TMP/probe.err" &
@@ -139,6 +139,16 @@ grep -q "^srv-probe: served [0-9]* requests on 3 connections, [0-9]* bytes, 2 er
 r=$?
 [ $r = 0 ] || sed 's/^/#   /' "$TMP/idle.out" "$TMP/idle.err"
 ok $r "the two are counted as errors (ETIMEDOUT): $(tail -1 "$TMP/idle.out")"
+
+# Bad addresses: a port past 65535 is refused (not wrapped); a port
+# taken says so, with no report of a server that never served.
+"$PROBE" -l 127.0.0.1:70000 -b 1 >"$TMP/bad.out" 2>"$TMP/bad.err"
+r=$?
+is "$r $(grep -c 'cannot use listen address 127.0.0.1:70000' "$TMP/bad.err")" "64 1" "-l 127.0.0.1:70000: refused, status 64 (EX_USAGE)"
+"$PROBE" -l "127.0.0.1:$P" -b 1 >"$TMP/taken.out" 2>"$TMP/taken.err"
+r=$?
+is "$r $(grep -c 'Address already in use' "$TMP/taken.err") $(grep -c served "$TMP/taken.out")" "69 1 0" \
+	"a port already taken: 'Address already in use', status 69, no report"
 
 kill -TERM "$PPID_"
 wait "$PPID_"
