@@ -2,7 +2,7 @@
 /*
  * The CPU side of face verification, shared by the enrolment tool, the
  * load generator and the CPU servers: the generated face population, PGM
- * files, and a memcached client (meta commands).
+ * files, and a memcached client (libmemcached).
  */
 #ifndef FV_CPU_H
 #define FV_CPU_H
@@ -29,15 +29,15 @@ void fv_features_cpu(const uint8_t *img, uint32_t w, uint32_t h, float *feats);
 float fv_chi2_cpu(const float *a, const float *b);
 
 /*
- * A memcached connection. It reconnects on the next call after a failure,
- * and every call is bounded by a timeout, so that a dead or stopped
- * memcached costs errors, never a hang.
+ * A memcached client (mc.c, on libmemcached). Every call is bounded by a
+ * timeout, and a failed server is tried again on the next call, so that a
+ * dead or stopped memcached costs errors, never a hang.
  */
+#define MC_MAX_KEYS 64 /* keys one multi-get asks for */
+struct memcached_st;
 struct mc {
-	int fd;
+	struct memcached_st *st;
 	const char *addr;
-	size_t off, len; /* unread reply bytes in buf */
-	char buf[16384];
 };
 
 void mc_init(struct mc *m, const char *addr);
