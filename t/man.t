@@ -8,7 +8,7 @@ time_limit 60
 command -v mandoc >/dev/null 2>&1 || skip_all "mandoc is not installed (scripts/setup installs it)"
 M=$GSOCK_SRC/man
 pages="gsock.7 gsockd.8 gsock.conf.5 gsock-calls.3 gsock-server.3 libgsock.3 gsock-preload.8 gsock-run.1 gsock-stat.1"
-plan 14
+plan 15
 bad=""
 for p in $pages; do
 	out=$(mandoc -T lint -W warning "$M/$p" 2>&1)
@@ -49,6 +49,16 @@ srv=$( (sed -n 's/^GSOCK_DEVICE [a-z0-9_ ]*[ *]\(gsrv_[a-z_]*\)(.*/\1/p' "$GSOCK
 [ "$(echo $srv | wc -w)" -ge 15 ]
 ok $? "gsock_server.cuh and gsock_server.h declare the server layer ($(echo $srv | wc -w) calls)"
 is "$(missing gsock-server.3 $srv)" "" "gsock-server(3) documents every call of the server layer"
+
+# No example program calls an internal: every gs_ name the apps use is
+# in a manual page.
+used=$(cat "$GSOCK_SRC"/apps/*/*.c "$GSOCK_SRC"/apps/*/*.cu* "$GSOCK_SRC"/apps/*/*.h 2>/dev/null |
+	grep -o '\bgs_[a-z0-9_]*(' | tr -d '(' | sort -u)
+undoc=""
+for f in $used; do
+	cat "$GSOCK_SRC"/man/*.[1-8] | grep -q "$f\b" || undoc="$undoc $f"
+done
+is "$undoc" "" "every device primitive the example apps use is documented ($(echo $used | wc -w) of them)"
 
 # Every page the others point to exists.
 refs=$(for p in $pages; do text "$p"; done | grep -o '\b\(gsock[a-z.-]*\|libgsock\|gsockd\)([0-9])' | sort -u)
