@@ -281,6 +281,47 @@ GSOCK_DEVICE int gsrv_listen(struct gsock_dev gs,
 }
 
 /*
+ * Connect to addr (TCP_NODELAY for TCP), trying again every 5 ms while it
+ * is refused (a peer that does not listen yet), for up to timeout_us (< 0:
+ * no limit): the descriptor, or a negative errno (-ETIMEDOUT when it was
+ * still refused then; the application's end stops the tries too).
+ */
+GSOCK_DEVICE int gsrv_connect(struct gsock_dev gs,
+			      const struct sockaddr_storage *addr,
+			      uint32_t addrlen, long timeout_us)
+{
+	uint64_t until = gs_now_ns() + (uint64_t)timeout_us * 1000;
+
+	for (;;) {
+		int one = 1, fd = gsocket(gs, addr->ss_family, SOCK_STREAM, 0);
+		long r;
+
+		if (fd < 0)
+			return fd;
+		if (addr->ss_family != AF_UNIX)
+			gsetsockopt(gs, fd, IPPROTO_TCP, TCP_NODELAY, &one,
+				    sizeof(one));
+		r = gconnect(gs, fd, (const struct sockaddr *)addr, addrlen);
+		if (r == 0)
+			return fd;
+		gclose(gs, fd);
+		if (r != -ECONNREFUSED && r != -ENOENT)
+			return (int)r;
+		if (gs_tid() == 0) {
+			uint64_t next = gs_now_ns() + 5000000;
+			unsigned turn = 0;
+
+			r = timeout_us >= 0 && next > until ? -ETIMEDOUT : 0;
+			while (!r && gs_now_ns() < next)
+				r = gs_wait_turn(gs, &turn);
+		}
+		r = gs_bcast(r);
+		if (r)
+			return (int)r;
+	}
+}
+
+/*
  * Every block: the shared listener (block 0 opens it and publishes it,
  * the others wait for that), or a negative errno.
  */
@@ -604,6 +645,23 @@ GSOCK_DEVICE int gsrv_wait(struct gsock_dev gs, int fd, short events,
 	gs_sync();
 	r = gpoll(gs, &pfd, 1, timeout_us);
 	return r < 0 ? r : r == 0 ? -ETIMEDOUT : 0;
+}
+
+/*
+ * The next connection on listener lfd within timeout_us (< 0: no limit):
+ * its descriptor, or a negative errno (-ETIMEDOUT when none came).
+ */
+GSOCK_DEVICE int gsrv_accept(struct gsock_dev gs, int lfd, long timeout_us)
+{
+	for (;;) {
+		int fd = gaccept_nb(gs, lfd, NULL, NULL);
+
+		if (fd != -EAGAIN)
+			return fd;
+		fd = gsrv_wait(gs, lfd, POLLIN, timeout_us);
+		if (fd < 0)
+			return fd;
+	}
 }
 
 /*

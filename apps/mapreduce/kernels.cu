@@ -138,44 +138,15 @@ GSOCK_DEVICE int mr_connect(struct gsock_dev gs, struct mr_job *j,
 {
 	GS_SHARED struct mr_wire_hdr h;
 	const struct mr_peer *p = &j->peer[peer];
-	uint64_t give_up = 0;
-	long r;
-	int fd;
+	int fd = gsrv_connect(gs, &p->addr, p->len, j->timeout_ms * 1000L);
 
-	if (gs_tid() == 0) {
-		give_up = gs_now_ns() + (uint64_t)j->timeout_ms * 1000000u;
-		h = (struct mr_wire_hdr){ MR_WIRE_MAGIC, j->rank, records };
-	}
-	for (;;) {
-		int one = 1;
-
-		fd = gsocket(gs, p->addr.ss_family, SOCK_STREAM, 0);
-		if (fd < 0) {
-			r = fd;
-			break;
-		}
-		if (p->addr.ss_family != AF_UNIX)
-			gsetsockopt(gs, fd, IPPROTO_TCP, TCP_NODELAY, &one,
-				    sizeof(one));
-		r = gconnect(gs, fd, (const struct sockaddr *)&p->addr,
-			     p->len);
-		if (r == 0)
-			break;
-		gclose(gs, fd);
-		if (r != -ECONNREFUSED && r != -ENOENT)
-			break;
+	if (fd < 0) {
 		if (gs_tid() == 0)
-			r = gs_now_ns() > give_up ? -ETIMEDOUT :
-						     mr_sleep_t0(gs, 5);
-		r = gs_bcast(r);
-		if (r)
-			break;
-	}
-	if (r) {
-		if (gs_tid() == 0)
-			mr_fail(j->res, MR_E_CONNECT, r, peer, 0, 0);
+			mr_fail(j->res, MR_E_CONNECT, fd, peer, 0, 0);
 		return -1;
 	}
+	if (gs_tid() == 0)
+		h = (struct mr_wire_hdr){ MR_WIRE_MAGIC, j->rank, records };
 	gs_sync();
 	if (mr_send_all(gs, j, fd, peer, &h, sizeof(h))) {
 		gclose(gs, fd);
@@ -192,23 +163,9 @@ GSOCK_DEVICE int mr_connect(struct gsock_dev gs, struct mr_job *j,
 GSOCK_DEVICE int mr_accept(struct gsock_dev gs, struct mr_job *j,
 			   struct mr_wire_hdr *hdr)
 {
-	GS_SHARED struct gpollfd pfd;
 	int lfd = (int)gs_ld_local32((const uint32_t *)&j->res->lfd);
-	long fd;
+	long fd = gsrv_accept(gs, lfd, j->timeout_ms * 1000L);
 
-	for (;;) {
-		fd = gaccept_nb(gs, lfd, NULL, NULL);
-		if (fd != -EAGAIN)
-			break;
-		if (gs_tid() == 0)
-			pfd = (struct gpollfd){ lfd, POLLIN, 0 };
-		gs_sync();
-		fd = gpoll(gs, &pfd, 1, j->timeout_ms * 1000L);
-		if (fd == 0)
-			fd = -ETIMEDOUT;
-		if (fd < 0)
-			break;
-	}
 	if (fd < 0) {
 		if (gs_tid() == 0)
 			mr_fail(j->res, MR_E_ACCEPT, fd, 0, 0, 0);
