@@ -254,16 +254,17 @@ GSOCK_DEVICE int gs_srv_pipe_open(struct gsock_dev gs, const struct gsrv *s)
 }
 
 /*
- * Block-wide: write fifo entries [from, tail) on the connection, opening
- * one if there is none: 0, or a negative errno with the connection
- * closed.
+ * Block-wide: write fifo entries [from, from + n), n <= GSRV_PIPE_BATCH,
+ * on the connection, opening one if there is none: 0, or a negative
+ * errno with the connection closed.
  */
-GSOCK_DEVICE int gs_srv_pipe_write(struct gsock_dev gs, const struct gsrv *s,
-				   struct gs_srv_pipe *ps, uint32_t from)
+GSOCK_DEVICE int gs_srv_pipe_write_some(struct gsock_dev gs,
+					const struct gsrv *s,
+					struct gs_srv_pipe *ps, uint32_t from,
+					uint32_t n)
 {
 	GS_SHARED uint32_t at[GSRV_PIPE_BATCH + 1];
 	uint8_t *text = gs_srv_pipe_text(ps);
-	uint32_t n = ps->tail - from;
 	long r = 0;
 	int fd;
 
@@ -302,6 +303,26 @@ GSOCK_DEVICE int gs_srv_pipe_write(struct gsock_dev gs, const struct gsrv *s,
 	}
 	gs_sync();
 	return fd < 0 ? fd : 0;
+}
+
+/*
+ * Block-wide: write fifo entries [from, tail), GSRV_PIPE_BATCH at a time
+ * (after a failure, every ask in flight is written again): 0, or a
+ * negative errno with the connection closed.
+ */
+GSOCK_DEVICE int gs_srv_pipe_write(struct gsock_dev gs, const struct gsrv *s,
+				   struct gs_srv_pipe *ps, uint32_t from)
+{
+	int r = 0;
+
+	while (from != ps->tail && !r) {
+		uint32_t n = ps->tail - from;
+
+		n = n < GSRV_PIPE_BATCH ? n : GSRV_PIPE_BATCH;
+		r = gs_srv_pipe_write_some(gs, s, ps, from, n);
+		from += n;
+	}
+	return r;
 }
 
 /*

@@ -225,8 +225,13 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	s->pfd_off = (sizeof(struct gs_srv_blk) + 15) & ~15u;
 	s->slot_off = s->pfd_off + ((8 * (s->per_block + 1) + 15) & ~15u);
 	s->last_off = s->slot_off + ((4 * s->per_block + 15) & ~15u);
-	s->state_off = s->last_off + 8 * s->per_block;
-	s->buf_off = s->state_off + s->per_block * s->conn_size;
+	s->state_off = s->last_off + ((8 * s->per_block + 15) & ~15u);
+	/*
+	 * The buffer on 256 bytes: with an odd per_block it sat 8 bytes off
+	 * 16, and every copy from a ring into it took gs_copy's slower
+	 * shifted path.
+	 */
+	s->buf_off = (s->state_off + s->per_block * s->conn_size + 255) & ~255u;
 	stride = ((uint64_t)s->buf_off + s->bufsize + 255) & ~255ull;
 	if (stride > UINT32_MAX) {
 		fprintf(stderr, "%s: a block's memory would exceed 4 GiB\n",

@@ -11,7 +11,7 @@ need_backend
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 [ -x "$PROBE" ] || skip_all "t/srv-probe-$BACKEND is not built"
 time_limit 120
-plan 15
+plan 16
 
 MP=$(free_port)
 python3 "$GSOCK_SRC/t/fake_mc.py" "$MP" "$TMP/mc.log" >"$TMP/mc.out" 2>&1 &
@@ -98,8 +98,31 @@ ts = [threading.Thread(target=one, args=(i,)) for i in range(8)]
 print(sum(res), 'of', len(res))")
 is "$got" "200 of 200" "8 clients on 2 blocks x 4 through one pipe: 25 keys each, every value right"
 
-# No backend: connect refused, reported to each ask; no pipes: ENOTCONN.
+# More asks in flight than one write holds (GSRV_PIPE_BATCH, 64), and
+# the backend silent: all are written again on a fresh connection, in
+# writes of 64, and all get ETIMEDOUT; then the pipe serves again.
 kill -TERM "$p_PID"; wait "$p_PID" 2>/dev/null
+probe m -b 80 -m 1 -F 1 -M "127.0.0.1:$MP" -W 300
+got=$(timeout 60 python3 -c "
+import socket, threading
+res = []
+def one(i):
+    s = socket.create_connection(('127.0.0.1', $P))
+    s.sendall(b'Ksleep\n')
+    got = b''
+    while not got.endswith(b'\n'):
+        d = s.recv(100)
+        if not d:
+            break
+        got += d
+    res.append(got)
+ts = [threading.Thread(target=one, args=(i,)) for i in range(80)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(res.count(b'E110\n'), 'of', len(res))")
+is "$got $(ask v12)" "80 of 80 $(v 12)" "80 asks in flight on a silent backend: all ETIMEDOUT, then the pipe serves again"
+kill -TERM "$m_PID"; wait "$m_PID" 2>/dev/null
+
+# No backend: connect refused, reported to each ask; no pipes: ENOTCONN.
 probe q -b 1 -m 2 -F 1 -M "127.0.0.1:$(free_port)" -W 300
 a1=$(ask v1)
 kill -TERM "$q_PID"; wait "$q_PID" 2>/dev/null
