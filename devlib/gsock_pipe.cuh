@@ -135,43 +135,24 @@ GSOCK_DEVICE long gsrv_pipe_wait(struct gsock_dev gs, const struct gsrv *s,
 
 /* ---- the pipe block ---- */
 
-GSOCK_DEVICE struct gs_srv_pipe *gs_srv_pipe_of(struct gsock_dev gs,
-						const struct gsrv *s)
-{
-	uint32_t p = gs_bid() - s->blocks * s->group_blocks;
-
-	(void)gs;
-	return (struct gs_srv_pipe *)(s->pipe_mem + (size_t)p * s->pipe_stride);
-}
-
 /* Where a pipe writes a batch's text, and where its replies come in. */
 GSOCK_DEVICE uint8_t *gs_srv_pipe_text(struct gs_srv_pipe *ps)
 {
-	return (uint8_t *)(ps + 1);
+	return ps->mem;
 }
 
 GSOCK_DEVICE uint8_t *gs_srv_pipe_buf(struct gs_srv_pipe *ps)
 {
-	return gs_srv_pipe_text(ps) + GSRV_PIPE_BATCH * GSRV_ASK_MAX;
-}
-
-/* The pipe's counters: stats[blocks + p]. */
-GSOCK_DEVICE struct gsrv_stats *gs_srv_pipe_stats(struct gsock_dev gs,
-						  const struct gsrv *s)
-{
-	(void)gs;
-	return &s->stats[s->blocks + gs_bid() - s->blocks * s->group_blocks];
+	return ps->mem + GSRV_PIPE_BATCH * GSRV_ASK_MAX;
 }
 
 /* Thread 0: the time since the last split goes to step i. */
-GSOCK_DEVICE void gs_srv_pipe_split_t0(struct gsock_dev gs,
-				       const struct gsrv *s,
-				       struct gs_srv_pipe *ps, unsigned i)
+GSOCK_DEVICE void gs_srv_pipe_split_t0(struct gs_srv_pipe *ps, unsigned i)
 {
 	if (gs_tid() == 0) {
 		uint64_t now = gs_now_ns();
 
-		gs_srv_pipe_stats(gs, s)->step_ns[i] += now - ps->t;
+		ps->st.step_ns[i] += now - ps->t;
 		ps->t = now;
 	}
 }
@@ -248,8 +229,6 @@ GSOCK_DEVICE int gs_srv_pipe_open(struct gsock_dev gs, const struct gsrv *s)
 		gclose(gs, fd);
 		return r;
 	}
-	if (gs_tid() == 0)
-		gs_srv_pipe_stats(gs, s)->conns++;
 	return fd;
 }
 
@@ -287,8 +266,11 @@ GSOCK_DEVICE int gs_srv_pipe_write_some(struct gsock_dev gs,
 	}
 	gs_sync();
 	fd = ps->fd;
-	if (fd < 0)
+	if (fd < 0) {
 		fd = gs_srv_pipe_open(gs, s);
+		if (gs_tid() == 0 && fd >= 0)
+			ps->st.conns++;
+	}
 	if (fd >= 0) {
 		r = gsrv_send_all(gs, fd, text, at[n],
 				  (long)(s->pipe_quiet_ns / 1000));
@@ -299,7 +281,7 @@ GSOCK_DEVICE int gs_srv_pipe_write_some(struct gsock_dev gs,
 	}
 	if (gs_tid() == 0) {
 		ps->fd = fd < 0 ? -1 : fd;
-		gs_srv_pipe_stats(gs, s)->batches++;
+		ps->st.batches++;
 	}
 	gs_sync();
 	return fd < 0 ? fd : 0;
@@ -348,7 +330,7 @@ GSOCK_DEVICE void gs_srv_pipe_fail(struct gsock_dev gs, const struct gsrv *s,
 				ps->fifo[(ps->head + n++) % GSRV_PIPE_FIFO] =
 					e | GS_SRV_RETRIED;
 		}
-		gs_srv_pipe_stats(gs, s)->errors += ps->tail - ps->head - n;
+		ps->st.errors += ps->tail - ps->head - n;
 		ps->tail = ps->head + n;
 		ps->pos = ps->have = 0;
 		ps->skip = 0;
@@ -359,7 +341,7 @@ GSOCK_DEVICE void gs_srv_pipe_fail(struct gsock_dev gs, const struct gsrv *s,
 		return;
 	err = gs_srv_pipe_write(gs, s, ps, ps->head);
 	if (err < 0 && gs_tid() == 0) {
-		gs_srv_pipe_stats(gs, s)->errors += ps->tail - ps->head;
+		ps->st.errors += ps->tail - ps->head;
 		for (; ps->head != ps->tail; ps->head++)
 			gs_srv_pipe_answer(s, ps->fifo[ps->head % GSRV_PIPE_FIFO],
 					   err);
@@ -416,6 +398,7 @@ GSOCK_DEVICE int gs_srv_pipe_hand_out(struct gsock_dev gs,
 	GS_SHARED struct gsrv_reply rep[GSRV_PIPE_BATCH];
 	uint8_t *buf = gs_srv_pipe_buf(ps);
 
+	(void)gs;
 	for (;;) {
 		long r = 0;
 		uint32_t n;
@@ -436,7 +419,7 @@ GSOCK_DEVICE int gs_srv_pipe_hand_out(struct gsock_dev gs,
 		}
 		gs_sync();
 		if (gs_tid() == 0) {
-			struct gsrv_stats *st = gs_srv_pipe_stats(gs, s);
+			struct gsrv_stats *st = &ps->st;
 
 			for (uint32_t i = 0; i < n; i++) {
 				uint32_t e = ps->fifo[(ps->head + i) %
@@ -500,7 +483,7 @@ GSOCK_DEVICE long gs_srv_pipe_recv(struct gsock_dev gs, const struct gsrv *s,
 	want = ps->skip ? (ps->skip < cap ? ps->skip : cap) : cap - ps->have;
 	r = grecv(gs, ps->fd, ps->skip ? buf : buf + ps->have, want,
 		  MSG_DONTWAIT);
-	gs_srv_pipe_split_t0(gs, s, ps, GSRV_PIPE_RECV);
+	gs_srv_pipe_split_t0(ps, GSRV_PIPE_RECV);
 	if (r == -EAGAIN) {
 		if (gs_tid() == 0 &&
 		    gs_now_ns() - ps->quiet_since > s->pipe_quiet_ns)
@@ -518,7 +501,7 @@ GSOCK_DEVICE long gs_srv_pipe_recv(struct gsock_dev gs, const struct gsrv *s,
 	}
 	gs_sync();
 	r = ps->skip ? 0 : gs_srv_pipe_hand_out(gs, s, ps, parse, ctx);
-	gs_srv_pipe_split_t0(gs, s, ps, GSRV_PIPE_HAND);
+	gs_srv_pipe_split_t0(ps, GSRV_PIPE_HAND);
 	return r < 0 ? r : 1;
 }
 
@@ -530,12 +513,15 @@ GSOCK_DEVICE long gs_srv_pipe_recv(struct gsock_dev gs, const struct gsrv *s,
 GSOCK_DEVICE void gsrv_pipe_serve(struct gsock_dev gs, const struct gsrv *s,
 				  gsrv_parse_fn parse, void *ctx)
 {
-	struct gs_srv_pipe *ps = gs_srv_pipe_of(gs, s);
+	GS_SHARED struct gs_srv_pipe pipe;
+	struct gs_srv_pipe *ps = &pipe;
+	uint32_t p = gs_bid() - s->blocks * s->group_blocks;
 	unsigned idle = 0;
 
 	if (gs_tid() == 0) {
-		ps->head = ps->tail = ps->pos = ps->have = 0;
-		ps->skip = 0;
+		for (size_t i = 0; i < sizeof(*ps); i++)
+			((uint8_t *)ps)[i] = 0;
+		ps->mem = s->pipe_mem + (size_t)p * s->pipe_stride;
 		ps->fd = -1;
 		ps->t = gs_now_ns();
 	}
@@ -549,7 +535,7 @@ GSOCK_DEVICE void gsrv_pipe_serve(struct gsock_dev gs, const struct gsrv *s,
 			if (r < 0)
 				gs_srv_pipe_fail(gs, s, ps, r);
 		}
-		gs_srv_pipe_split_t0(gs, s, ps,
+		gs_srv_pipe_split_t0(ps,
 				     nb ? GSRV_PIPE_ASK : GSRV_PIPE_IDLE);
 		if (ps->head != ps->tail) {
 			r = gs_srv_pipe_recv(gs, s, ps, parse, ctx);
@@ -565,15 +551,17 @@ GSOCK_DEVICE void gsrv_pipe_serve(struct gsock_dev gs, const struct gsrv *s,
 			err = gs_world_error(gs);
 			if (!err)
 				gs_relax(idle++);
-			gs_srv_pipe_split_t0(gs, s, ps, GSRV_PIPE_IDLE);
+			gs_srv_pipe_split_t0(ps, GSRV_PIPE_IDLE);
 		}
 		if (gs_bcast(err))
 			break;
 	}
-	if (gs_tid() == 0)
+	if (gs_tid() == 0) {
 		for (; ps->head != ps->tail; ps->head++)
 			gs_srv_pipe_answer(s, ps->fifo[ps->head % GSRV_PIPE_FIFO],
 					   -ECANCELED);
+		s->stats[s->blocks + p] = ps->st; /* for gsrv_main's report */
+	}
 	if (ps->fd >= 0)
 		gclose(gs, ps->fd);
 }

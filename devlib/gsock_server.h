@@ -71,11 +71,14 @@ struct gs_srv_ask {
 };
 
 /*
- * A pipe block's state (device memory), followed by the text of a batch
- * (GSRV_PIPE_BATCH x GSRV_ASK_MAX bytes) and its reply buffer
- * (pipe_bufsize bytes).
+ * A pipe block's state (the block's shared memory; its counters go to
+ * stats[blocks + p] as it ends). Its memory (pipe_mem + p x pipe_stride,
+ * device memory) holds the text of a write (GSRV_PIPE_BATCH x
+ * GSRV_ASK_MAX bytes), then its reply buffer (pipe_bufsize bytes).
  */
 struct gs_srv_pipe {
+	struct gsrv_stats st; /* its counters */
+	uint8_t *mem; /* its memory */
 	uint32_t fifo[GSRV_PIPE_FIFO]; /* asking blocks, in order */
 	uint32_t head, tail; /* asks answered, asks written (counts) */
 	uint32_t pos, have; /* reply buffer: handed out, received up to */

@@ -163,8 +163,7 @@ static int gsrv_setup_pipes(struct gsrv_gpu *g, struct gsrv *s)
 	s->pipe_quiet_ns = (app->pipe_timeout_ms ? app->pipe_timeout_ms :
 						   2000) *
 			   1000000ull;
-	stride = sizeof(struct gs_srv_pipe) +
-		 (uint64_t)GSRV_PIPE_BATCH * GSRV_ASK_MAX + s->pipe_bufsize;
+	stride = (uint64_t)GSRV_PIPE_BATCH * GSRV_ASK_MAX + s->pipe_bufsize;
 	s->pipe_stride = (uint32_t)((stride + 255) & ~255ull);
 	return 0;
 }
