@@ -45,17 +45,18 @@ GSOCK_DEVICE long fv_check(const void *hdr, void *ctx)
 	return fv_side_ok(q->w) && fv_side_ok(q->h) ? 0 : -EMSGSIZE;
 }
 
-/* The verdict on the picture in b, whose features were asked for. */
+/* The verdict on the picture in b, whose features were asked for (r). */
 GSOCK_DEVICE int32_t fv_verdict(struct gsock_dev gs, struct gsrv *s,
-				struct fv_buf *b, struct fv_conf *c, float *d)
+				struct fv_buf *b, struct fv_conf *c, long r,
+				float *d)
 {
 	GS_SHARED uint32_t hist[FV_NFEAT], cellsum[FV_GRID * FV_GRID];
 	GS_SHARED float scratch[FV_THREADS];
-	long r;
 
 	fv_features(b->img, b->req.w, b->req.h, b->query, hist, cellsum);
 	gsrv_step(gs, s, FV_COMPUTE);
-	r = gsrv_pipe_wait(gs, s, 3 * c->timeout_us);
+	if (r == 0)
+		r = gsrv_pipe_wait(gs, s, 3 * c->timeout_us);
 	gsrv_step(gs, s, FV_ANSWER);
 	if (r != FV_FEAT_BYTES)
 		return r == -ENOENT ? FV_E_UNKNOWN : FV_E_STORE;
@@ -83,14 +84,15 @@ GSOCK_DEVICE long fv_request(struct gsock_dev gs, struct gsrv *s, int fd,
 		return r; /* nothing yet, the end, or an error */
 	if (!status) {
 		/* asked now, the answer travels while the picture comes in */
-		gsrv_mc_get(gs, s, key, fv_key(key, b->req.id), b->stored,
-			    FV_FEAT_BYTES);
+		long asked = gsrv_mc_get(gs, s, key, fv_key(key, b->req.id),
+					 b->stored, FV_FEAT_BYTES);
+
 		gsrv_step(gs, s, FV_WAIT);
 		r = gsrv_recv_all(gs, fd, b->img, n, c->timeout_us);
 		if (r != (long)n)
 			return r < 0 ? r : -ECONNRESET;
 		gsrv_step(gs, s, FV_PIC);
-		status = fv_verdict(gs, s, b, c, &d);
+		status = fv_verdict(gs, s, b, c, asked, &d);
 	}
 	if (gs_tid() == 0)
 		b->resp = (struct fv_resp){ FV_RESP_MAGIC, b->req.seq, status,
