@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../apps/common/app.h"
 #include "../apps/facever/fv_cpu.h"
 #include "tap.h"
 
@@ -161,8 +162,8 @@ int main(int argc, char **argv)
 	uint8_t *back = NULL;
 
 	fv_face(3, 5, 1, 128, 96, img);
-	if (fd >= 0 && fv_pgm_write(path, img, 128, 96) == 0)
-		back = fv_pgm_read(path, &w, &h);
+	if (fd >= 0 && app_pgm_write(path, img, 128, 96) == 0)
+		back = app_pgm_read(path, &w, &h, FV_MIN_SIDE, FV_MAX_SIDE);
 	ok(back && w == 128 && h == 96 && !memcmp(back, img, 128 * 96),
 	   "a PGM file written and read back holds the same picture");
 	free(back);
@@ -171,7 +172,7 @@ int main(int argc, char **argv)
 
 		fputs("P5\n8 8\n255\n", f); /* too small: refused */
 		fclose(f);
-		back = fv_pgm_read(path, &w, &h);
+		back = app_pgm_read(path, &w, &h, FV_MIN_SIDE, FV_MAX_SIDE);
 		ok(!back, "a PGM file with a side under %d pixels is refused",
 		   FV_MIN_SIDE);
 		free(back);

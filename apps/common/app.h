@@ -23,6 +23,16 @@ int app_io_all(int fd, void *p, size_t n, int sending);
 /* A listening socket on spec (SO_REUSEADDR, and SO_REUSEPORT if asked). */
 int app_listen(const char *spec, int reuseport);
 
+/*
+ * A binary PGM (P5, maxval <= 255) of min_side..max_side pixels a side,
+ * read into a malloc'd buffer; NULL with errno (EINVAL: not such a PGM).
+ */
+uint8_t *app_pgm_read(const char *path, uint32_t *w, uint32_t *h,
+		      uint32_t min_side, uint32_t max_side);
+/* Write one; 0 or -1 with errno. */
+int app_pgm_write(const char *path, const uint8_t *img, uint32_t w,
+		  uint32_t h);
+
 struct gsock_ctx;
 struct gsock_opts;
 struct app_listener;

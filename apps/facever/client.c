@@ -331,7 +331,8 @@ static int cmp_u32(const void *a, const void *b)
 static int one_shot(uint32_t id, const char *path)
 {
 	uint32_t w, h;
-	uint8_t *img = fv_pgm_read(path, &w, &h);
+	uint8_t *img = app_pgm_read(path, &w, &h, FV_MIN_SIDE,
+				   FV_MAX_SIDE);
 	struct fv_req q = { FV_REQ_MAGIC, 1, id, 0, 0 };
 	struct fv_resp r;
 	int fd;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sysexits.h>
 
+#include "app.h"
 #include "fv_cpu.h"
 
 static void usage(FILE *f)
@@ -82,7 +83,8 @@ int main(int argc, char **argv)
 				"facever-enrol: one picture needs both --id and --image\n");
 			return EX_USAGE;
 		}
-		img = fv_pgm_read(image, &w, &h);
+		img = app_pgm_read(image, &w, &h, FV_MIN_SIDE,
+				   FV_MAX_SIDE);
 		if (!img) {
 			fprintf(stderr,
 				"facever-enrol: cannot read %s: %s (a binary PGM of %d to %d pixels a side)\n",

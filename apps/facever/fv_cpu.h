@@ -20,9 +20,6 @@
 void fv_face(uint32_t seed, uint32_t person, uint32_t view, uint32_t w,
 	     uint32_t h, uint8_t *img);
 
-/* A binary PGM (P5, maxval <= 255) read into a malloc'd buffer; NULL, errno. */
-uint8_t *fv_pgm_read(const char *path, uint32_t *w, uint32_t *h);
-int fv_pgm_write(const char *path, const uint8_t *img, uint32_t w, uint32_t h);
 
 /* The features of img on this CPU thread. */
 void fv_features_cpu(const uint8_t *img, uint32_t w, uint32_t h, float *feats);
