@@ -143,6 +143,24 @@ GSOCK_DEVICE long gsrv_wait_word(struct gsock_dev gs, const uint32_t *word,
 	return gs_bcast(v);
 }
 
+/*
+ * Every thread: wait about us microseconds; 0, or a negative errno when
+ * the application stops or gsockd goes first.
+ */
+GSOCK_DEVICE long gsrv_sleep(struct gsock_dev gs, long us)
+{
+	long r = 0;
+	unsigned turn = 0;
+
+	if (gs_tid() == 0) {
+		uint64_t until = gs_now_ns() + (uint64_t)(us > 0 ? us : 0) * 1000u;
+
+		while (!r && gs_now_ns() < until)
+			r = gs_wait_turn(gs, &turn);
+	}
+	return gs_bcast(r);
+}
+
 /* Every block's writes before, then thread 0 stores v at word. */
 GSOCK_DEVICE void gs_srv_publish(struct gsock_dev gs, uint32_t *word,
 				 uint32_t v)

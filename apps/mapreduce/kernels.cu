@@ -47,43 +47,25 @@ GSOCK_DEVICE int mr_failed(struct mr_result *res)
 GSOCK_DEVICE int mr_grid_sync(struct gsock_dev gs, struct mr_result *res,
 			      unsigned nblocks)
 {
-	long r = 0;
+	uint32_t gen = 0, last = 0;
+	long r;
 
 	gs_sync();
 	if (gs_tid() == 0) {
-		uint32_t gen = gs_ld_local32(&res->bar_gen);
-		unsigned turn = 0;
-
+		gen = gs_ld_local32(&res->bar_gen);
 		gs_fence();
 		if (gs_fetch_add32(&res->bar_count, 1) == nblocks - 1) {
 			gs_st32(&res->bar_count, 0);
 			gs_fence();
 			gs_fetch_add32(&res->bar_gen, 1);
-		} else {
-			while (gs_ld_local32(&res->bar_gen) == gen) {
-				r = gs_wait_turn(gs, &turn);
-				if (r)
-					break;
-			}
+			last = 1;
 		}
+	}
+	r = gs_bcast(last) ? 0 : gsrv_wait_word(gs, &res->bar_gen, gen);
+	if (gs_tid() == 0)
 		gs_fence();
-	}
-	return (int)gs_bcast(r);
-}
-
-/* Thread 0 of a block: sleep about ms (0 or -errno when stopped). */
-GSOCK_DEVICE long mr_sleep_t0(struct gsock_dev gs, int ms)
-{
-	uint64_t until = gs_now_ns() + (uint64_t)ms * 1000000u;
-	unsigned turn = 0;
-
-	while (gs_now_ns() < until) {
-		long r = gs_wait_turn(gs, &turn);
-
-		if (r)
-			return r;
-	}
-	return 0;
+	gs_sync();
+	return r < 0 ? (int)r : 0;
 }
 
 /*
@@ -372,15 +354,11 @@ GSOCK_DEVICE void mr_scatter_words(struct gsock_dev gs, struct mr_job *j,
 	if (fd < 0)
 		return;
 	if (j->hold_ms > 0) {
-		long r = 0;
-
 		if (mr_send_all(gs, j, fd, d, w, half))
 			goto out;
-		if (gs_tid() == 0) {
+		if (gs_tid() == 0)
 			gs_st32(&j->holding, 1);
-			r = mr_sleep_t0(gs, j->hold_ms);
-		}
-		if (gs_bcast(r))
+		if (gsrv_sleep(gs, j->hold_ms * 1000L))
 			goto out;
 	} else {
 		half = 0;
