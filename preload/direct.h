@@ -16,6 +16,8 @@
 #ifndef PL_DIRECT_H
 #define PL_DIRECT_H
 
+#include <poll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 
 #include "fdtab.h"
@@ -43,15 +45,41 @@ void pl_direct_release(struct pl_sock *s);
 int pl_direct_active(void);
 
 /*
- * Before a poll, select or epoll wait of timeout_ms (-1: for ever): make
- * every direct descriptor's readiness true of its ring (and spin a
- * little on the rings first when the wait may sleep). Returns the
- * timeout to wait now: while direct connections exist, at most a slice,
- * after which the caller calls pl_direct_slice_over() and waits again.
+ * The direct connections one poll, select or epoll wait covers, held
+ * for the wait (a reference each, so none is freed under it). An epoll
+ * set's members are those the preload saw added to it (pl_direct_epoll_*);
+ * a set it cannot vouch for (made before the preload, duplicated, or
+ * holding another epoll set) covers every direct connection (all).
  */
-int pl_direct_prewait(int timeout_ms);
+struct pl_dscope {
+	struct pl_sock **s;
+	int n, cap, all;
+	struct pl_sock *here[32];
+};
+
+void pl_direct_scope_poll(struct pl_dscope *sc, const struct pollfd *fds,
+			  nfds_t n);
+void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3]);
+void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd);
+void pl_direct_scope_end(struct pl_dscope *sc);
+
+/*
+ * Before the wait of timeout_ms (-1: for ever) over sc: make each of its
+ * direct descriptors' readiness true of its ring (and spin a little on
+ * the rings first when the wait may sleep). Returns the timeout to wait
+ * now: while the wait covers direct connections, at most a slice, after
+ * which the caller calls pl_direct_slice_over() and waits again.
+ */
+int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms);
 /* A slice ran out: a connection whose gsockd died wakes its waiters. */
-void pl_direct_slice_over(void);
+void pl_direct_slice_over(struct pl_dscope *sc);
+
+/* epoll_create gave epfd: a set whose members the preload will know. */
+void pl_direct_epoll_new(int epfd);
+/* epoll_ctl(epfd, op, fd) succeeded; s: fd's entry or NULL. */
+void pl_direct_epoll_ctl(int epfd, int op, int fd, struct pl_sock *s);
+/* close(fd) is about to go: fd as an epoll set, or as a set's member. */
+void pl_direct_closing(int fd);
 
 /* exec: -1 (EOPNOTSUPP, said on stderr) if a direct fd would cross it. */
 int pl_direct_exec_check(void);

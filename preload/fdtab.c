@@ -72,6 +72,32 @@ struct pl_sock *pl_fd_get(int fd)
 	return s;
 }
 
+int pl_fd_get_each(const int *fds, int n, int (*keep)(const struct pl_sock *s),
+		   struct pl_sock **out, int max)
+{
+	int got = 0;
+
+	pthread_rwlock_rdlock(&tab_lock);
+	for (int i = 0; i < n; i++) {
+		struct pl_sock **slot = slot_of(fds[i]);
+		struct pl_sock *s = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+
+		if (!s || !keep(s))
+			continue;
+		if (got == max) {
+			got = -1;
+			break;
+		}
+		__atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
+		out[got++] = s;
+	}
+	pthread_rwlock_unlock(&tab_lock);
+	if (got < 0)
+		for (int i = 0; i < max; i++)
+			pl_sock_put(out[i]);
+	return got;
+}
+
 int pl_fd_set(int fd, struct pl_sock *s)
 {
 	struct pl_sock **c, *old;

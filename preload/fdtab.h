@@ -85,6 +85,13 @@ void pl_sock_put(struct pl_sock *s);
 
 /* The entry of fd with a reference taken, or NULL for a plain fd. */
 struct pl_sock *pl_fd_get(int fd);
+/*
+ * The entries of fds[0..n) that keep() says yes to (it runs under the
+ * table's read lock and must not change the table), a reference taken on
+ * each, into out: how many, or -1 (none taken) when more than max.
+ */
+int pl_fd_get_each(const int *fds, int n, int (*keep)(const struct pl_sock *s),
+		   struct pl_sock **out, int max);
 /* Make fd name s (taking a reference); 0, or -1 if fd is out of range. */
 int pl_fd_set(int fd, struct pl_sock *s);
 /* Forget fd, dropping its reference. */

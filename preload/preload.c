@@ -347,29 +347,33 @@ static int epoll_inner(int ep, struct epoll_event *e, int n, int ms,
 }
 
 /*
- * Run call (a wait of ms_ milliseconds) for timeout ms: direct
- * descriptors made true first, and slices while they exist. before runs
- * ahead of each try (select puts its sets back).
+ * Run call (a wait of ms_ milliseconds) for timeout ms: the direct
+ * descriptors it covers (scope, filling sc_) made true first, and slices
+ * while it covers any. before runs ahead of each try (select puts its
+ * sets back).
  */
-#define PL_WAIT(timeout, before, call)                                       \
+#define PL_WAIT(timeout, scope, before, call)                                \
 	({                                                                   \
 		int left_ = (timeout), r_;                                   \
 		long long end_ = left_ > 0 ? pl_now_ms_() + left_ : 0;       \
+		struct pl_dscope sc_;                                        \
                                                                              \
+		scope;                                                       \
 		for (;;) {                                                   \
-			int ms_ = pl_busy ? left_ : pl_direct_prewait(left_); \
+			int ms_ = pl_direct_prewait(&sc_, left_);            \
                                                                              \
 			before;                                              \
 			r_ = (call);                                         \
 			if (r_ != 0 || ms_ == left_)                         \
 				break;                                       \
-			pl_direct_slice_over();                              \
+			pl_direct_slice_over(&sc_);                          \
 			if (left_ > 0) {                                     \
 				left_ = (int)(end_ - pl_now_ms_());          \
 				if (left_ <= 0)                              \
 					left_ = 0;                           \
 			}                                                    \
 		}                                                            \
+		pl_direct_scope_end(&sc_);                                   \
 		r_;                                                          \
 	})
 
@@ -409,7 +413,8 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t,
 	pl_init();
 	if (plain_wait())
 		return pl_real.ppoll(fds, n, t, m);
-	return PL_WAIT(TS_MS(t), (void)0, poll_inner(fds, n, ms_, m));
+	return PL_WAIT(TS_MS(t), pl_direct_scope_poll(&sc_, fds, n), (void)0,
+		       poll_inner(fds, n, ms_, m));
 }
 
 int poll(struct pollfd *fds, nfds_t n, int t)
@@ -417,7 +422,8 @@ int poll(struct pollfd *fds, nfds_t n, int t)
 	pl_init();
 	if (plain_wait())
 		return pl_real.poll(fds, n, t);
-	return PL_WAIT(t, (void)0, poll_inner(fds, n, ms_, NULL));
+	return PL_WAIT(t, pl_direct_scope_poll(&sc_, fds, n), (void)0,
+		       poll_inner(fds, n, ms_, NULL));
 }
 
 int __poll_chk(struct pollfd *fds, nfds_t n, int t, size_t len)
@@ -467,8 +473,8 @@ int pselect(int n, fd_set *rd, fd_set *wr, fd_set *ex,
 	if (plain_wait())
 		return pl_real.pselect(n, rd, wr, ex, t, m);
 	sets_save(&sv, rd, wr, ex);
-	return PL_WAIT(TS_MS(t), sets_put_back(&sv),
-		       select_inner(n, rd, wr, ex, ms_, m));
+	return PL_WAIT(TS_MS(t), pl_direct_scope_select(&sc_, n, sv.p),
+		       sets_put_back(&sv), select_inner(n, rd, wr, ex, ms_, m));
 }
 
 int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
@@ -480,15 +486,35 @@ int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
 	if (plain_wait())
 		return pl_real.select(n, rd, wr, ex, t);
 	sets_save(&sv, rd, wr, ex);
-	r = PL_WAIT(TV_MS(t), sets_put_back(&sv),
-		    select_inner(n, rd, wr, ex, ms_, NULL));
+	r = PL_WAIT(TV_MS(t), pl_direct_scope_select(&sc_, n, sv.p),
+		    sets_put_back(&sv), select_inner(n, rd, wr, ex, ms_, NULL));
 	if (t && r == 0)
 		t->tv_sec = t->tv_usec = 0; /* Linux says what is left */
 	return r;
 }
 
-PL_MULTI_CALL(int, epoll_create, (int size), (size))
-PL_MULTI_CALL(int, epoll_create1, (int flags), (flags))
+/* A set made here: the direct route learns its members (direct.h). */
+int epoll_create(int size)
+{
+	int ep;
+
+	pl_init();
+	ep = pl_real.epoll_create(size);
+	if (!pl_busy)
+		pl_direct_epoll_new(ep);
+	return ep;
+}
+
+int epoll_create1(int flags)
+{
+	int ep;
+
+	pl_init();
+	ep = pl_real.epoll_create1(flags);
+	if (!pl_busy)
+		pl_direct_epoll_new(ep);
+	return ep;
+}
 
 int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 {
@@ -523,6 +549,7 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 				int saved = errno;
 
 				pl_rs_epoll_ctl(ep, op, fd, s, e);
+				pl_direct_epoll_ctl(ep, op, fd, s);
 				errno = saved;
 			}
 		} else {
@@ -532,8 +559,15 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 		return r;
 	}
 #endif
+	r = pl_real.epoll_ctl(ep, op, fd, e);
+	if (r == 0 && !pl_busy) {
+		int saved = errno;
+
+		pl_direct_epoll_ctl(ep, op, fd, s);
+		errno = saved;
+	}
 	pl_sock_put(s);
-	return pl_real.epoll_ctl(ep, op, fd, e);
+	return r;
 }
 
 int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
@@ -541,7 +575,8 @@ int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 	pl_init();
 	if (plain_wait())
 		return pl_real.epoll_pwait(ep, e, n, t, m);
-	return PL_WAIT(t, (void)0, epoll_inner(ep, e, n, ms_, m));
+	return PL_WAIT(t, pl_direct_scope_epoll(&sc_, ep), (void)0,
+		       epoll_inner(ep, e, n, ms_, m));
 }
 
 int epoll_wait(int ep, struct epoll_event *e, int n, int t)
@@ -559,7 +594,8 @@ int epoll_pwait2(int ep, struct epoll_event *e, int n,
 	}
 	if (plain_wait())
 		return pl_real.epoll_pwait2(ep, e, n, t, m);
-	return PL_WAIT(TS_MS(t), (void)0, epoll_inner(ep, e, n, ms_, m));
+	return PL_WAIT(TS_MS(t), pl_direct_scope_epoll(&sc_, ep), (void)0,
+		       epoll_inner(ep, e, n, ms_, m));
 }
 PL_MULTI_CALL(pid_t, fork, (void), ())
 
@@ -848,6 +884,7 @@ int close(int fd)
 {
 	pl_init();
 	if (!pl_busy) {
+		pl_direct_closing(fd);
 		pl_fd_clear(fd);
 #ifdef HAVE_RDMACM
 		if (pl_route_rdma_possible())

@@ -14,7 +14,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 29
+plan 31
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -78,6 +78,9 @@ client dup dup "$PORT"
 ok $? "dup: the copy carries the connection; shutdown on it gives EOF"
 client shut shutdown "$PORT" 100000
 ok $? "shutdown(SHUT_WR): the echo, then EOF"
+client scopes scopes "$PORT"
+ok $? "each wait looks at its own descriptors: epoll sets per thread, a member under a dup, nested and duplicated sets, poll"
+is "$(grep -c 'direct path' "$TMP/scopes.err")" 3 "and its 3 connections took the direct path"
 client names names "$PORT"
 ok $? "getsockname, getpeername, SO_TYPE, SO_DOMAIN, TCP_NODELAY, SO_ERROR as over TCP"
 client tmo timeout "$PORT"

@@ -27,6 +27,11 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
                          each see the descriptor readable at once
   raw PORT               bytes written with the raw write(2) system call
                          (around the preload): the next recv fails loudly
+  scopes PORT            each wait looks at the descriptors it covers: two
+                         threads' epoll sets of their own, a member closed
+                         under a dup, a set inside a set, a dup of a set,
+                         poll over a pipe and a connection; every echo
+                         lands while nothing looks and is seen at once
 """
 import ctypes
 import errno
@@ -290,11 +295,83 @@ def raw(port):
         return say(e.errno == errno.ECONNRESET, "raw: %s" % os.strerror(e.errno)) and good
 
 
+def seen_late(s, wait, what):
+    """Send, let the echo land while nothing looks, then wait(): it must
+    report the descriptor within a second."""
+    s.sendall(what.encode())
+    time.sleep(0.05)
+    t0 = time.time()
+    ready = wait()
+    dt = time.time() - t0
+    got = recv_exactly(s, len(what)) if ready else b""
+    return ready and dt < 1 and got == what.encode()
+
+
+def scopes(port):
+    good = True
+    # Two threads, each waiting on an epoll set of its own connections.
+    bad = []
+
+    def mine(k):
+        c = connect(port)
+        ep = select.epoll()
+        ep.register(c.fileno(), select.EPOLLIN)
+        for i in range(40):
+            if not seen_late(c, lambda: any(fd == c.fileno() for fd, _ in ep.poll(5)), "t%d-%d" % (k, i)):
+                bad.append((k, i))
+                break
+        ep.close()
+        c.close()
+    ts = [threading.Thread(target=mine, args=(k,)) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    good &= say(not bad, "two threads, an epoll set each: every echo seen (%s)" % (bad or "80 of 80"))
+    # A member closed while a dup holds it: the kernel keeps it in the set.
+    s = connect(port)
+    ep = select.epoll()
+    old = s.fileno()
+    ep.register(old, select.EPOLLIN)
+    t = socket.socket(fileno=os.dup(old))
+    s.close()
+    good &= say(seen_late(t, lambda: [fd for fd, _ in ep.poll(5)] == [old], "dup"),
+                "a member closed under a dup: the set still reports it")
+    ep.close()
+    # A set inside a set.
+    inner, outer = select.epoll(), select.epoll()
+    inner.register(t.fileno(), select.EPOLLIN)
+    outer.register(inner.fileno(), select.EPOLLIN)
+    good &= say(seen_late(t, lambda: [fd for fd, _ in outer.poll(5)] == [inner.fileno()], "nested"),
+                "an epoll set inside another: the outer wait sees the echo")
+    # A duplicate of a set's descriptor.
+    libc = ctypes.CDLL(None, use_errno=True)
+    ep2 = os.dup(inner.fileno())
+    out = (EpollEvent * 4)()
+    good &= say(seen_late(t, lambda: libc.epoll_wait(ep2, out, 4, 5000) == 1, "dupset"),
+                "a dup of an epoll set's descriptor: its wait sees the echo")
+    os.close(ep2)
+    inner.close()
+    outer.close()
+    # poll over a plain pipe and a connection.
+    r, w = os.pipe()
+    p = select.poll()
+    p.register(r, select.POLLIN)
+    p.register(t, select.POLLIN)
+    good &= say(seen_late(t, lambda: [fd for fd, _ in p.poll(5000)] == [t.fileno()], "poll"),
+                "poll over a pipe and a connection: the connection is readable")
+    os.close(r)
+    os.close(w)
+    t.close()
+    return good
+
+
 def main(argv):
     modes = {"epoll-et": epoll_et, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
-             "wait-end": wait_end, "late": late, "raw": raw}
+             "wait-end": wait_end, "late": late, "raw": raw,
+             "scopes": scopes}
     if len(argv) < 3 or argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2
