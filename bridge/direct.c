@@ -709,8 +709,17 @@ void br_direct_event(struct br_ev *e, uint32_t events)
 		goto out;
 	d = seg_at(c->seg);
 	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-		/* Every copy of its descriptor is closed, in every process. */
-		__atomic_or_fetch(&d->closed, GS_DC_SIDE(0), __ATOMIC_RELEASE);
+		/*
+		 * Every copy of its descriptor is closed, in every process.
+		 * With bytes of the GPU side it never read, TCP would reset
+		 * the connection; so do we (a killed process's kernel socket
+		 * only said FIN).
+		 */
+		struct gs_dpipe *in = &d->pipe[1];
+
+		side_gone(c->seg, 0,
+			  __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE) !=
+				  __atomic_load_n(&in->head, __ATOMIC_ACQUIRE));
 		close(c->fd);
 		c->fd = -1;
 		seg_put(c->seg);

@@ -403,19 +403,20 @@ GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
 			continue;
 		if (!(st & GS_ST_OPEN))
 			return -EBADF;
+		/*
+		 * Direct: a peer that reset the connection in the segment
+		 * (a CPU program that wrote around the preload, or went with
+		 * our bytes unread) may have left its kernel socket alive or
+		 * ended with a FIN: the reset comes first.
+		 */
+		if (ls->reset_p && (gs_ld32(ls->reset_p) & ls->peer_bit))
+			return ls->error = -ECONNRESET;
 		if (st & GS_ST_RX_EOF)
 			return 0;
 		if (s->error)
 			return ls->error = s->error;
 		if (!(st & GS_ST_CONNECTED))
 			return -ENOTCONN;
-		/*
-		 * Direct: a peer whose bytes could not reach us in order
-		 * (a CPU program that wrote around the preload) reset the
-		 * connection in the segment; its kernel socket lives on.
-		 */
-		if (ls->reset_p && (gs_ld32(ls->reset_p) & ls->peer_bit))
-			return ls->error = -ECONNRESET;
 		/* An empty ring: a stalled bridge would wait for us forever. */
 		if (i == 0 && !(ls->flags & GS_LS_DIRECT) &&
 		    gs_ld32(&s->rx_blocked)) {

@@ -14,7 +14,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 31
+plan 32
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -113,6 +113,29 @@ for _ in $(seq 20); do
 	sleep 0.05
 done
 is "$gone" yes "client killed mid-stream: the server's end is gone within a second"
+
+# A client killed with the echo unread: the server's end is reset, as the
+# kernel resets a TCP connection closed over bytes never read (a server of
+# its own, whose report at its end says how its connection ended).
+"$SERVER" -l 127.0.0.1:0 -b 1 >"$TMP/ur-srv.out" 2>"$TMP/ur-srv.err" &
+usp=$!
+PIDS="$PIDS $usp"
+for _ in $(seq 200); do grep -q 'listening on' "$TMP/ur-srv.out" && break; sleep 0.05; done
+uport=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/ur-srv.out")
+bgpre "$TMP/ur" python3 "$DC" unread "$uport" 10000
+up=$!
+PIDS="$PIDS $up"
+wait_connected "$TMP/ur"
+sleep 0.3
+kill -9 "$up"
+wait "$up" 2>/dev/null
+sleep 0.5
+kill "$usp"
+wait "$usp" 2>/dev/null
+sed 's/^/# /' "$TMP/ur-srv.err" "$TMP/ur-srv.out" | grep -v listening
+grep -q 'direct path' "$TMP/ur" && grep -q 'ended with Connection reset by peer' "$TMP/ur-srv.err" &&
+	grep -q '1 errors' "$TMP/ur-srv.out"
+ok $? "a direct client killed with the echo unread: the server's end is reset"
 
 # The pool is 3: three streams hold it; a fourth client takes the kernel.
 for i in 1 2 3; do

@@ -27,6 +27,8 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
                          each see the descriptor readable at once
   raw PORT               bytes written with the raw write(2) system call
                          (around the preload): the next recv fails loudly
+  unread PORT N          send N bytes, never read the echo, say "connected"
+                         and sleep (to be killed)
   scopes PORT            each wait looks at the descriptors it covers: two
                          threads' epoll sets of their own, a member closed
                          under a dup, a set inside a set, a dup of a set,
@@ -295,6 +297,14 @@ def raw(port):
         return say(e.errno == errno.ECONNRESET, "raw: %s" % os.strerror(e.errno)) and good
 
 
+def unread(port, n):
+    s = connect(port)
+    s.sendall(b"u" * int(n))
+    print("connected", flush=True)
+    time.sleep(60)
+    return True
+
+
 def seen_late(s, wait, what):
     """Send, let the echo land while nothing looks, then wait(): it must
     report the descriptor within a second."""
@@ -371,7 +381,7 @@ def main(argv):
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
              "wait-end": wait_end, "late": late, "raw": raw,
-             "scopes": scopes}
+             "scopes": scopes, "unread": unread}
     if len(argv) < 3 or argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2
