@@ -259,6 +259,14 @@ out_of_memory:
 	return EX_OSERR;
 }
 
+/* "GPU N " on the cuda backend; "host:N " on the host backend, which has no GPU. */
+static const char *gpu_label(const struct gsrv_gpu *g, char *buf, size_t len)
+{
+	snprintf(buf, len, strcmp(gsock_backend(), "cuda") ? "host:%d " : "GPU %d ",
+		 g->device);
+	return buf;
+}
+
 /* Wait until block 0 listens (0) or failed (-errno); the kernel runs. */
 static int gsrv_wait_listening(struct gsrv_gpu *g)
 {
@@ -420,6 +428,7 @@ static void gsrv_report_steps(const struct gsrv_app *app,
 static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 {
 	struct gsrv_stats all = { 0 };
+	char label[24];
 
 	for (int i = 0; i < ngpus; i++) {
 		uint64_t conns = 0;
@@ -441,13 +450,15 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 			all.errors += st->errors;
 			if (st->last_error)
 				fprintf(stderr,
-					"%s: GPU %d block %u: a connection ended with %s\n",
-					g[i].app->name, g[i].device, b,
-					strerror((int)-st->last_error));
+					"%s: %sblock %u: a connection ended with %s\n",
+					g[i].app->name, gpu_label(&g[i], label,
+								  sizeof(label)),
+					b, strerror((int)-st->last_error));
 		}
 		if (ngpus > 1)
-			printf("%s: GPU %d served %llu connections\n",
-			       g[i].app->name, g[i].device,
+			printf("%s: %sserved %llu connections\n",
+			       g[i].app->name,
+			       gpu_label(&g[i], label, sizeof(label)),
 			       (unsigned long long)conns);
 		all.conns += conns;
 	}

@@ -48,8 +48,8 @@ wait "$SRV"
 ok $? "SIGTERM ends the kernels on both GPUs; exit 0"
 grep -q "served [0-9]* requests on 40 connections" "$TMP/srv.out"
 ok $? "40 connections served in all"
-s0=$(sed -n 's/.*GPU 0 served \([0-9]*\) connections/\1/p' "$TMP/srv.out" | head -1)
-s1=$(sed -n "s/.*GPU $G1 served \([0-9]*\) connections/\1/p" "$TMP/srv.out" | tail -1)
+s0=$(sed -n 's/.*\(GPU \|host:\)0 served \([0-9]*\) connections/\2/p' "$TMP/srv.out" | head -1)
+s1=$(sed -n "s/.*\(GPU \|host:\)$G1 served \([0-9]*\) connections/\2/p" "$TMP/srv.out" | tail -1)
 [ "${s0:-0}" -gt 0 ] && [ "${s1:-0}" -gt 0 ]
 ok $? "both GPUs served some ($s0 and $s1)"
 "$SERVER" --gpus 0,x >/dev/null 2>"$TMP/bad.err"
