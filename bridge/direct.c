@@ -113,7 +113,7 @@ int br_direct_init(void)
 	dp.nsegs = (uint32_t)br.conf.direct_conns;
 	dp.dring = (uint32_t)br.conf.direct_ring_size;
 	dp.stride = stride;
-	dp.size = stride * dp.nsegs;
+	dp.size = GS_DPOOL_SIZE(dp.nsegs, dp.dring);
 	dp.refs = calloc(dp.nsegs, 1);
 	dp.free_segs = calloc(dp.nsegs, sizeof(int));
 	dp.pend = calloc(dp.nsegs, sizeof(*dp.pend));
@@ -269,6 +269,16 @@ static struct dlisten *listener_for(const struct dkey *dst, bool *local)
 	return NULL;
 }
 
+/*
+ * Caller holds the lock: the direct listeners changed; a preload told
+ * that none listens at an address asks again.
+ */
+static void listeners_moved(void)
+{
+	__atomic_add_fetch(&GS_DPOOL_OF(dp.base, dp.nsegs, dp.dring)->listen_gen,
+			   1, __ATOMIC_RELEASE);
+}
+
 void br_direct_listen(struct br_sock *s)
 {
 	struct sockaddr_storage ss;
@@ -307,6 +317,7 @@ void br_direct_listen(struct br_sock *s)
 		.v4_too = s->domain == AF_INET6 && k.any && !v6only,
 	};
 	s->dlisten = true;
+	listeners_moved();
 	pthread_mutex_unlock(&dp.lock);
 }
 
@@ -404,6 +415,7 @@ void br_direct_unlisten(struct br_sock *s)
 			i++;
 		}
 	s->dlisten = false;
+	listeners_moved();
 	pthread_mutex_unlock(&dp.lock);
 }
 

@@ -274,8 +274,28 @@ struct gs_dseg {
 /* Bytes from one segment's start to the next's. */
 #define GS_DSEG_STRIDE(dring_size) (GS_DSEG_HDR + 2 * (uint64_t)(dring_size))
 
+/*
+ * After the last segment, one page the whole pool shares:
+ *   listen_gen  bridge  counts changes to the bridge's direct listeners,
+ *                       so a preload that was told no GPU application
+ *                       listens at an address asks again only once it
+ *                       moves
+ */
+struct gs_dpool {
+	uint32_t listen_gen;
+	uint8_t pad[GS_DSEG_HDR - 4];
+};
+
+/* The pool's bytes, and where its shared page lies. */
+#define GS_DPOOL_SIZE(dsegs, dring_size)                                       \
+	((uint64_t)(dsegs) * GS_DSEG_STRIDE(dring_size) + GS_DSEG_HDR)
+#define GS_DPOOL_OF(base, dsegs, dring_size)                                   \
+	((struct gs_dpool *)((uint8_t *)(base) +                               \
+			     (uint64_t)(dsegs) * GS_DSEG_STRIDE(dring_size)))
+
 #ifndef __cplusplus
 _Static_assert(sizeof(struct gs_dseg) == GS_DSEG_HDR, "segment layout");
+_Static_assert(sizeof(struct gs_dpool) == GS_DSEG_HDR, "pool page layout");
 _Static_assert(sizeof(struct gs_arena_hdr) == 3 * GS_LINE, "header layout");
 _Static_assert(sizeof(struct gs_cmd) % GS_LINE == 0, "slot layout");
 _Static_assert(__builtin_offsetof(struct gs_cmd, done_seq) % GS_LINE == 0,

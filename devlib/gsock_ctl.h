@@ -46,7 +46,7 @@
 
 #define GS_CTL_MAGIC 0x6c746367u /* "gctl" */
 #define GS_CTL_WELCOME_MAGIC 0x6c657767u /* "gwel" */
-#define GS_CTL_VERSION 5
+#define GS_CTL_VERSION 6
 
 struct gs_ctl_welcome {
 	uint32_t magic; /* GS_CTL_WELCOME_MAGIC */
@@ -55,7 +55,7 @@ struct gs_ctl_welcome {
 	uint32_t dsegs; /* the direct pool's segments; 0: no pool, no fd */
 	uint32_t dring_size; /* bytes per direct ring, a power of two */
 	uint32_t pad;
-	uint64_t pool_size; /* dsegs * GS_DSEG_STRIDE(dring_size) */
+	uint64_t pool_size; /* GS_DPOOL_SIZE(dsegs, dring_size) */
 };
 
 struct gs_ctl_hello {

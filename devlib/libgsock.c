@@ -263,7 +263,7 @@ static int gs_welcome(struct gsock_ctx *ctx, uint32_t *workers, char *err,
 	if (ctx->pool_fd >= 0 && m.w.dsegs &&
 	    gs_pow2(m.w.dring_size) && m.w.dring_size >= GS_MIN_RING &&
 	    m.w.dring_size <= GS_MAX_RING &&
-	    m.w.pool_size == m.w.dsegs * GS_DSEG_STRIDE(m.w.dring_size)) {
+	    m.w.pool_size == GS_DPOOL_SIZE(m.w.dsegs, m.w.dring_size)) {
 		ctx->dsegs = m.w.dsegs;
 		ctx->dring_size = m.w.dring_size;
 		ctx->pool_size = m.w.pool_size;

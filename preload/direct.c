@@ -105,6 +105,21 @@ static struct {
 	ino_t ino;
 } pool;
 
+/*
+ * Addresses where gsockd said no GPU application listens, each with the
+ * pool's listen_gen when it was asked: while that stays, a connect there
+ * takes the kernel's path without asking again (an ask is a control
+ * connection to gsockd: hundreds of microseconds). Under list_lock.
+ */
+#define NOPE_MAX 64
+
+static struct {
+	struct sockaddr_storage a;
+	socklen_t len;
+	uint32_t gen;
+} nope[NOPE_MAX];
+static int nnope, nope_next;
+
 struct pl_real pl_direct_calls;
 static pthread_once_t calls_once = PTHREAD_ONCE_INIT;
 
@@ -1018,7 +1033,7 @@ static int map_pool(int memfd, const struct gs_ctl_welcome *w)
 
 	if (fstat(memfd, &st) < 0 || (uint64_t)st.st_size != w->pool_size ||
 	    !w->dsegs || !gs_pow2(w->dring_size) ||
-	    w->pool_size != (uint64_t)w->dsegs * GS_DSEG_STRIDE(w->dring_size))
+	    w->pool_size != GS_DPOOL_SIZE(w->dsegs, w->dring_size))
 		return -1;
 	pthread_mutex_lock(&list_lock);
 	if (pool.base && pool.dev == st.st_dev && pool.ino == st.st_ino) {
@@ -1039,10 +1054,77 @@ static int map_pool(int memfd, const struct gs_ctl_welcome *w)
 	pool.dring = w->dring_size;
 	pool.dev = st.st_dev;
 	pool.ino = st.st_ino;
+	nnope = 0; /* what the old gsockd said no to */
 	r = 0;
 out:
 	pthread_mutex_unlock(&list_lock);
 	return r;
+}
+
+/* Under list_lock, the pool mapped: its listen_gen now. */
+static uint32_t listen_gen(void)
+{
+	return __atomic_load_n(&GS_DPOOL_OF(pool.base, pool.dsegs, pool.dring)
+					->listen_gen,
+			       __ATOMIC_ACQUIRE);
+}
+
+static int same_dst(const struct sockaddr_storage *a, socklen_t alen,
+		    const struct sockaddr *b, socklen_t blen)
+{
+	if (a->ss_family != b->sa_family)
+		return 0;
+	if (b->sa_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin_port == y->sin_port &&
+		       x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (b->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin6_port == y->sin6_port &&
+		       x->sin6_scope_id == y->sin6_scope_id &&
+		       !memcmp(&x->sin6_addr, &y->sin6_addr, 16);
+	}
+	return alen == blen && !memcmp(a, b, blen);
+}
+
+/* Whether gsockd said no to sa and its listeners have not moved since. */
+static int nope_known(const struct sockaddr *sa, socklen_t len)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&list_lock);
+	if (pool.base) {
+		uint32_t gen = listen_gen();
+
+		for (int i = 0; i < nnope && !r; i++)
+			r = nope[i].gen == gen &&
+			    same_dst(&nope[i].a, nope[i].len, sa, len);
+	}
+	pthread_mutex_unlock(&list_lock);
+	return r;
+}
+
+static void nope_add(const struct sockaddr *sa, socklen_t len, uint32_t gen)
+{
+	int i;
+
+	if (len > sizeof(nope[0].a))
+		return;
+	pthread_mutex_lock(&list_lock);
+	for (i = 0; i < nnope; i++)
+		if (same_dst(&nope[i].a, nope[i].len, sa, len))
+			break;
+	if (i == nnope) { /* a new one: a free place, else the oldest's */
+		i = nnope < NOPE_MAX ? nnope++ : nope_next;
+		nope_next = (i + 1) % NOPE_MAX;
+	}
+	memcpy(&nope[i].a, sa, len);
+	nope[i].len = len;
+	nope[i].gen = gen;
+	pthread_mutex_unlock(&list_lock);
 }
 
 /* Wait up to ms for fd to be readable: 1, or 0 on timeout or error. */
@@ -1080,6 +1162,7 @@ static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 			      .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *cm;
 	int ctl, memfd = -1, seg = -1;
+	uint32_t gen;
 	ssize_t n;
 
 	if (strlen(path) >= sizeof(un.sun_path) || dlen > sizeof(req.dst) ||
@@ -1120,6 +1203,9 @@ static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 		       fd, (unsigned long long)w.pool_size, strerror(errno));
 		goto out;
 	}
+	pthread_mutex_lock(&list_lock);
+	gen = listen_gen(); /* before gsockd looks */
+	pthread_mutex_unlock(&list_lock);
 	memcpy(req.dst, dst, dlen);
 	memcpy(req.src, src, slen);
 	iov = (struct iovec){ &req, sizeof(req) };
@@ -1143,6 +1229,8 @@ static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 	rep.msg[sizeof(rep.msg) - 1] = 0;
 	if (rep.status || rep.side != SIDE || rep.seg >= pool.dsegs) {
 		pl_log(PL_LOG_DEBUG, "fd %d: no direct path: %s", fd, rep.msg);
+		if (rep.status == -ENOENT)
+			nope_add(dst, dlen, gen);
 		goto out;
 	}
 	seg = (int)rep.seg;
@@ -1196,7 +1284,7 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 	    s->in_epoll)
 		return PL_DIRECT_NO;
 	pthread_once(&once, setup_once);
-	if (!addr_local(sa) || !pl_route_direct(fd, sa))
+	if (!addr_local(sa) || !pl_route_direct(fd, sa) || nope_known(sa, len))
 		return PL_DIRECT_NO;
 	/* A socket the application bound: its choice of port stands. */
 	if (pl_real.getsockname(fd, (struct sockaddr *)&src, &slen) < 0 ||

@@ -14,7 +14,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 32
+plan 36
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -136,6 +136,32 @@ sed 's/^/# /' "$TMP/ur-srv.err" "$TMP/ur-srv.out" | grep -v listening
 grep -q 'direct path' "$TMP/ur" && grep -q 'ended with Connection reset by peer' "$TMP/ur-srv.err" &&
 	grep -q '1 errors' "$TMP/ur-srv.out"
 ok $? "a direct client killed with the echo unread: the server's end is reset"
+
+# Where gsockd said no GPU application listens, a connect does not ask
+# again (an ask is a control connection) until gsockd's listeners move:
+# a client retrying until a GPU server comes up takes the direct path.
+nport=$(free_port)
+pre env GSOCK_LOG=debug timeout 60 python3 "$DC" refused "$nport" 20 >"$TMP/nope" 2>"$TMP/nope.err"
+ok $? "20 connects to a port nothing listens on: refused"
+is "$(grep -c 'no direct path' "$TMP/nope.err")" 1 "... gsockd was asked once"
+bgpre "$TMP/uu" env GSOCK_LOG=debug python3 "$DC" until-up "$nport"
+uu=$!
+PIDS="$PIDS $uu"
+sleep 0.5
+"$SERVER" -l "127.0.0.1:$nport" -b 1 >"$TMP/uu-srv.out" 2>"$TMP/uu-srv.err" &
+uus=$!
+PIDS="$PIDS $uus"
+wait "$uu"
+r=$?
+sed 's/^/# /' "$TMP/uu" | grep -v debug
+[ $r = 0 ] && grep -q 'direct path,' "$TMP/uu"
+ok $? "a client retrying until a GPU server listens there: the direct path once it does"
+n=$(grep -c 'no direct path' "$TMP/uu")
+t=$(sed -n 's/^tries //p' "$TMP/uu")
+[ "$n" -ge 1 ] && [ "$n" -le 3 ] && [ "${t:-0}" -gt "$n" ]
+ok $? "... and it asked gsockd $n times in ${t:-?} tries"
+kill "$uus" 2>/dev/null
+wait "$uus" 2>/dev/null
 
 # The pool is 3: three streams hold it; a fourth client takes the kernel.
 for i in 1 2 3; do

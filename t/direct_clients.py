@@ -27,6 +27,9 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
                          each see the descriptor readable at once
   raw PORT               bytes written with the raw write(2) system call
                          (around the preload): the next recv fails loudly
+  until-up PORT          connect every 20 ms until something listens (10 s
+                         at most), then one round trip: prints the tries
+  refused PORT N         N connects to a port nothing listens on
   unread PORT N          send N bytes, never read the echo, say "connected"
                          and sleep (to be killed)
   scopes PORT            each wait looks at the descriptors it covers: two
@@ -297,6 +300,30 @@ def raw(port):
         return say(e.errno == errno.ECONNRESET, "raw: %s" % os.strerror(e.errno)) and good
 
 
+def until_up(port):
+    for tries in range(1, 501):
+        try:
+            s = connect(port)
+            break
+        except ConnectionRefusedError:
+            time.sleep(0.02)
+    else:
+        return say(False, "until-up: nothing listened within 10 s")
+    print("tries %d" % tries, flush=True)
+    return say(round_trip(s, b"up" * 100), "until-up: a round trip after %d tries" % tries)
+
+
+def refused(port, n):
+    bad = 0
+    for _ in range(int(n)):
+        try:
+            connect(port).close()
+            bad += 1
+        except ConnectionRefusedError:
+            pass
+    return say(not bad, "refused: %s connects refused" % n)
+
+
 def unread(port, n):
     s = connect(port)
     s.sendall(b"u" * int(n))
@@ -381,7 +408,8 @@ def main(argv):
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
              "wait-end": wait_end, "late": late, "raw": raw,
-             "scopes": scopes, "unread": unread}
+             "scopes": scopes, "unread": unread,
+             "until-up": until_up, "refused": refused}
     if len(argv) < 3 or argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2
