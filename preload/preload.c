@@ -494,27 +494,20 @@ int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
 }
 
 /* A set made here: the direct route learns its members (direct.h). */
-int epoll_create(int size)
-{
-	int ep;
+#define PL_EPOLL_NEW(name, param)                          \
+	int name(int param)                                \
+	{                                                  \
+		int ep;                                    \
+                                                           \
+		pl_init();                                 \
+		ep = pl_real.name(param);                  \
+		if (!pl_busy)                              \
+			pl_direct_epoll_new(ep);           \
+		return ep;                                 \
+	}
 
-	pl_init();
-	ep = pl_real.epoll_create(size);
-	if (!pl_busy)
-		pl_direct_epoll_new(ep);
-	return ep;
-}
-
-int epoll_create1(int flags)
-{
-	int ep;
-
-	pl_init();
-	ep = pl_real.epoll_create1(flags);
-	if (!pl_busy)
-		pl_direct_epoll_new(ep);
-	return ep;
-}
+PL_EPOLL_NEW(epoll_create, size)
+PL_EPOLL_NEW(epoll_create1, flags)
 
 int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 {
