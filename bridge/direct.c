@@ -43,6 +43,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -54,6 +55,8 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../devlib/gsock_arena.h"
@@ -61,17 +64,23 @@
 #include "bridge.h"
 #include "log.h"
 
-/* An address as one key: IPv4 as IPv4-mapped IPv6, and the port. */
+/*
+ * An address as one key: IPv4 as IPv4-mapped IPv6, and the port. A unix
+ * connecting end's is the tag of the abstract name gsockd bound it to
+ * (unix_src), in a[0..3].
+ */
 struct dkey {
 	uint8_t a[16];
 	uint16_t port;
 	bool any; /* the wildcard address */
+	bool unx; /* AF_UNIX */
 };
 
 struct dlisten {
 	struct br_sock *s;
 	struct dkey k;
 	bool v4_too; /* an IPv6 wildcard that takes IPv4 too */
+	uint64_t dev, ino; /* AF_UNIX (k.unx): its socket file */
 };
 
 /* A preloaded CPU program's end of a segment (always side 0). */
@@ -252,7 +261,7 @@ static struct dlisten *listener_for(const struct dkey *dst, bool *local)
 	for (uint32_t i = 0; i < dp.nls; i++) {
 		struct dlisten *l = &dp.ls[i];
 
-		if (l->k.port != dst->port)
+		if (l->k.unx || l->k.port != dst->port)
 			continue;
 		if (!l->k.any) {
 			if (!memcmp(l->k.a, dst->a, 16))
@@ -267,6 +276,84 @@ static struct dlisten *listener_for(const struct dkey *dst, bool *local)
 			return l;
 	}
 	return NULL;
+}
+
+/*
+ * A unix socket's file (an absolute path; gsockd binds no other): its
+ * device and inode, so that two spellings of one path meet.
+ */
+static bool unix_file(const struct sockaddr *sa, socklen_t len, uint64_t *dev,
+		      uint64_t *ino)
+{
+	const struct sockaddr_un *un = (const void *)sa;
+	size_t off = offsetof(struct sockaddr_un, sun_path);
+	char path[sizeof(un->sun_path) + 1];
+	struct stat st;
+
+	if (sa->sa_family != AF_UNIX || len <= off ||
+	    len - off > sizeof(un->sun_path) || un->sun_path[0] != '/')
+		return false;
+	memcpy(path, un->sun_path, len - off);
+	path[len - off] = 0;
+	if (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	*dev = st.st_dev;
+	*ino = st.st_ino;
+	return true;
+}
+
+/* Caller holds the lock: the unix listener of that file, or NULL. */
+static struct dlisten *unix_listener_for(uint64_t dev, uint64_t ino)
+{
+	for (uint32_t i = 0; i < dp.nls; i++)
+		if (dp.ls[i].k.unx && dp.ls[i].dev == dev && dp.ls[i].ino == ino)
+			return &dp.ls[i];
+	return NULL;
+}
+
+/*
+ * A unix connecting end has no name the listener's accept could tell it
+ * by: gsockd binds it to an abstract one of its own, "gsock-direct-PID-
+ * TAG"; the key is the tag. -1 when the bind fails.
+ */
+static int unix_src(int fd, struct dkey *k)
+{
+	static uint32_t next;
+	uint32_t tag = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	int n = snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1,
+			 "gsock-direct-%d-%u", (int)getpid(), tag);
+
+	if (bind(fd, (struct sockaddr *)&un,
+		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0)
+		return -1;
+	memset(k, 0, sizeof(*k));
+	k->unx = true;
+	memcpy(k->a, &tag, sizeof(tag));
+	return 0;
+}
+
+/* An accepted unix connection's peer as unix_src named it, or false. */
+static bool unix_peer_key(const struct sockaddr_storage *ss, socklen_t len,
+			  struct dkey *k)
+{
+	const struct sockaddr_un *un = (const void *)ss;
+	size_t off = offsetof(struct sockaddr_un, sun_path);
+	char name[sizeof(un->sun_path)];
+	int pid, used = 0;
+	uint32_t tag;
+
+	if (ss->ss_family != AF_UNIX || len <= off + 1 || un->sun_path[0])
+		return false;
+	memcpy(name, un->sun_path + 1, len - off - 1);
+	name[len - off - 1] = 0;
+	if (sscanf(name, "gsock-direct-%d-%u%n", &pid, &tag, &used) != 2 ||
+	    name[used] || pid != (int)getpid())
+		return false;
+	memset(k, 0, sizeof(*k));
+	k->unx = true;
+	memcpy(k->a, &tag, sizeof(tag));
+	return true;
 }
 
 /*
@@ -285,15 +372,18 @@ void br_direct_listen(struct br_sock *s)
 	socklen_t len = sizeof(ss);
 	int reuse = 0, v6only = 1;
 	socklen_t ol = sizeof(int);
-	struct dkey k;
+	struct dkey k = { .unx = s->domain == AF_UNIX };
+	uint64_t dev = 0, ino = 0;
 
-	if (dp.fd < 0 || !s->app->direct || s->domain == AF_UNIX ||
+	if (dp.fd < 0 || !s->app->direct ||
 	    getsockname(s->fd, (struct sockaddr *)&ss, &len) < 0 ||
-	    !key_of((struct sockaddr *)&ss, len, &k))
+	    (k.unx ? !unix_file((struct sockaddr *)&ss, len, &dev, &ino) :
+		     !key_of((struct sockaddr *)&ss, len, &k)))
 		return;
 	/* A port shared with other listeners: the kernel picks, not us. */
-	if (getsockopt(s->fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &ol) < 0 ||
-	    reuse)
+	if (!k.unx &&
+	    (getsockopt(s->fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &ol) < 0 ||
+	     reuse))
 		return;
 	ol = sizeof(int);
 	if (s->domain == AF_INET6 &&
@@ -315,6 +405,8 @@ void br_direct_listen(struct br_sock *s)
 		.s = s,
 		.k = k,
 		.v4_too = s->domain == AF_INET6 && k.any && !v6only,
+		.dev = dev,
+		.ino = ino,
 	};
 	s->dlisten = true;
 	listeners_moved();
@@ -449,29 +541,33 @@ static int bind_source(struct br_sock *s, const struct sockaddr *dst,
 void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 		       socklen_t dlen)
 {
-	struct dkey dk, src;
+	struct dkey dk = { .unx = s->domain == AF_UNIX }, src;
 	struct dlisten *l;
-	bool local;
+	uint64_t dev = 0, ino = 0;
+	bool local = true; /* a unix socket's file is on this host */
 	int seg;
 
 	s->dseg = -1;
-	if (dp.fd < 0 || !s->app->direct || s->domain == AF_UNIX ||
-	    !key_of(dst, dlen, &dk) || !__atomic_load_n(&dp.nls,
-							 __ATOMIC_RELAXED))
+	if (dp.fd < 0 || !s->app->direct ||
+	    !__atomic_load_n(&dp.nls, __ATOMIC_RELAXED) ||
+	    (dk.unx ? !unix_file(dst, dlen, &dev, &ino) :
+		      !key_of(dst, dlen, &dk)))
 		return;
-	local = key_local(&dk);
+	if (!dk.unx)
+		local = key_local(&dk);
 	pthread_mutex_lock(&dp.lock);
-	l = listener_for(&dk, &local);
+	l = dk.unx ? unix_listener_for(dev, ino) : listener_for(&dk, &local);
 	if (!l || !dp.nfree || l->s->app->uid != s->app->uid) {
 		pthread_mutex_unlock(&dp.lock);
 		return;
 	}
 	pthread_mutex_unlock(&dp.lock);
-	if (bind_source(s, dst, dlen, &src) < 0)
+	if ((dk.unx ? unix_src(s->fd, &src) : bind_source(s, dst, dlen, &src)) <
+	    0)
 		return;
 	pthread_mutex_lock(&dp.lock);
 	/* Looked up again: the lock was let go for the bind. */
-	l = listener_for(&dk, &local);
+	l = dk.unx ? unix_listener_for(dev, ino) : listener_for(&dk, &local);
 	if (!l || !dp.nfree) {
 		pthread_mutex_unlock(&dp.lock);
 		return;
@@ -497,7 +593,8 @@ int br_direct_accepted(struct br_sock *ls, int fd)
 
 	if (!ls->dlisten || !__atomic_load_n(&dp.npend_hint, __ATOMIC_RELAXED) ||
 	    getpeername(fd, (struct sockaddr *)&ss, &len) < 0 ||
-	    !key_of((struct sockaddr *)&ss, len, &k))
+	    (ls->domain == AF_UNIX ? !unix_peer_key(&ss, len, &k) :
+				     !key_of((struct sockaddr *)&ss, len, &k)))
 		return -1;
 	pthread_mutex_lock(&dp.lock);
 	for (uint32_t i = 0; i < dp.npend; i++) {

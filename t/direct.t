@@ -11,7 +11,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 240
-plan 22
+plan 25
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 printf 'direct_conns = 2\n' >"$TMP/small.conf"
 GSOCKD_CONF=$TMP/small.conf start_gsockd || exit 1
@@ -162,6 +162,26 @@ stream c8 1
 set -- $(paths "$TMP/c8.json")
 is "$1" "2" "a 0.0.0.0 listener reached at 127.0.0.1 is direct"
 stop_stream
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+
+# A unix socket file: the direct path too (gsockd binds the connecting
+# end to an abstract name of its own, by which the accept tells it); the
+# file is known by its inode, so another spelling of the path meets it.
+start_server -l "$TMP/echo.sock" -b 2 || exit 1
+timeout 60 "$CLIENT" -n 300000 -i 20 -b 1 "$TMP/echo.sock" >"$TMP/c12" 2>&1
+ok $? "a unix socket file: 300,000-byte round trips intact"
+timeout 60 "$CLIENT" -n 200000 -i 1000000 -b 1 "$TMP/./echo.sock" >"$TMP/c13" 2>&1 &
+cli=$!
+PIDS="$PIDS $cli"
+sleep 1
+"$STAT" -j >"$TMP/c13.json"
+set -- $(paths "$TMP/c13.json")
+is "$1 $2" "2 0" "... both ends direct, the path spelled another way"
+stop_stream
+"$STAT" >"$TMP/c13.txt"
+! grep -q 'gsock-direct' "$TMP/c13.txt"
+ok $? "... and the connection and its name are gone when the client ends"
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 
