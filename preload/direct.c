@@ -1529,6 +1529,8 @@ static void scope_fds(struct pl_dscope *sc, const int *fds, int n)
 		sc->n = 0;
 		sc->all = 1;
 	}
+	for (int i = 0; i < sc->n; i++)
+		__atomic_add_fetch(&sc->s[i]->dwaits, 1, __ATOMIC_ACQ_REL);
 }
 
 void pl_direct_scope_poll(struct pl_dscope *sc, const struct pollfd *fds,
@@ -1564,8 +1566,10 @@ void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3])
 
 void pl_direct_scope_end(struct pl_dscope *sc)
 {
-	for (int i = 0; i < sc->n; i++)
+	for (int i = 0; i < sc->n; i++) {
+		__atomic_sub_fetch(&sc->s[i]->dwaits, 1, __ATOMIC_ACQ_REL);
 		pl_sock_put(sc->s[i]);
+	}
 	if (sc->s != sc->here)
 		free(sc->s);
 	sc->s = sc->here;
@@ -1755,12 +1759,14 @@ void pl_direct_closing(int fd)
 		 * A member closed while another name (a dup, a call in
 		 * flight) holds it stays in the kernel's set under the old
 		 * number: the sets that had it can no longer say who is in
-		 * them. References: fd's slot, ours, one a set.
+		 * them. References: fd's slot, ours, one a set, one a wait
+		 * that covers it (another thread's, say).
 		 */
 		for (struct eset *e = esets; e; e = e->next)
 			for (int i = 0; i < e->n; i++)
 				held += e->m[i].s == s;
-		held = __atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) > 2 + held;
+		held = __atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) >
+		       2 + held + __atomic_load_n(&s->dwaits, __ATOMIC_ACQUIRE);
 		for (struct eset *e = esets; e; e = e->next)
 			for (int i = 0; i < e->n; i++)
 				if (e->m[i].fd == fd) {
@@ -1794,6 +1800,7 @@ void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 		   (sc->s = malloc((size_t)e->n * sizeof(*sc->s)))) {
 		for (int i = 0; i < e->n; i++) {
 			__atomic_add_fetch(&e->m[i].s->refs, 1, __ATOMIC_ACQ_REL);
+			__atomic_add_fetch(&e->m[i].s->dwaits, 1, __ATOMIC_ACQ_REL);
 			sc->s[i] = e->m[i].s;
 		}
 		sc->n = e->n;
