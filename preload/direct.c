@@ -107,16 +107,20 @@ static struct {
 
 /*
  * Addresses where gsockd said no GPU application listens, each with the
- * pool's listen_gen when it was asked: while that stays, a connect there
- * takes the kernel's path without asking again (an ask is a control
- * connection to gsockd: hundreds of microseconds). Under list_lock.
+ * pool's listen_gen when it was asked: while that stays, and for a
+ * second at most (a gsockd started anew has a pool of its own, which
+ * this process meets only by asking), a connect there takes the kernel's
+ * path without asking again (an ask is a control connection to gsockd:
+ * hundreds of microseconds). Under list_lock.
  */
 #define NOPE_MAX 64
+#define NOPE_NS 1000000000LL
 
 static struct {
 	struct sockaddr_storage a;
 	socklen_t len;
 	uint32_t gen;
+	long long at; /* when gsockd said no */
 } nope[NOPE_MAX];
 static int nnope, nope_next;
 
@@ -1095,12 +1099,14 @@ static int nope_known(const struct sockaddr *sa, socklen_t len)
 {
 	int r = 0;
 
+	long long now = now_ns();
+
 	pthread_mutex_lock(&list_lock);
 	if (pool.base) {
 		uint32_t gen = listen_gen();
 
 		for (int i = 0; i < nnope && !r; i++)
-			r = nope[i].gen == gen &&
+			r = nope[i].gen == gen && now - nope[i].at < NOPE_NS &&
 			    same_dst(&nope[i].a, nope[i].len, sa, len);
 	}
 	pthread_mutex_unlock(&list_lock);
@@ -1124,6 +1130,7 @@ static void nope_add(const struct sockaddr *sa, socklen_t len, uint32_t gen)
 	memcpy(&nope[i].a, sa, len);
 	nope[i].len = len;
 	nope[i].gen = gen;
+	nope[i].at = now_ns();
 	pthread_mutex_unlock(&list_lock);
 }
 
