@@ -50,7 +50,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -1503,41 +1502,34 @@ static int is_direct(const struct pl_sock *s)
 	return __atomic_load_n(&s->dc, __ATOMIC_ACQUIRE) != NULL;
 }
 
-/* Room in sc for n entries; 0, or -1 (then sc covers all). */
-static int scope_room(struct pl_dscope *sc, int n)
+static void scope_empty(struct pl_dscope *sc)
 {
 	sc->s = sc->here;
 	sc->n = 0;
 	sc->cap = (int)(sizeof(sc->here) / sizeof(sc->here[0]));
 	sc->all = 0;
-	if (n <= sc->cap)
-		return 0;
-	sc->s = malloc((size_t)n * sizeof(*sc->s));
-	if (!sc->s) {
-		sc->s = sc->here;
-		sc->all = 1; /* cover them all, as the list does */
-		return -1;
-	}
-	sc->cap = n;
-	return 0;
 }
 
-/* sc covers the direct descriptors among fds[0..n). */
+/*
+ * sc covers the direct descriptors among fds[0..n): looked up under one
+ * hold of the fd table; a second look with room for all when more than
+ * sc->here holds are direct.
+ */
 static void scope_fds(struct pl_dscope *sc, const int *fds, int n)
 {
-	if (!pl_direct_active()) {
-		scope_room(sc, 0);
-		return;
-	}
-	if (scope_room(sc, n) < 0)
-		return;
+	scope_empty(sc);
 	sc->n = pl_fd_get_each(fds, n, is_direct, sc->s, sc->cap);
-	if (sc->n < 0) { /* cannot be: room for all of them */
-		sc->n = 0;
+	if (sc->n >= 0)
+		return;
+	sc->n = 0;
+	sc->s = malloc((size_t)n * sizeof(*sc->s));
+	if (sc->s)
+		sc->n = pl_fd_get_each(fds, n, is_direct, sc->s, n);
+	if (!sc->s || sc->n < 0) { /* cover them all, as the list does */
+		free(sc->s);
+		scope_empty(sc);
 		sc->all = 1;
 	}
-	for (int i = 0; i < sc->n; i++)
-		__atomic_add_fetch(&sc->s[i]->dwaits, 1, __ATOMIC_ACQ_REL);
 }
 
 void pl_direct_scope_poll(struct pl_dscope *sc, const struct pollfd *fds,
@@ -1545,10 +1537,12 @@ void pl_direct_scope_poll(struct pl_dscope *sc, const struct pollfd *fds,
 {
 	int here[64] = { 0 }, *fd = here, k = 0;
 
+	scope_empty(sc);
+	if (!pl_direct_active())
+		return;
 	if (n > sizeof(here) / sizeof(here[0]) &&
 	    (n > INT_MAX || !(fd = malloc(n * sizeof(*fd))))) {
-		scope_room(sc, 0);
-		sc->all = pl_direct_active();
+		sc->all = 1;
 		return;
 	}
 	for (nfds_t i = 0; i < n; i++)
@@ -1563,6 +1557,9 @@ void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3])
 {
 	int fd[FD_SETSIZE], k = 0;
 
+	scope_empty(sc);
+	if (!pl_direct_active())
+		return;
 	for (int i = 0; i < n && i < FD_SETSIZE; i++)
 		if ((sets[0] && FD_ISSET(i, sets[0])) ||
 		    (sets[1] && FD_ISSET(i, sets[1])) ||
@@ -1571,251 +1568,19 @@ void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3])
 	scope_fds(sc, fd, k);
 }
 
+void pl_direct_scope_epoll(struct pl_dscope *sc)
+{
+	scope_empty(sc);
+	sc->all = pl_direct_active();
+}
+
 void pl_direct_scope_end(struct pl_dscope *sc)
 {
-	for (int i = 0; i < sc->n; i++) {
-		__atomic_sub_fetch(&sc->s[i]->dwaits, 1, __ATOMIC_ACQ_REL);
+	for (int i = 0; i < sc->n; i++)
 		pl_sock_put(sc->s[i]);
-	}
 	if (sc->s != sc->here)
 		free(sc->s);
-	sc->s = sc->here;
-	sc->n = 0;
-}
-
-/*
- * The epoll sets this process made, with their direct members (a
- * reference on each): a wait on one looks at those alone. A set it did
- * not see made, or that holds another set, is not known, and its waits
- * look at every connection.
- */
-struct emember {
-	int fd;
-	struct pl_sock *s;
-};
-
-struct eset {
-	int epfd;
-	int all; /* holds a set of its own, or a member the list lost */
-	int n, cap;
-	struct emember *m;
-	struct eset *next;
-};
-
-/* A mutex, not a rwlock: a child after fork cannot let go of a rwlock
- * its parent's thread took (glibc checks the writer's thread id). */
-static pthread_mutex_t eset_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct eset *esets;
-static pthread_once_t eset_once = PTHREAD_ONCE_INIT;
-
-static void eset_lock_fork(void)
-{
-	pthread_mutex_lock(&eset_lock);
-}
-
-static void eset_unlock_fork(void)
-{
-	pthread_mutex_unlock(&eset_lock);
-}
-
-static void eset_setup(void)
-{
-	pthread_atfork(eset_lock_fork, eset_unlock_fork, eset_unlock_fork);
-}
-
-/*
- * References let go of under eset_lock, dropped after it (the last one
- * closes the connection, which takes list_lock).
- */
-struct puts {
-	struct pl_sock **s;
-	int n, cap;
-};
-
-static void puts_add(struct puts *p, struct pl_sock *s)
-{
-	if (p->n == p->cap) {
-		int cap = p->cap ? 2 * p->cap : 8;
-		struct pl_sock **m = realloc(p->s, (size_t)cap * sizeof(*m));
-
-		if (!m) { /* cannot wait to drop it: it is not the last */
-			pl_sock_put(s);
-			return;
-		}
-		p->s = m;
-		p->cap = cap;
-	}
-	p->s[p->n++] = s;
-}
-
-static void puts_done(struct puts *p)
-{
-	for (int i = 0; i < p->n; i++)
-		pl_sock_put(p->s[i]);
-	free(p->s);
-}
-
-/* Under eset_lock. */
-static struct eset *eset_of(int epfd)
-{
-	for (struct eset *e = esets; e; e = e->next)
-		if (e->epfd == epfd)
-			return e;
-	return NULL;
-}
-
-/* Under eset_lock: e's members leave it. */
-static void eset_empty(struct eset *e, struct puts *p)
-{
-	for (int i = 0; i < e->n; i++)
-		puts_add(p, e->m[i].s);
-	e->n = 0;
-}
-
-/* Under eset_lock. */
-static void eset_drop(int epfd, struct puts *p)
-{
-	for (struct eset **q = &esets; *q; q = &(*q)->next)
-		if ((*q)->epfd == epfd) {
-			struct eset *e = *q;
-
-			*q = e->next;
-			eset_empty(e, p);
-			free(e->m);
-			free(e);
-			return;
-		}
-}
-
-void pl_direct_epoll_new(int epfd)
-{
-	struct puts p = { 0 };
-	struct eset *e;
-
-	if (epfd < 0)
-		return;
-	pthread_once(&eset_once, eset_setup);
-	e = calloc(1, sizeof(*e));
-	pthread_mutex_lock(&eset_lock);
-	eset_drop(epfd, &p); /* a set that was closed behind our back */
-	if (e) {
-		e->epfd = epfd;
-		e->next = esets;
-		esets = e;
-	}
-	pthread_mutex_unlock(&eset_lock);
-	puts_done(&p);
-}
-
-void pl_direct_epoll_ctl(int epfd, int op, int fd, struct pl_sock *s)
-{
-	struct puts p = { 0 };
-	struct eset *e;
-	int direct = s && is_direct(s);
-
-	if (!__atomic_load_n(&esets, __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&eset_lock);
-	e = eset_of(epfd);
-	if (e && op == EPOLL_CTL_ADD && eset_of(fd)) {
-		e->all = 1; /* a set in a set: its members are ours too */
-		eset_empty(e, &p);
-	}
-	if (e && !e->all && direct && op == EPOLL_CTL_ADD) {
-		if (e->n == e->cap) {
-			int cap = e->cap ? 2 * e->cap : 8;
-			struct emember *m = realloc(e->m, (size_t)cap * sizeof(*m));
-
-			if (m) {
-				e->m = m;
-				e->cap = cap;
-			}
-		}
-		if (e->n < e->cap) {
-			__atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
-			e->m[e->n++] = (struct emember){ fd, s };
-		} else {
-			e->all = 1;
-			eset_empty(e, &p);
-		}
-	} else if (e && direct && op == EPOLL_CTL_DEL) {
-		for (int i = 0; i < e->n; i++)
-			if (e->m[i].fd == fd) {
-				puts_add(&p, e->m[i].s);
-				e->m[i] = e->m[--e->n];
-				break;
-			}
-	}
-	pthread_mutex_unlock(&eset_lock);
-	puts_done(&p);
-}
-
-void pl_direct_closing(int fd)
-{
-	struct puts p = { 0 };
-	struct pl_sock *s;
-	int held = 0;
-
-	if (!__atomic_load_n(&esets, __ATOMIC_ACQUIRE))
-		return;
-	s = pl_fd_get(fd);
-	pthread_mutex_lock(&eset_lock);
-	eset_drop(fd, &p); /* fd was an epoll set */
-	if (s && is_direct(s)) {
-		/*
-		 * A member closed while another name (a dup, a call in
-		 * flight) holds it stays in the kernel's set under the old
-		 * number: the sets that had it can no longer say who is in
-		 * them. References: fd's slot, ours, one a set, one a wait
-		 * that covers it (another thread's, say).
-		 */
-		for (struct eset *e = esets; e; e = e->next)
-			for (int i = 0; i < e->n; i++)
-				held += e->m[i].s == s;
-		held = __atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) >
-		       2 + held + __atomic_load_n(&s->dwaits, __ATOMIC_ACQUIRE);
-		for (struct eset *e = esets; e; e = e->next)
-			for (int i = 0; i < e->n; i++)
-				if (e->m[i].fd == fd) {
-					if (held) {
-						e->all = 1;
-						eset_empty(e, &p);
-						break;
-					}
-					puts_add(&p, e->m[i].s);
-					e->m[i] = e->m[--e->n];
-					break;
-				}
-	}
-	pthread_mutex_unlock(&eset_lock);
-	puts_done(&p);
-	pl_sock_put(s);
-}
-
-void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
-{
-	struct eset *e;
-
-	scope_room(sc, 0);
-	if (!pl_direct_active())
-		return;
-	pthread_mutex_lock(&eset_lock);
-	e = eset_of(epfd);
-	if (!e || e->all) {
-		sc->all = 1;
-	} else if (e->n <= sc->cap ||
-		   (sc->s = malloc((size_t)e->n * sizeof(*sc->s)))) {
-		for (int i = 0; i < e->n; i++) {
-			__atomic_add_fetch(&e->m[i].s->refs, 1, __ATOMIC_ACQ_REL);
-			__atomic_add_fetch(&e->m[i].s->dwaits, 1, __ATOMIC_ACQ_REL);
-			sc->s[i] = e->m[i].s;
-		}
-		sc->n = e->n;
-	} else {
-		sc->s = sc->here;
-		sc->all = 1;
-	}
-	pthread_mutex_unlock(&eset_lock);
+	scope_empty(sc);
 }
 
 /* ---- descriptors that cannot leave ---- */

@@ -45,11 +45,12 @@ void pl_direct_release(struct pl_sock *s);
 int pl_direct_active(void);
 
 /*
- * The direct connections one poll, select or epoll wait covers, held
- * for the wait (a reference each, so none is freed under it). An epoll
- * set's members are those the preload saw added to it (pl_direct_epoll_*);
- * a set it cannot vouch for (made before the preload, duplicated, or
- * holding another epoll set) covers every direct connection (all).
+ * The direct connections one wait covers, held for the wait (a reference
+ * each, so none is freed under it): those a poll or select names. An
+ * epoll wait covers every direct connection of the process (all): the
+ * kernel's set can gain members while the wait sleeps (another thread's
+ * epoll_ctl), and duplicated, nested, passed and inherited sets hide
+ * theirs, so the preload cannot vouch for a list of its own.
  */
 struct pl_dscope {
 	struct pl_sock **s;
@@ -60,7 +61,7 @@ struct pl_dscope {
 void pl_direct_scope_poll(struct pl_dscope *sc, const struct pollfd *fds,
 			  nfds_t n);
 void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3]);
-void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd);
+void pl_direct_scope_epoll(struct pl_dscope *sc);
 void pl_direct_scope_end(struct pl_dscope *sc);
 
 /*
@@ -74,12 +75,6 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms);
 /* A slice ran out: a connection whose gsockd died wakes its waiters. */
 void pl_direct_slice_over(struct pl_dscope *sc);
 
-/* epoll_create gave epfd: a set whose members the preload will know. */
-void pl_direct_epoll_new(int epfd);
-/* epoll_ctl(epfd, op, fd) succeeded; s: fd's entry or NULL. */
-void pl_direct_epoll_ctl(int epfd, int op, int fd, struct pl_sock *s);
-/* close(fd) is about to go: fd as an epoll set, or as a set's member. */
-void pl_direct_closing(int fd);
 
 /* exec: -1 (EOPNOTSUPP, said on stderr) if a direct fd would cross it. */
 int pl_direct_exec_check(void);

@@ -70,7 +70,6 @@ struct pl_sock {
 	socklen_t peer_len;
 	int in_epoll; /* added to an epoll set before its route was chosen */
 	struct pl_dconn *dc; /* GS_ROUTE_DIRECT: the connection (direct.c) */
-	int dwaits; /* atomic: waits holding a reference (direct.c's scopes) */
 };
 
 /* Called when an entry's last reference goes (set by the rsocket route). */

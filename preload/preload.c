@@ -493,21 +493,8 @@ int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
 	return r;
 }
 
-/* A set made here: the direct route learns its members (direct.h). */
-#define PL_EPOLL_NEW(name, param)                          \
-	int name(int param)                                \
-	{                                                  \
-		int ep;                                    \
-                                                           \
-		pl_init();                                 \
-		ep = pl_real.name(param);                  \
-		if (!pl_busy)                              \
-			pl_direct_epoll_new(ep);           \
-		return ep;                                 \
-	}
-
-PL_EPOLL_NEW(epoll_create, size)
-PL_EPOLL_NEW(epoll_create1, flags)
+PL_MULTI_CALL(int, epoll_create, (int size), (size))
+PL_MULTI_CALL(int, epoll_create1, (int flags), (flags))
 
 int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 {
@@ -542,7 +529,6 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 				int saved = errno;
 
 				pl_rs_epoll_ctl(ep, op, fd, s, e);
-				pl_direct_epoll_ctl(ep, op, fd, s);
 				errno = saved;
 			}
 		} else {
@@ -552,15 +538,8 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 		return r;
 	}
 #endif
-	r = pl_real.epoll_ctl(ep, op, fd, e);
-	if (r == 0 && !pl_busy) {
-		int saved = errno;
-
-		pl_direct_epoll_ctl(ep, op, fd, s);
-		errno = saved;
-	}
 	pl_sock_put(s);
-	return r;
+	return pl_real.epoll_ctl(ep, op, fd, e);
 }
 
 int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
@@ -568,7 +547,7 @@ int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 	pl_init();
 	if (plain_wait())
 		return pl_real.epoll_pwait(ep, e, n, t, m);
-	return PL_WAIT(t, pl_direct_scope_epoll(&sc_, ep), (void)0,
+	return PL_WAIT(t, pl_direct_scope_epoll(&sc_), (void)0,
 		       epoll_inner(ep, e, n, ms_, m));
 }
 
@@ -587,7 +566,7 @@ int epoll_pwait2(int ep, struct epoll_event *e, int n,
 	}
 	if (plain_wait())
 		return pl_real.epoll_pwait2(ep, e, n, t, m);
-	return PL_WAIT(TS_MS(t), pl_direct_scope_epoll(&sc_, ep), (void)0,
+	return PL_WAIT(TS_MS(t), pl_direct_scope_epoll(&sc_), (void)0,
 		       epoll_inner(ep, e, n, ms_, m));
 }
 PL_MULTI_CALL(pid_t, fork, (void), ())
@@ -877,7 +856,6 @@ int close(int fd)
 {
 	pl_init();
 	if (!pl_busy) {
-		pl_direct_closing(fd);
 		pl_fd_clear(fd);
 #ifdef HAVE_RDMACM
 		if (pl_route_rdma_possible())

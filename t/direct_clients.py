@@ -345,8 +345,20 @@ def seen_late(s, wait, what):
 
 
 def scopes(port):
+    """Each kind of wait sees a direct descriptor's echo that landed while
+    nothing looked, however the program reached the descriptor."""
     good = True
-    # Two threads, each waiting on an epoll set of its own connections.
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def ep_wait(fd, ms=5000):
+        out = (EpollEvent * 4)()
+        return libc.epoll_wait(fd, out, 4, ms) > 0
+
+    def ep_add(ep, fd):
+        ev = EpollEvent(select.EPOLLIN, fd)
+        return libc.epoll_ctl(ep, 1, fd, ctypes.byref(ev)) == 0  # EPOLL_CTL_ADD
+
+    # Two threads, each waiting on an epoll set of its own connection.
     bad = []
 
     def mine(k):
@@ -375,21 +387,61 @@ def scopes(port):
     good &= say(seen_late(t, lambda: [fd for fd, _ in ep.poll(5)] == [old], "dup"),
                 "a member closed under a dup: the set still reports it")
     ep.close()
-    # A set inside a set.
+    # A member added through a duplicate of the set's descriptor.
+    ep = select.epoll()
+    ep2 = os.dup(ep.fileno())
+    good &= say(ep_add(ep2, t.fileno()) and seen_late(t, lambda: ep_wait(ep.fileno()), "dupctl"),
+                "a member added through a dup of the set: a wait on the set sees it")
+    os.close(ep2)
+    ep.close()
+    # dup2 of one set over another's number.
+    e1, e2 = select.epoll(), select.epoll()
+    e2.register(t.fileno(), select.EPOLLIN)
+    os.dup2(e2.fileno(), e1.fileno())
+    good &= say(seen_late(t, lambda: ep_wait(e1.fileno()), "dup2set"),
+                "a set dup2'd over another's number: a wait on that number sees it")
+    e1.close()
+    e2.close()
+    # A set inside a set, directly and through a dup.
     inner, outer = select.epoll(), select.epoll()
     inner.register(t.fileno(), select.EPOLLIN)
     outer.register(inner.fileno(), select.EPOLLIN)
     good &= say(seen_late(t, lambda: [fd for fd, _ in outer.poll(5)] == [inner.fileno()], "nested"),
                 "an epoll set inside another: the outer wait sees the echo")
+    outer.close()
+    d = os.dup(inner.fileno())
+    outer = select.epoll()
+    good &= say(ep_add(outer.fileno(), d) and seen_late(t, lambda: ep_wait(outer.fileno()), "nestdup"),
+                "a dup of a set inside another: the outer wait sees the echo")
+    os.close(d)
+    outer.close()
     # A duplicate of a set's descriptor.
-    libc = ctypes.CDLL(None, use_errno=True)
     ep2 = os.dup(inner.fileno())
-    out = (EpollEvent * 4)()
-    good &= say(seen_late(t, lambda: libc.epoll_wait(ep2, out, 4, 5000) == 1, "dupset"),
+    good &= say(seen_late(t, lambda: ep_wait(ep2), "dupset"),
                 "a dup of an epoll set's descriptor: its wait sees the echo")
     os.close(ep2)
     inner.close()
-    outer.close()
+    # A connection added by another thread while the set's wait sleeps.
+    for held in (False, True):
+        ep = select.epoll()
+        if held:
+            ep.register(t.fileno(), select.EPOLLIN)
+        res = []
+        w = threading.Thread(target=lambda: res.append(ep_wait(ep.fileno(), 5000)))
+        w.start()
+        time.sleep(0.2)
+        n = connect(port)
+        n.sendall(b"added")
+        time.sleep(0.1)
+        t0 = time.time()
+        ep.register(n.fileno(), select.EPOLLIN)
+        w.join()
+        dt = time.time() - t0
+        good &= say(res[0] and dt < 1 and recv_exactly(n, 5) == b"added",
+                    "a connection added while another thread waits on the set%s: seen after %.2f s" %
+                    (" (which held one)" if held else "", dt))
+        ep.close()
+        n.close()
     # poll over a plain pipe and a connection.
     r, w = os.pipe()
     p = select.poll()
