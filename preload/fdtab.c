@@ -100,7 +100,7 @@ int pl_fd_get_each(const int *fds, int n, int (*keep)(const struct pl_sock *s),
 
 int pl_fd_set(int fd, struct pl_sock *s)
 {
-	struct pl_sock **c, *old;
+	struct pl_sock **c, *old = NULL;
 	int r = -1;
 
 	if (fd < 0 || fd >= PL_FD_MAX)
@@ -115,10 +115,14 @@ int pl_fd_set(int fd, struct pl_sock *s)
 	}
 	__atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
 	old = __atomic_exchange_n(&c[fd & (CHUNK - 1)], s, __ATOMIC_ACQ_REL);
-	pl_sock_put(old);
 	r = 0;
 out_unlock:
 	pthread_rwlock_unlock(&tab_lock);
+	/*
+	 * After the lock: the last reference closes a direct connection,
+	 * which takes list_lock, and fork takes list_lock before this one.
+	 */
+	pl_sock_put(old);
 	return r;
 }
 
