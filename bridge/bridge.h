@@ -369,6 +369,8 @@ void br_direct_close(struct br_sock *s);
 void br_direct_shutdown(struct br_sock *s, int how);
 /* A doorbell on direct s: wake its CPU peer if that peer waits. */
 void br_direct_kick(struct br_sock *s);
+/* s (a direct end) read its kernel connection's FIN: a dead CPU peer's reset first. */
+void br_direct_peer_fin(struct br_sock *s);
 /*
  * Control thread: a preloaded program's request (gs_ctl_dconnect) with
  * its socketpair end pair_fd (ours from here). Fills the reply.

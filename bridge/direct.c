@@ -47,6 +47,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,7 @@ struct dcpu {
 	struct br_ev ev; /* BR_EV_DIRECT, in the control thread's set */
 	int fd; /* our end of its socketpair; -1: none */
 	int seg;
+	bool ended; /* every descriptor of it closed: its side settled */
 };
 
 struct dpending {
@@ -128,7 +130,7 @@ int br_direct_init(void)
 	dp.pend = calloc(dp.nsegs, sizeof(*dp.pend));
 	dp.cpu = calloc(dp.nsegs, sizeof(*dp.cpu));
 	for (uint32_t i = 0; dp.cpu && i < dp.nsegs; i++)
-		dp.cpu[i] = (struct dcpu){ { BR_EV_DIRECT }, -1, (int)i };
+		dp.cpu[i] = (struct dcpu){ { BR_EV_DIRECT }, -1, (int)i, false };
 	dp.fd = memfd_create("gsock-direct", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (!dp.refs || !dp.free_segs || !dp.pend || !dp.cpu || dp.fd < 0 ||
 	    ftruncate(dp.fd, (off_t)dp.size) < 0 ||
@@ -339,16 +341,20 @@ static bool unix_peer_key(const struct sockaddr_storage *ss, socklen_t len,
 {
 	const struct sockaddr_un *un = (const void *)ss;
 	size_t off = offsetof(struct sockaddr_un, sun_path);
-	char name[sizeof(un->sun_path)];
-	int pid, used = 0;
+	char name[sizeof(un->sun_path)], again[sizeof(un->sun_path)];
+	int pid;
 	uint32_t tag;
 
 	if (ss->ss_family != AF_UNIX || len <= off + 1 || un->sun_path[0])
 		return false;
 	memcpy(name, un->sun_path + 1, len - off - 1);
 	name[len - off - 1] = 0;
-	if (sscanf(name, "gsock-direct-%d-%u%n", &pid, &tag, &used) != 2 ||
-	    name[used] || pid != (int)getpid())
+	/* Exactly as unix_src wrote it: "-05" or "+5" is someone else's. */
+	if (sscanf(name, "gsock-direct-%d-%u", &pid, &tag) != 2 ||
+	    pid != (int)getpid() ||
+	    snprintf(again, sizeof(again), "gsock-direct-%d-%u", pid, tag) !=
+		    (int)(len - off - 1) ||
+	    memcmp(again, name, len - off - 1))
 		return false;
 	memset(k, 0, sizeof(*k));
 	k->unx = true;
@@ -589,13 +595,21 @@ int br_direct_accepted(struct br_sock *ls, int fd)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	struct dkey k;
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
 	int seg = -1;
 
 	if (!ls->dlisten || !__atomic_load_n(&dp.npend_hint, __ATOMIC_RELAXED) ||
-	    getpeername(fd, (struct sockaddr *)&ss, &len) < 0 ||
-	    (ls->domain == AF_UNIX ? !unix_peer_key(&ss, len, &k) :
-				     !key_of((struct sockaddr *)&ss, len, &k)))
+	    getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
 		return -1;
+	if (ls->domain == AF_UNIX) {
+		/* The connecting end is gsockd's own, named by unix_src. */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
+		    cred.pid != getpid() || !unix_peer_key(&ss, len, &k))
+			return -1;
+	} else if (!key_of((struct sockaddr *)&ss, len, &k)) {
+		return -1;
+	}
 	pthread_mutex_lock(&dp.lock);
 	for (uint32_t i = 0; i < dp.npend; i++) {
 		struct dpending *p = &dp.pend[i];
@@ -793,6 +807,7 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	memset(seg_at(seg), 0, sizeof(struct gs_dseg));
 	__atomic_store_n(&seg_at(seg)->cpu, GS_DC_SIDE(0), __ATOMIC_RELEASE);
 	dp.cpu[seg].fd = pair_fd;
+	dp.cpu[seg].ended = false;
 	dp.pend[dp.npend++] = (struct dpending){
 		.ls = l->s, .src = src, .seg = seg
 	};
@@ -804,6 +819,45 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	return;
 err_close:
 	close(pair_fd);
+}
+
+/*
+ * Caller holds the lock: every descriptor of seg's CPU side is closed.
+ * With bytes of the GPU side it never read, TCP would reset the
+ * connection; so do we (a killed process's kernel socket only says FIN).
+ */
+static void cpu_ended(int seg)
+{
+	struct gs_dpipe *in = &seg_at(seg)->pipe[1];
+
+	if (dp.cpu[seg].ended)
+		return;
+	dp.cpu[seg].ended = true;
+	side_gone(seg, 0,
+		  __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE) !=
+			  __atomic_load_n(&in->head, __ATOMIC_ACQUIRE));
+}
+
+void br_direct_peer_fin(struct br_sock *s)
+{
+	int seg = s->dseg;
+	struct pollfd p;
+
+	if (seg < 0)
+		return;
+	pthread_mutex_lock(&dp.lock);
+	/*
+	 * The control thread may not have seen the socketpair's hang-up
+	 * yet; the GPU side must learn of a reset before this FIN's EOF.
+	 * The control thread still closes the socketpair when it does.
+	 */
+	if (cpu_side(seg, s->dside ^ 1) && dp.cpu[seg].fd >= 0) {
+		p = (struct pollfd){ .fd = dp.cpu[seg].fd, .events = POLLRDHUP };
+		if (poll(&p, 1, 0) == 1 &&
+		    (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			cpu_ended(seg);
+	}
+	pthread_mutex_unlock(&dp.lock);
 }
 
 void br_direct_event(struct br_ev *e, uint32_t events)
@@ -818,17 +872,8 @@ void br_direct_event(struct br_ev *e, uint32_t events)
 		goto out;
 	d = seg_at(c->seg);
 	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-		/*
-		 * Every copy of its descriptor is closed, in every process.
-		 * With bytes of the GPU side it never read, TCP would reset
-		 * the connection; so do we (a killed process's kernel socket
-		 * only said FIN).
-		 */
-		struct gs_dpipe *in = &d->pipe[1];
-
-		side_gone(c->seg, 0,
-			  __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE) !=
-				  __atomic_load_n(&in->head, __ATOMIC_ACQUIRE));
+		/* Every copy of its descriptor is closed, in every process. */
+		cpu_ended(c->seg);
 		close(c->fd);
 		c->fd = -1;
 		seg_put(c->seg);

@@ -537,6 +537,7 @@ static void pump_rx(struct br_sock *s)
 			continue;
 		}
 		if (n == 0) {
+			br_direct_peer_fin(s);
 			publish_status(s, GS_ST_RX_EOF, 0);
 			break;
 		}
@@ -605,6 +606,7 @@ void br_sock_io_done(struct br_sock *s, unsigned op, int res)
 		if (res < 0) {
 			sock_fail(s, res);
 		} else if (res == 0) {
+			br_direct_peer_fin(s);
 			publish_status(s, GS_ST_RX_EOF, 0);
 		} else {
 			rx_received(s, (uint64_t)res);

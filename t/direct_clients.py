@@ -125,7 +125,10 @@ def select_mode(port, n):
             except BlockingIOError:
                 pass
         if r:
-            chunk = s.recv(1 << 20)
+            try:
+                chunk = s.recv(1 << 20)
+            except BlockingIOError:
+                continue  # select may say readable and be wrong, as POSIX allows
             if not chunk:
                 break
             got.extend(chunk)

@@ -15,7 +15,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bad_arena import CMD, DB_CMD, OP_CONNECT, OP_SOCKET, Arena, hello_bytes  # noqa: E402
+from bad_arena import CMD, CTL_VERSION, DB_CMD, OP_CONNECT, OP_SOCKET, Arena, hello_bytes  # noqa: E402
 
 HELLO, MEMFD, SEAL, EXTRA, HANGUP, SERVE = 1, 2, 4, 8, 16, 32
 AF_INET, SOCK_STREAM = 2, 1
@@ -59,7 +59,7 @@ def main(d):
     # descriptor (its socketpair end) with it, and without one.
     def sin(port):
         return struct.pack("<H", AF_INET) + struct.pack("!H", port) + bytes([127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0])
-    dreq = struct.pack("<IIII", 0x6E6F6364, 5, 16, 16) + sin(9).ljust(28, b"\0") + \
+    dreq = struct.pack("<IIII", 0x6E6F6364, CTL_VERSION, 16, 16) + sin(9).ljust(28, b"\0") + \
         sin(40000).ljust(28, b"\0")
     seed(d, "direct-request", HELLO | MEMFD, dreq, img)
     seed(d, "direct-request-no-fd", HELLO, dreq, b"")
