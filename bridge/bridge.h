@@ -361,6 +361,11 @@ void br_direct_abandon(struct br_sock *s);
 int br_direct_accepted(struct br_sock *ls, int fd);
 /* An accepted connection's segment that no end took. */
 void br_direct_drop(int seg);
+/*
+ * connect(2) of s succeeded: a unix one keeps its segment only if it
+ * reached the listener it was given for.
+ */
+void br_direct_connected(struct br_sock *s);
 /* Tell the application s's path (gs_sock.direct), before it learns s. */
 void br_direct_publish(struct br_sock *s);
 /* s is freed: its side closed, its segment let go. */
@@ -369,7 +374,7 @@ void br_direct_close(struct br_sock *s);
 void br_direct_shutdown(struct br_sock *s, int how);
 /* A doorbell on direct s: wake its CPU peer if that peer waits. */
 void br_direct_kick(struct br_sock *s);
-/* s (a direct end) read its kernel connection's FIN: a dead CPU peer's reset first. */
+/* s (a direct end) read its FIN: a dead CPU peer's reset comes first. */
 void br_direct_peer_fin(struct br_sock *s);
 /*
  * Control thread: a preloaded program's request (gs_ctl_dconnect) with

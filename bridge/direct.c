@@ -657,6 +657,42 @@ void br_direct_abandon(struct br_sock *s)
 	s->dseg = -1;
 }
 
+void br_direct_connected(struct br_sock *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	uint64_t dev, ino;
+	bool same = true;
+
+	if (s->dseg < 0 || s->domain != AF_UNIX)
+		return;
+	/*
+	 * The socket file may have been replaced between the look and the
+	 * connect: then the kernel handed the connection to a listener that
+	 * knows nothing of the segment, and the bytes would wait for nobody.
+	 * The listener's name is the path the file is at now.
+	 */
+	if (getpeername(s->fd, (struct sockaddr *)&ss, &len) < 0 ||
+	    !unix_file((struct sockaddr *)&ss, len, &dev, &ino)) {
+		same = false;
+	} else {
+		pthread_mutex_lock(&dp.lock);
+		for (uint32_t i = 0; i < dp.npend; i++)
+			if (dp.pend[i].seg == s->dseg) {
+				struct dlisten *l = NULL;
+
+				for (uint32_t k = 0; k < dp.nls && !l; k++)
+					if (dp.ls[k].s == dp.pend[i].ls)
+						l = &dp.ls[k];
+				same = l && l->dev == dev && l->ino == ino;
+				break;
+			}
+		pthread_mutex_unlock(&dp.lock);
+	}
+	if (!same)
+		br_direct_abandon(s); /* the bridge carries it */
+}
+
 void br_direct_publish(struct br_sock *s)
 {
 	__atomic_store_n(&s->app->socks[s->id].direct,

@@ -1022,6 +1022,7 @@ static int64_t cmd_connect(struct br_sock *s, uint32_t slot,
 	br_direct_connect(s, (const void *)c->addr, c->addrlen);
 	if (connect(s->fd, (const void *)c->addr, c->addrlen) == 0) {
 		sock_connected(s);
+		br_direct_connected(s);
 		br_direct_publish(s);
 		s->readable = s->writable = true;
 		if (uring())
