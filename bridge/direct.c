@@ -130,7 +130,8 @@ int br_direct_init(void)
 	dp.pend = calloc(dp.nsegs, sizeof(*dp.pend));
 	dp.cpu = calloc(dp.nsegs, sizeof(*dp.cpu));
 	for (uint32_t i = 0; dp.cpu && i < dp.nsegs; i++)
-		dp.cpu[i] = (struct dcpu){ { BR_EV_DIRECT }, -1, (int)i, false };
+		dp.cpu[i] =
+			(struct dcpu){ { BR_EV_DIRECT }, -1, (int)i, false };
 	dp.fd = memfd_create("gsock-direct", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (!dp.refs || !dp.free_segs || !dp.pend || !dp.cpu || dp.fd < 0 ||
 	    ftruncate(dp.fd, (off_t)dp.size) < 0 ||

@@ -259,7 +259,7 @@ out_of_memory:
 	return EX_OSERR;
 }
 
-/* "GPU N " on the cuda backend; "host:N " on the host backend, which has no GPU. */
+/* "GPU N " on the cuda backend; "host:N " on the host one (it has no GPU). */
 static const char *gpu_label(const struct gsrv_gpu *g, char *buf, size_t len)
 {
 	snprintf(buf, len, strcmp(gsock_backend(), "cuda") ? "host:%d " : "GPU %d ",

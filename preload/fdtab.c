@@ -80,7 +80,8 @@ int pl_fd_get_each(const int *fds, int n, int (*keep)(const struct pl_sock *s),
 	pthread_rwlock_rdlock(&tab_lock);
 	for (int i = 0; i < n; i++) {
 		struct pl_sock **slot = slot_of(fds[i]);
-		struct pl_sock *s = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+		struct pl_sock *s =
+			slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
 
 		if (!s || !keep(s))
 			continue;
