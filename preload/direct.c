@@ -1377,7 +1377,6 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 void pl_direct_release(struct pl_sock *s)
 {
 	struct pl_dconn *c = s->dc;
-	struct linger rst = { 1, 0 };
 
 	if (!c)
 		return;
@@ -1390,10 +1389,12 @@ void pl_direct_release(struct pl_sock *s)
 		c->next->prev = c->prev;
 	__atomic_sub_fetch(&nconns, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&list_lock);
-	/* Bytes never read: the kernel would reset; so do we. */
-	if (rx_avail(c))
-		pl_real.setsockopt(c->tcp, SOL_SOCKET, SO_LINGER, &rst,
-				   sizeof(rst));
+	/*
+	 * Bytes never read reset the connection, as the kernel would; but
+	 * only once every copy in every process is closed (a forked child
+	 * may read them yet), which gsockd tells from the socketpair, not
+	 * this process: no SO_LINGER on the shared kernel socket here.
+	 */
 	pl_real.close(c->tcp);
 	pl_real.close(c->pair);
 	free(c);

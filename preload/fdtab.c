@@ -174,14 +174,19 @@ int pl_fd_find(int (*match)(int fd, const struct pl_sock *s))
 	return found;
 }
 
-void pl_fd_clear(int fd)
+struct pl_sock *pl_fd_take(int fd)
 {
 	struct pl_sock **slot = slot_of(fd), *old;
 
 	if (!slot || !__atomic_load_n(slot, __ATOMIC_ACQUIRE))
-		return;
+		return NULL;
 	pthread_rwlock_wrlock(&tab_lock);
 	old = __atomic_exchange_n(slot, NULL, __ATOMIC_ACQ_REL);
 	pthread_rwlock_unlock(&tab_lock);
-	pl_sock_put(old);
+	return old;
+}
+
+void pl_fd_clear(int fd)
+{
+	pl_sock_put(pl_fd_take(fd));
 }

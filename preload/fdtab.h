@@ -96,6 +96,8 @@ int pl_fd_get_each(const int *fds, int n, int (*keep)(const struct pl_sock *s),
 int pl_fd_set(int fd, struct pl_sock *s);
 /* Forget fd, dropping its reference. */
 void pl_fd_clear(int fd);
+/* Forget fd; its reference is the caller's to drop (NULL: a plain fd). */
+struct pl_sock *pl_fd_take(int fd);
 /*
  * The lowest fd whose entry match() says yes to, or -1 (also when a
  * writer holds the table: it never waits); match runs with the table's

@@ -854,15 +854,31 @@ int accept(int fd, struct sockaddr *sa, socklen_t *len)
 
 int close(int fd)
 {
+	struct pl_sock *s = NULL;
+	int r;
+
 	pl_init();
 	if (!pl_busy) {
-		pl_fd_clear(fd);
+		s = pl_fd_take(fd);
 #ifdef HAVE_RDMACM
 		if (pl_route_rdma_possible())
 			pl_rs_epoll_forget(fd); /* if fd was an epoll set */
 #endif
 	}
-	return pl_real.close(fd);
+	r = pl_real.close(fd);
+	/*
+	 * Its entry goes after the descriptor (the number cannot be taken
+	 * meanwhile: it is still ours until then): a direct connection's
+	 * kernel socket then says FIN only once the program's end is shut,
+	 * so gsockd sees the hang-up with any unread bytes first.
+	 */
+	if (s) {
+		int saved = errno;
+
+		pl_sock_put(s);
+		errno = saved;
+	}
+	return r;
 }
 
 /* newfd now names what oldfd names. */

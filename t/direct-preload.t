@@ -14,7 +14,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 36
+plan 38
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -114,28 +114,47 @@ for _ in $(seq 20); do
 done
 is "$gone" yes "client killed mid-stream: the server's end is gone within a second"
 
-# A client killed with the echo unread: the server's end is reset, as the
-# kernel resets a TCP connection closed over bytes never read (a server of
-# its own, whose report at its end says how its connection ended).
-"$SERVER" -l 127.0.0.1:0 -b 1 >"$TMP/ur-srv.out" 2>"$TMP/ur-srv.err" &
-usp=$!
-PIDS="$PIDS $usp"
-for _ in $(seq 200); do grep -q 'listening on' "$TMP/ur-srv.out" && break; sleep 0.05; done
-uport=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/ur-srv.out")
-bgpre "$TMP/ur" python3 "$DC" unread "$uport" 10000
-up=$!
-PIDS="$PIDS $up"
-wait_connected "$TMP/ur"
-sleep 0.3
-kill -9 "$up"
-wait "$up" 2>/dev/null
-sleep 0.5
-kill "$usp"
-wait "$usp" 2>/dev/null
-sed 's/^/# /' "$TMP/ur-srv.err" "$TMP/ur-srv.out" | grep -v listening
-grep -q 'direct path' "$TMP/ur" && grep -q 'ended with Connection reset by peer' "$TMP/ur-srv.err" &&
-	grep -q '1 errors' "$TMP/ur-srv.out"
+# How a direct client's end looks to the server, from a server of its own
+# whose report at its end says how its one connection ended.
+# end_seen NAME CLIENT-ARGS...: the server's stderr and stdout lines.
+end_seen() {
+	name=$1
+	shift
+	"$SERVER" -l 127.0.0.1:0 -b 1 >"$TMP/$name-srv.out" 2>"$TMP/$name-srv.err" &
+	usp=$!
+	PIDS="$PIDS $usp"
+	for _ in $(seq 200); do grep -q 'listening on' "$TMP/$name-srv.out" && break; sleep 0.05; done
+	uport=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/$name-srv.out")
+	bgpre "$TMP/$name" python3 "$DC" "$1" "$uport" "$2" ${3:-}
+	up=$!
+	PIDS="$PIDS $up"
+	wait_connected "$TMP/$name"
+	case $name in
+	killed) sleep 0.3; kill -9 "$up" ;;
+	esac
+	wait "$up" 2>/dev/null
+	sleep 0.5
+	kill "$usp"
+	wait "$usp" 2>/dev/null
+	sed 's/^/# /' "$TMP/$name" "$TMP/$name-srv.err" "$TMP/$name-srv.out" | grep -v 'listening\|info:'
+}
+
+# Killed, or closed, with the echo unread: the server's end is reset, as
+# the kernel resets a TCP connection closed over bytes never read.
+end_seen killed unread 10000
+grep -q 'direct path' "$TMP/killed" && grep -q 'ended with Connection reset by peer' "$TMP/killed-srv.err" &&
+	grep -q '1 errors' "$TMP/killed-srv.out"
 ok $? "a direct client killed with the echo unread: the server's end is reset"
+end_seen closed unread 10000 close
+grep -q 'direct path' "$TMP/closed" && grep -q 'ended with Connection reset by peer' "$TMP/closed-srv.err" &&
+	grep -q '1 errors' "$TMP/closed-srv.out"
+ok $? "... and one that closes with it unread"
+# A forked child reads what its parent, closing its copy, left unread:
+# no reset, the end is a clean one.
+end_seen forked forkread 100000
+grep -q 'ok forkread' "$TMP/forked" && grep -q '0 errors' "$TMP/forked-srv.out" &&
+	! grep -q 'reset by peer' "$TMP/forked-srv.err"
+ok $? "a child reads the echo its parent left, closing its copy: a clean end, no reset"
 
 # Where gsockd said no GPU application listens, a connect does not ask
 # again (an ask is a control connection) until gsockd's listeners move:

@@ -30,8 +30,10 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
   until-up PORT          connect every 20 ms until something listens (10 s
                          at most), then one round trip: prints the tries
   refused PORT N         N connects to a port nothing listens on
-  unread PORT N          send N bytes, never read the echo, say "connected"
-                         and sleep (to be killed)
+  unread PORT N [close]  send N bytes, never read the echo, say "connected"
+                         and sleep (to be killed), or close after 0.3 s
+  forkread PORT N        send N bytes and fork; the parent closes its copy
+                         with the echo unread, then the child reads it all
   scopes PORT            each wait looks at the descriptors it covers: two
                          threads' epoll sets of their own, a member closed
                          under a dup, a set inside a set, a dup of a set,
@@ -327,12 +329,30 @@ def refused(port, n):
     return say(not bad, "refused: %s connects refused" % n)
 
 
-def unread(port, n):
+def unread(port, n, how="sleep"):
     s = connect(port)
     s.sendall(b"u" * int(n))
     print("connected", flush=True)
-    time.sleep(60)
+    time.sleep(0.3 if how == "close" else 60)
+    s.close()
     return True
+
+
+def forkread(port, n):
+    n = int(n)
+    s = connect(port)
+    s.sendall(b"f" * n)
+    print("connected", flush=True)
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.6)  # the parent lets go of its copy with the echo there
+        got = recv_exactly(s, n)
+        s.close()
+        os._exit(0 if got == b"f" * n else 1)
+    time.sleep(0.3)
+    s.close()
+    _, st = os.waitpid(pid, 0)
+    return say(os.waitstatus_to_exitcode(st) == 0, "forkread: the child read the %d-byte echo the parent left" % n)
 
 
 def seen_late(s, wait, what):
@@ -464,7 +484,7 @@ def main(argv):
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
              "wait-end": wait_end, "late": late, "raw": raw,
              "scopes": scopes, "unread": unread,
-             "until-up": until_up, "refused": refused}
+             "until-up": until_up, "refused": refused, "forkread": forkread}
     if len(argv) < 3 or argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2
