@@ -1096,9 +1096,8 @@ static int same_dst(const struct sockaddr_storage *a, socklen_t alen,
 /* Whether gsockd said no to sa and its listeners have not moved since. */
 static int nope_known(const struct sockaddr *sa, socklen_t len)
 {
-	int r = 0;
-
 	long long now = now_ns();
+	int r = 0;
 
 	pthread_mutex_lock(&list_lock);
 	if (pool.base) {
