@@ -494,16 +494,34 @@ static void pend_remove(uint32_t i)
 	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
 }
 
+/* Caller holds the lock: listener s's entry, or NULL. */
+static struct dlisten *listen_of(const struct br_sock *s)
+{
+	for (uint32_t i = 0; i < dp.nls; i++)
+		if (dp.ls[i].s == s)
+			return &dp.ls[i];
+	return NULL;
+}
+
+/* Caller holds the lock: the pending entry of seg, or NULL. */
+static struct dpending *pend_of(int seg)
+{
+	for (uint32_t i = 0; i < dp.npend; i++)
+		if (dp.pend[i].seg == seg)
+			return &dp.pend[i];
+	return NULL;
+}
+
 void br_direct_unlisten(struct br_sock *s)
 {
+	struct dlisten *l;
+
 	if (!s->dlisten)
 		return;
 	pthread_mutex_lock(&dp.lock);
-	for (uint32_t i = 0; i < dp.nls; i++)
-		if (dp.ls[i].s == s) {
-			dp.ls[i] = dp.ls[--dp.nls];
-			break;
-		}
+	l = listen_of(s);
+	if (l)
+		*l = dp.ls[--dp.nls];
 	/* Connections the kernel now resets: their segments' pending hold. */
 	for (uint32_t i = 0; i < dp.npend;)
 		if (dp.pend[i].ls == s) {
@@ -644,15 +662,16 @@ void br_direct_drop(int seg)
 /* A connect that failed: its segment and pending entry go. */
 void br_direct_abandon(struct br_sock *s)
 {
+	struct dpending *p;
+
 	if (s->dseg < 0)
 		return;
 	pthread_mutex_lock(&dp.lock);
-	for (uint32_t i = 0; i < dp.npend; i++)
-		if (dp.pend[i].seg == s->dseg) {
-			seg_put(s->dseg);
-			pend_remove(i);
-			break;
-		}
+	p = pend_of(s->dseg);
+	if (p) {
+		seg_put(s->dseg);
+		pend_remove((uint32_t)(p - dp.pend));
+	}
 	seg_put(s->dseg);
 	pthread_mutex_unlock(&dp.lock);
 	s->dseg = -1;
@@ -677,17 +696,13 @@ void br_direct_connected(struct br_sock *s)
 	    !unix_file((struct sockaddr *)&ss, len, &dev, &ino)) {
 		same = false;
 	} else {
-		pthread_mutex_lock(&dp.lock);
-		for (uint32_t i = 0; i < dp.npend; i++)
-			if (dp.pend[i].seg == s->dseg) {
-				struct dlisten *l = NULL;
+		struct dpending *p;
+		struct dlisten *l;
 
-				for (uint32_t k = 0; k < dp.nls && !l; k++)
-					if (dp.ls[k].s == dp.pend[i].ls)
-						l = &dp.ls[k];
-				same = l && l->dev == dev && l->ino == ino;
-				break;
-			}
+		pthread_mutex_lock(&dp.lock);
+		p = pend_of(s->dseg); /* none: the listener took it already */
+		l = p ? listen_of(p->ls) : NULL;
+		same = !p || (l && l->dev == dev && l->ino == ino);
 		pthread_mutex_unlock(&dp.lock);
 	}
 	if (!same)
