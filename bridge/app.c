@@ -53,10 +53,11 @@ union hello {
 };
 
 /*
- * Receive the hello and its memfd. Returns the fd, -2 when the peer
- * closed without a word, -3 for a gsock-stat request (no descriptor),
- * -4 for a preloaded program's direct request (its socketpair end in
- * *pair), or -1 with why set.
+ * Receive the hello and its memfd (and the receive pool's descriptor,
+ * in *pair, when the hello says one comes). Returns the fd, -2 when the
+ * peer closed without a word, -3 for a gsock-stat request (no
+ * descriptor), -4 for a preloaded program's direct request (its
+ * socketpair end in *pair), or -1 with why set.
  */
 static int recv_hello(int fd, union hello *u, int *pair, char *why,
 		      size_t len)
@@ -69,7 +70,7 @@ static int recv_hello(int fd, union hello *u, int *pair, char *why,
 			      .msg_control = cbuf,
 			      .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *cm;
-	int memfd = -1, nfds = 0;
+	int memfd = -1, nfds = 0, want;
 	ssize_t n;
 
 	n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
@@ -85,6 +86,8 @@ static int recv_hello(int fd, union hello *u, int *pair, char *why,
 			       sizeof(int));
 			if (i == 0)
 				memfd = got;
+			else if (i == 1)
+				*pair = got;
 			else
 				close(got);
 		}
@@ -101,6 +104,7 @@ static int recv_hello(int fd, union hello *u, int *pair, char *why,
 		*pair = memfd;
 		return -4;
 	}
+	want = 1 + (n == (ssize_t)sizeof(*h) && h->rx_size ? 1 : 0);
 	if (n != (ssize_t)sizeof(*h) ||
 	    (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
 		snprintf(why, len, "malformed hello (%zd bytes, expected %zu)",
@@ -110,14 +114,17 @@ static int recv_hello(int fd, union hello *u, int *pair, char *why,
 			why, len,
 			"hello has magic %#x version %u, expected %#x version %u (mismatched libgsock?)",
 			h->magic, h->version, GS_CTL_MAGIC, GS_CTL_VERSION);
-	else if (nfds != 1)
+	else if (nfds != want)
 		snprintf(why, len,
-			 "hello carries %d descriptors, expected one memfd",
-			 nfds);
+			 "hello carries %d descriptors, expected %d (the arena's memfd%s)",
+			 nfds, want, want > 1 ? " and the receive pool's" : "");
 	else
 		return memfd;
 	if (memfd >= 0)
 		close(memfd);
+	if (*pair >= 0)
+		close(*pair);
+	*pair = -1;
 	return -1;
 }
 
@@ -246,6 +253,8 @@ static void app_free(struct br_app *a)
 		br_sock_close_all(a);
 	if (a->ctl_fd >= 0)
 		close(a->ctl_fd);
+	if (a->rx_fd >= 0)
+		close(a->rx_fd);
 	if (a->base)
 		munmap(a->base, a->size);
 	free(a->sk);
@@ -279,6 +288,7 @@ void br_app_kill(struct br_app *a)
 {
 	if (__atomic_exchange_n(&a->dead, 1, __ATOMIC_ACQ_REL))
 		return;
+	br_direct_app_gone(a);
 	br_wake(br.wake_fd);
 	for (uint32_t i = 0; i < a->nworkers; i++)
 		br_wake(br.workers[i].wake_fd);
@@ -305,6 +315,7 @@ static void welcome(int fd, bool pool_too)
 		w.dsegs = 0;
 		w.pool_size = 0;
 	}
+	w.rx_pools = pool >= 0 && br.conf.direct_device;
 	if (pool >= 0) {
 		struct cmsghdr *cm;
 
@@ -431,6 +442,8 @@ struct br_app *br_app_new(int fd, const struct ucred *peer)
 	}
 	a->ev.kind = BR_EV_APP;
 	a->ctl_fd = fd;
+	a->rx_fd = -1;
+	a->peer = -1;
 	a->pid = cred.pid;
 	a->uid = cred.uid;
 	a->pending = true;
@@ -473,6 +486,16 @@ static int attach_workers(struct br_app *a)
 }
 
 /* The first message of a pending application: its arena. */
+/* The bytes a receive pool must have: a ring per direct segment. */
+static uint64_t rx_least(void)
+{
+	uint32_t nsegs, dring;
+	uint64_t size;
+
+	br_direct_pool(&nsegs, &dring, &size);
+	return (uint64_t)nsegs * dring;
+}
+
 static void app_hello(struct br_app *a)
 {
 	union hello u;
@@ -528,6 +551,11 @@ static void app_hello(struct br_app *a)
 	}
 	/* the pool went to gsockd's own user only (welcome) */
 	a->direct = hello.direct == 1 && a->uid == br.uid;
+	if (a->direct && pair >= 0 && hello.rx_size >= rx_least()) {
+		a->rx_fd = pair;
+		a->rx_size = hello.rx_size;
+		pair = -1;
+	}
 	a->pending = false; /* counted as registered from here on */
 	br.npending--;
 	br.napps++;
@@ -538,18 +566,24 @@ static void app_hello(struct br_app *a)
 		goto err_reject;
 	}
 	close(memfd);
+	if (pair >= 0)
+		close(pair);
 	reply(a->ctl_fd, 0, "ok");
-	br_info("application pid %d registered (%s): %u slots, %u sockets, %u-byte rings, arena %llu KiB, %u workers, direct path %s",
+	br_direct_app_joined(a);
+	br_info("application pid %d registered (%s): %u slots, %u sockets, %u-byte rings, arena %llu KiB, %u workers, direct path %s%s",
 		(int)a->pid, *a->device ? a->device : "no device named",
 		a->nslots, a->nsocks, a->ring_size,
 		(unsigned long long)hello.arena_size >> 10, a->nworkers,
-		a->direct ? "mapped" : "not used");
+		a->direct ? "mapped" : "not used",
+		a->peer >= 0 ? ", receive pool in device memory" : "");
 	return;
 err_reject:
 	br_warn("rejecting application pid %d: %s", (int)a->pid, why);
 	reply(a->ctl_fd, status, "%s", why);
 	if (memfd >= 0)
 		close(memfd);
+	if (pair >= 0)
+		close(pair);
 	br_app_kill(a);
 }
 
@@ -570,7 +604,10 @@ void br_app_reject(struct br_app *a, const char *fmt, ...)
 
 void br_app_event(struct br_app *a, uint32_t events)
 {
-	char buf[64];
+	union {
+		struct gs_ctl_peer_ack ack;
+		char buf[64];
+	} m;
 	ssize_t n;
 
 	if (br_app_dead(a))
@@ -585,11 +622,14 @@ void br_app_event(struct br_app *a, uint32_t events)
 		br_app_kill(a);
 		return;
 	}
-	n = recv(a->ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
+	n = recv(a->ctl_fd, m.buf, sizeof(m.buf), MSG_DONTWAIT);
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 		br_info("application pid %d is gone (%s); freeing its sockets",
 			(int)a->pid, *a->device ? a->device : "no device named");
 		br_app_kill(a);
+	} else if (n == (ssize_t)sizeof(m.ack) &&
+		   m.ack.magic == GS_CTL_PEER_MAGIC) {
+		br_direct_peer_ack(a, &m.ack);
 	} else if (n > 0) {
 		br_app_reject(
 			a,

@@ -137,6 +137,10 @@ struct br_app {
 	pid_t pid;
 	uid_t uid;
 	bool direct; /* its device reaches the direct pool (hello) */
+	int rx_fd; /* its receive pool's descriptor (hello), or -1 */
+	uint64_t rx_size; /* its bytes */
+	int peer; /* under br_direct's lock: its receive pool's index, or -1 */
+	uint64_t reach; /* under br_direct's lock: indexes of pools it mapped */
 	bool pending; /* control: its hello (and arena) not yet received */
 	uint64_t hello_by_ns; /* control: when a pending one is dropped */
 	int dead; /* atomic: rejected or gone; no new work */
@@ -347,6 +351,16 @@ int br_direct_init(void);
 void br_direct_fini(void);
 /* The pool's memfd (-1: direct off) and geometry, for the welcome. */
 int br_direct_pool(uint32_t *nsegs, uint32_t *dring, uint64_t *size);
+/*
+ * Receive pools (gsock_ctl.h), control thread: a registered application
+ * whose hello brought one gets an index and learns the others' pools,
+ * and they learn its; an answer says it mapped one; a dead application's
+ * pool is named no more.
+ */
+struct gs_ctl_peer_ack;
+void br_direct_app_joined(struct br_app *a);
+void br_direct_peer_ack(struct br_app *a, const struct gs_ctl_peer_ack *k);
+void br_direct_app_gone(struct br_app *a);
 /* Segments held (by an end or a pending connection) now. */
 uint32_t br_direct_held(void);
 /* A listener is listening; one is freed. */
@@ -386,9 +400,12 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 			   uid_t uid, struct gs_ctl_dreply *rep);
 /* Control thread: an event on a CPU end's socketpair. */
 void br_direct_event(struct br_ev *e, uint32_t events);
-/* gsock-stat: s's byte counts from its segment; false if not direct. */
-bool br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
-		      uint64_t *rxq, uint64_t *txq);
+/*
+ * gsock-stat: s's byte counts from its segment. 0: not direct; 1:
+ * direct; 2: direct, a ring of it in a receiver's GPU memory.
+ */
+int br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
+		     uint64_t *rxq, uint64_t *txq);
 
 /* sock.c */
 void br_sock_io_done(struct br_sock *s, unsigned op, int res);

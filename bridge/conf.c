@@ -34,6 +34,7 @@ void br_conf_defaults(struct br_conf *c)
 	c->numa_node = -1;
 	c->io = BR_IO_EPOLL; /* measured faster than io_uring: gsock.conf */
 	c->direct = 1;
+	c->direct_device = 1;
 	c->direct_conns = 256;
 	c->direct_ring_size = 262144;
 	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
@@ -91,6 +92,7 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 	c->log_syslog = !strcmp(cfg_getstr(cfg, "log"), "syslog");
 	c->rsocket = !strcmp(cfg_getstr(cfg, "transport"), "rsocket");
 	c->direct = !strcmp(cfg_getstr(cfg, "direct"), "auto");
+	c->direct_device = !strcmp(cfg_getstr(cfg, "direct_device"), "auto");
 	c->io = br_io_mode_parse(cfg_getstr(cfg, "io")); /* validated */
 	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
 		 cfg_getstr(cfg, "preload_library"));

@@ -29,6 +29,7 @@ struct br_conf {
 	int io; /* enum br_io_mode: BR_IO_AUTO, BR_IO_URING, BR_IO_EPOLL */
 	int rsocket; /* transport rsocket: TCP endpoints through the preload */
 	int direct; /* same-host peers skip the bridge (direct = auto) */
+	int direct_device; /* direct rings in the receiver's GPU memory (auto) */
 	long direct_conns; /* direct connections at once: the pool's segments */
 	long direct_ring_size; /* bytes per direct ring, a power of two */
 	char preload_library[4096]; /* libgsock-preload.so, for that */

@@ -113,6 +113,12 @@ static struct {
 	uint32_t npend; /* at most nsegs */
 	uint32_t npend_hint; /* atomic: npend, read without the lock */
 	struct dcpu *cpu; /* per segment */
+	/* receive pools (gsock_ctl.h), by index */
+	struct br_app *peer_app[GS_MAX_PEERS]; /* its live owner, or NULL */
+	uint32_t peer_gen[GS_MAX_PEERS]; /* uses of the index so far */
+	uint32_t peer_segs[GS_MAX_PEERS]; /* segments with a ring in it */
+	uint32_t next_peer; /* where the search for a free index starts */
+	int8_t (*seg_pool)[2]; /* per segment, per pipe: its ring's pool, or -1 */
 } dp = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
 int br_direct_init(void)
@@ -129,11 +135,15 @@ int br_direct_init(void)
 	dp.free_segs = calloc(dp.nsegs, sizeof(int));
 	dp.pend = calloc(dp.nsegs, sizeof(*dp.pend));
 	dp.cpu = calloc(dp.nsegs, sizeof(*dp.cpu));
+	dp.seg_pool = malloc(dp.nsegs * sizeof(*dp.seg_pool));
 	for (uint32_t i = 0; dp.cpu && i < dp.nsegs; i++)
 		dp.cpu[i] =
 			(struct dcpu){ { BR_EV_DIRECT }, -1, (int)i, false };
+	if (dp.seg_pool)
+		memset(dp.seg_pool, -1, dp.nsegs * sizeof(*dp.seg_pool));
 	dp.fd = memfd_create("gsock-direct", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (!dp.refs || !dp.free_segs || !dp.pend || !dp.cpu || dp.fd < 0 ||
+	if (!dp.refs || !dp.free_segs || !dp.pend || !dp.cpu || !dp.seg_pool ||
+	    dp.fd < 0 ||
 	    ftruncate(dp.fd, (off_t)dp.size) < 0 ||
 	    fcntl(dp.fd, F_ADD_SEALS,
 		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
@@ -169,6 +179,8 @@ void br_direct_fini(void)
 			close(dp.cpu[i].fd);
 	free(dp.cpu);
 	dp.cpu = NULL;
+	free(dp.seg_pool);
+	dp.seg_pool = NULL;
 	free(dp.ls);
 	dp.base = NULL;
 	dp.fd = -1;
@@ -423,8 +435,129 @@ void br_direct_listen(struct br_sock *s)
 /* Caller holds the lock: one holder of seg lets go. */
 static void seg_put(int seg)
 {
-	if (--dp.refs[seg] == 0)
-		dp.free_segs[dp.nfree++] = seg;
+	if (--dp.refs[seg])
+		return;
+	for (int k = 0; k < 2; k++) {
+		if (dp.seg_pool[seg][k] >= 0)
+			dp.peer_segs[dp.seg_pool[seg][k]]--;
+		dp.seg_pool[seg][k] = -1;
+	}
+	dp.free_segs[dp.nfree++] = seg;
+}
+
+/*
+ * Caller holds the lock, seg is new: each pipe whose receiver has a
+ * receive pool that the sender mapped gets its ring there. The pool's
+ * index stays busy (not given to another application) while seg lives,
+ * so the sender's mapping of it stays the one the sender writes into.
+ */
+static void seg_place(int seg, struct br_app *a0, struct br_app *a1)
+{
+	struct gs_dseg *g = seg_at(seg);
+	struct br_app *a[2] = { a0, a1 };
+
+	for (unsigned k = 0; k < 2; k++) {
+		struct br_app *rcv = a[k ^ 1];
+
+		g->dpeer[k] = a[k]->peer >= 0 ? (uint32_t)a[k]->peer + 1 : 0;
+		if (rcv->peer < 0 || dp.peer_app[rcv->peer] != rcv ||
+		    !(a[k]->reach >> rcv->peer & 1))
+			continue;
+		g->dev |= GS_DC_SIDE(k);
+		dp.seg_pool[seg][k] = (int8_t)rcv->peer;
+		dp.peer_segs[rcv->peer]++;
+	}
+}
+
+/* Caller holds the lock: tell to of pool i's (its own when self). */
+static void peer_tell(struct br_app *to, uint32_t i, bool self)
+{
+	struct br_app *owner = dp.peer_app[i];
+	struct gs_ctl_peer m = { .magic = GS_CTL_PEER_MAGIC,
+				 .peer = i,
+				 .gen = dp.peer_gen[i],
+				 .self = self,
+				 .size = owner->rx_size,
+				 .pid = owner->pid };
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (!self) {
+		struct cmsghdr *cm;
+
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &owner->rx_fd, sizeof(int));
+	}
+	/* not sent: to never maps it, and its pipes keep host rings */
+	if (sendmsg(to->ctl_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		br_dbg("cannot tell pid %d of pid %d's receive pool: %s",
+		       (int)to->pid, (int)owner->pid, strerror(errno));
+}
+
+void br_direct_app_joined(struct br_app *a)
+{
+	uint32_t i, n;
+
+	if (dp.fd < 0 || a->rx_fd < 0 || !a->direct || !br.conf.direct_device)
+		return;
+	pthread_mutex_lock(&dp.lock);
+	for (n = 0; n < GS_MAX_PEERS; n++) {
+		i = (dp.next_peer + n) % GS_MAX_PEERS;
+		if (!dp.peer_app[i] && !dp.peer_segs[i])
+			break;
+	}
+	if (n == GS_MAX_PEERS) {
+		pthread_mutex_unlock(&dp.lock);
+		br_info("application pid %d: %d receive pools are in use; its direct rings stay in host memory",
+			(int)a->pid, GS_MAX_PEERS);
+		return;
+	}
+	dp.next_peer = (i + 1) % GS_MAX_PEERS;
+	dp.peer_app[i] = a;
+	dp.peer_gen[i]++;
+	a->peer = (int)i;
+	a->reach = 0;
+	peer_tell(a, i, true);
+	for (uint32_t j = 0; j < GS_MAX_PEERS; j++) {
+		if (j == i || !dp.peer_app[j])
+			continue;
+		peer_tell(a, j, false);
+		peer_tell(dp.peer_app[j], i, false);
+	}
+	pthread_mutex_unlock(&dp.lock);
+}
+
+void br_direct_peer_ack(struct br_app *a, const struct gs_ctl_peer_ack *k)
+{
+	pthread_mutex_lock(&dp.lock);
+	if (k->peer < GS_MAX_PEERS && dp.peer_app[k->peer] &&
+	    dp.peer_gen[k->peer] == k->gen && a->peer >= 0) {
+		if (!k->status)
+			a->reach |= 1ull << k->peer;
+		else
+			br_info("application pid %d cannot reach pid %d's receive pool (%s): the rings between them stay in host memory",
+				(int)a->pid, (int)dp.peer_app[k->peer]->pid,
+				strerror(-k->status));
+	}
+	pthread_mutex_unlock(&dp.lock);
+}
+
+void br_direct_app_gone(struct br_app *a)
+{
+	pthread_mutex_lock(&dp.lock);
+	if (a->peer >= 0 && dp.peer_app[a->peer] == a) {
+		dp.peer_app[a->peer] = NULL;
+		for (uint32_t j = 0; j < GS_MAX_PEERS; j++)
+			if (dp.peer_app[j])
+				dp.peer_app[j]->reach &= ~(1ull << a->peer);
+	}
+	pthread_mutex_unlock(&dp.lock);
 }
 
 /* Caller holds the lock: whether seg's side k is a CPU program. */
@@ -600,6 +733,7 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 	seg = dp.free_segs[--dp.nfree];
 	dp.refs[seg] = 2; /* this end, and the pending entry */
 	memset(seg_at(seg), 0, sizeof(struct gs_dseg));
+	seg_place(seg, s->app, l->s->app);
 	dp.pend[dp.npend++] = (struct dpending){
 		.ls = l->s, .src = src, .seg = seg
 	};
@@ -740,14 +874,18 @@ void br_direct_close(struct br_sock *s)
 	s->dseg = -1;
 }
 
-bool br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
-		      uint64_t *rxq, uint64_t *txq)
+int br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
+		     uint64_t *rxq, uint64_t *txq)
 {
 	const struct gs_dseg *d;
 	const struct gs_dpipe *in, *out;
+	bool devmem;
 
 	if (s->dseg < 0)
-		return false;
+		return 0;
+	pthread_mutex_lock(&dp.lock);
+	devmem = dp.seg_pool[s->dseg][0] >= 0 || dp.seg_pool[s->dseg][1] >= 0;
+	pthread_mutex_unlock(&dp.lock);
 	d = seg_at(s->dseg);
 	in = &d->pipe[s->dside ^ 1];
 	out = &d->pipe[s->dside];
@@ -755,7 +893,7 @@ bool br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
 	*rxq = *rx - __atomic_load_n(&in->head, __ATOMIC_RELAXED);
 	*tx = __atomic_load_n(&out->tail, __ATOMIC_RELAXED);
 	*txq = *tx - __atomic_load_n(&out->head, __ATOMIC_RELAXED);
-	return true;
+	return devmem ? 2 : 1;
 }
 
 void br_direct_shutdown(struct br_sock *s, int how)

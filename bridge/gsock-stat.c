@@ -33,6 +33,23 @@ struct sample {
 	double t; /* seconds, monotonic */
 };
 
+/*
+ * Where a socket's bytes move: "devmem" (direct, a ring of it in a
+ * receiver's GPU memory), "direct", "bridge"; none for a socket that is
+ * not connected.
+ */
+static const char *path_name(const struct gs_stat_rec *r, const char *none)
+{
+	if (r->u.sock.direct == 2)
+		return "devmem";
+	if (r->u.sock.direct)
+		return "direct";
+	return r->u.sock.state == GS_SS_CONNECTED ||
+		       r->u.sock.state == GS_SS_CLOSING ?
+		       "bridge" :
+		       none;
+}
+
 static const char *state_name(uint32_t s)
 {
 	static const char *const names[] = {
@@ -273,7 +290,7 @@ static void print_json(const struct sample *p, const struct sample *s,
 			       (unsigned long long)r->u.sock.idle_ms, r->u.sock.worker,
 			       r->u.sock.poll_slot, r->u.sock.error,
 			       r->u.sock.status & GS_ST_RX_EOF ? "true" : "false",
-			       r->u.sock.direct ? "direct" : "bridge");
+			       path_name(r, "bridge"));
 			if (rate) {
 				rates(p, s, r, &in, &out);
 				json_rate("rx_rate", in);
@@ -338,11 +355,7 @@ static void print_table(const struct sample *p, const struct sample *s, bool wat
 				 r->u.sock.status & GS_ST_RX_EOF ? ",eof" : "");
 			printf("%5u %-10s %-6s %-24.64s %-24.64s %7s %7s %6s %6s %7.1fs %3u %4s",
 			       r->u.sock.id, state,
-			       r->u.sock.direct ? "direct" :
-			       r->u.sock.state == GS_SS_CONNECTED ||
-					       r->u.sock.state == GS_SS_CLOSING ?
-						       "bridge" :
-						       "-",
+			       path_name(r, "-"),
 			       r->u.sock.local, r->u.sock.peer,
 			       human((double)r->u.sock.rx_bytes, h[0], sizeof(h[0])),
 			       human((double)r->u.sock.tx_bytes, h[1], sizeof(h[1])),

@@ -107,7 +107,7 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 		return one_of(cfg, k, v, transports, "tcp, rsocket");
 	if (!strcmp(k, "io"))
 		return one_of(cfg, k, v, ios, "auto, io_uring, epoll");
-	if (!strcmp(k, "direct"))
+	if (!strcmp(k, "direct") || !strcmp(k, "direct_device"))
 		return one_of(cfg, k, v, directs, "auto, off");
 	if (!strcmp(k, "preload_library") && v[0] != '/') {
 		cfg_error(cfg, "preload_library: \"%s\" must be an absolute path", v);
@@ -188,6 +188,7 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_STR("io", "epoll", CFGF_NONE),
 		CFG_STR("transport", "tcp", CFGF_NONE),
 		CFG_STR("direct", "auto", CFGF_NONE),
+		CFG_STR("direct_device", "auto", CFGF_NONE),
 		CFG_INT("direct_conns", 256, CFGF_NONE),
 		CFG_INT("direct_ring_size", 262144, CFGF_NONE),
 		CFG_STR("preload_library", LIBDIR "/libgsock-preload.so",
@@ -196,7 +197,7 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_END()
 	};
 	static const char *const str_keys[] = {
-		"control",	    "log_level",	     "log", "io", "transport", "preload_library", "direct",
+		"control",	    "log_level",	     "log", "io", "transport", "preload_library", "direct", "direct_device",
 		"preload|default_route", "preload|rule|program", "preload|rule|role",
 		"preload|rule|address",	 "preload|rule|ports",	 "preload|rule|route",
 		"preload|rule|direct",

@@ -4,6 +4,12 @@
  * mapped pinned memory so kernels reach them over PCIe, the device's own
  * state in device memory, the world word copied there on its own stream,
  * and kernels launched each on a stream of their own, all resident.
+ * A receive pool is device memory made with the driver's virtual memory
+ * calls, so it can be exported as a descriptor that another process
+ * maps for its own GPU (over NVLink or PCIe peer access); the physical
+ * memory lives until every process that mapped it lets go, so a sender
+ * whose receiver died writes into memory that still exists. The driver
+ * calls are looked up through the runtime: no link against libcuda.
  */
 #include <config.h>
 
@@ -12,6 +18,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "libgsock_int.h"
@@ -104,6 +113,183 @@ void gs_be_map_pool(struct gsock_ctx *ctx)
 		return;
 	}
 	ctx->dev_pool = dev;
+}
+
+/* The driver's virtual memory calls, looked up once. */
+static struct {
+	CUresult (*gran)(size_t *, const CUmemAllocationProp *,
+			 CUmemAllocationGranularity_flags);
+	CUresult (*create)(CUmemGenericAllocationHandle *, size_t,
+			   const CUmemAllocationProp *, unsigned long long);
+	CUresult (*export_fd)(void *, CUmemGenericAllocationHandle,
+			      CUmemAllocationHandleType, unsigned long long);
+	CUresult (*import_fd)(CUmemGenericAllocationHandle *, void *,
+			      CUmemAllocationHandleType);
+	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+			    unsigned long long);
+	CUresult (*map)(CUdeviceptr, size_t, size_t,
+			CUmemGenericAllocationHandle, unsigned long long);
+	CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *,
+			   size_t);
+	CUresult (*unmap)(CUdeviceptr, size_t);
+	CUresult (*addr_free)(CUdeviceptr, size_t);
+	CUresult (*release)(CUmemGenericAllocationHandle);
+	int looked; /* 1 found, -1 not */
+} vmm;
+
+static bool vmm_ok(void)
+{
+	static const char *const names[] = {
+		"cuMemGetAllocationGranularity", "cuMemCreate",
+		"cuMemExportToShareableHandle", "cuMemImportFromShareableHandle",
+		"cuMemAddressReserve", "cuMemMap", "cuMemSetAccess",
+		"cuMemUnmap", "cuMemAddressFree", "cuMemRelease",
+	};
+	void **fn = (void **)&vmm;
+
+	if (__atomic_load_n(&vmm.looked, __ATOMIC_ACQUIRE))
+		return vmm.looked > 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		enum cudaDriverEntryPointQueryResult q;
+
+		if (cudaGetDriverEntryPointByVersion(names[i], &fn[i], 12000,
+						     cudaEnableDefault,
+						     &q) != cudaSuccess ||
+		    q != cudaDriverEntryPointSuccess || !fn[i]) {
+			__atomic_store_n(&vmm.looked, -1, __ATOMIC_RELEASE);
+			return false;
+		}
+	}
+	__atomic_store_n(&vmm.looked, 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+static void vmm_say(char *why, size_t len, const char *call, CUresult r)
+{
+	snprintf(why, len, "%s failed (CUresult %d)", call, (int)r);
+}
+
+/*
+ * Reserve size bytes of address space, map h there and let device reach
+ * it: the address, or 0 with why.
+ */
+static CUdeviceptr vmm_map(CUmemGenericAllocationHandle h, size_t size,
+			   int device, char *why, size_t len)
+{
+	CUmemAccessDesc acc = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
+					      .id = device },
+				.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUdeviceptr p = 0;
+	CUresult r = vmm.reserve(&p, size, 0, 0, 0);
+
+	if (r != CUDA_SUCCESS) {
+		vmm_say(why, len, "cuMemAddressReserve", r);
+		return 0;
+	}
+	r = vmm.map(p, size, 0, h, 0);
+	if (r != CUDA_SUCCESS) {
+		vmm_say(why, len, "cuMemMap", r);
+		vmm.addr_free(p, size);
+		return 0;
+	}
+	r = vmm.access(p, size, &acc, 1);
+	if (r != CUDA_SUCCESS) {
+		vmm_say(why, len,
+			"cuMemSetAccess (no peer access between the GPUs?)", r);
+		vmm.unmap(p, size);
+		vmm.addr_free(p, size);
+		return 0;
+	}
+	return p;
+}
+
+int gs_be_rx_make(struct gsock_ctx *ctx, uint64_t size, char *why, size_t len)
+{
+	CUmemAllocationProp prop = {
+		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+		.location = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
+			      .id = ctx->device },
+	};
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr p;
+	size_t gran = 0;
+	int fd = -1;
+	CUresult r;
+
+	if (!vmm_ok()) {
+		snprintf(why, len,
+			 "the driver lacks the virtual memory calls (cuMemCreate)");
+		return -1;
+	}
+	r = vmm.gran(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	if (r != CUDA_SUCCESS || !gran) {
+		vmm_say(why, len, "cuMemGetAllocationGranularity", r);
+		return -1;
+	}
+	size = (size + gran - 1) / gran * gran;
+	r = vmm.create(&h, size, &prop, 0);
+	if (r != CUDA_SUCCESS) {
+		vmm_say(why, len, "cuMemCreate", r);
+		return -1;
+	}
+	r = vmm.export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	if (r != CUDA_SUCCESS) {
+		vmm_say(why, len, "cuMemExportToShareableHandle", r);
+		vmm.release(h);
+		return -1;
+	}
+	p = vmm_map(h, size, ctx->device, why, len);
+	vmm.release(h); /* the mapping and the descriptor hold it */
+	if (!p) {
+		close(fd);
+		return -1;
+	}
+	ctx->rx_dev = (uint8_t *)(uintptr_t)p;
+	ctx->rx_size = size;
+	ctx->rx_fd = fd;
+	return 0;
+}
+
+void gs_be_rx_free(struct gsock_ctx *ctx)
+{
+	if (ctx->rx_dev)
+		gs_be_peer_unmap(ctx->rx_dev, ctx->rx_size, NULL);
+}
+
+void *gs_be_peer_map(struct gsock_ctx *ctx, int fd, uint64_t size, void **be,
+		     char *why, size_t len)
+{
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr p;
+	CUresult r;
+
+	*be = NULL;
+	if (!vmm_ok()) {
+		snprintf(why, len,
+			 "the driver lacks the virtual memory calls (cuMemImportFromShareableHandle)");
+		return NULL;
+	}
+	r = vmm.import_fd(&h, (void *)(uintptr_t)fd,
+			  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (r != CUDA_SUCCESS) {
+		vmm_say(why, len, "cuMemImportFromShareableHandle", r);
+		return NULL;
+	}
+	p = vmm_map(h, size, ctx->device, why, len);
+	vmm.release(h);
+	return p ? (void *)(uintptr_t)p : NULL;
+}
+
+void gs_be_peer_unmap(void *view, uint64_t size, void *be)
+{
+	CUdeviceptr p = (CUdeviceptr)(uintptr_t)view;
+
+	(void)be;
+	if (!vmm_ok())
+		return;
+	vmm.unmap(p, size);
+	vmm.addr_free(p, size);
 }
 
 void gs_be_label(int device, char *buf, size_t len)

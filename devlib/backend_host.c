@@ -8,10 +8,14 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "libgsock_int.h"
 
@@ -71,6 +75,62 @@ int gs_be_map(struct gsock_ctx *ctx, char *err, size_t len)
 void gs_be_map_pool(struct gsock_ctx *ctx)
 {
 	ctx->dev_pool = ctx->pool;
+}
+
+/* A receive pool is a memfd: what the cuda backend's device memory is here. */
+int gs_be_rx_make(struct gsock_ctx *ctx, uint64_t size, char *why, size_t len)
+{
+	int fd = memfd_create("gsock-rx", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *p = MAP_FAILED;
+
+	/* sealed: a peer that maps it can rely on its size */
+	if (fd >= 0 && ftruncate(fd, (off_t)size) == 0 &&
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		snprintf(why, len, "%s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	ctx->rx_dev = p;
+	ctx->rx_size = size;
+	ctx->rx_fd = fd;
+	return 0;
+}
+
+void gs_be_rx_free(struct gsock_ctx *ctx)
+{
+	if (ctx->rx_dev)
+		munmap(ctx->rx_dev, ctx->rx_size);
+}
+
+void *gs_be_peer_map(struct gsock_ctx *ctx, int fd, uint64_t size, void **be,
+		     char *why, size_t len)
+{
+	struct stat st;
+	void *p;
+
+	(void)ctx;
+	*be = NULL;
+	/* a pool shorter than said would fault on the first byte past it */
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < size) {
+		snprintf(why, len, "its descriptor holds fewer than %llu bytes",
+			 (unsigned long long)size);
+		return NULL;
+	}
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		snprintf(why, len, "%s", strerror(errno));
+		return NULL;
+	}
+	return p;
+}
+
+void gs_be_peer_unmap(void *view, uint64_t size, void *be)
+{
+	(void)be;
+	munmap(view, size);
 }
 
 void gs_be_label(int device, char *buf, size_t len)

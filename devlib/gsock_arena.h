@@ -234,6 +234,14 @@ struct gs_sock {
  *   spill_in, spill_out       per pipe: bytes written into the CPU side's
  *                             descriptor to make it unwritable while the
  *                             ring is full, and bytes taken back out
+ *   dev      bridge           GS_DC_SIDE(k): pipe k's ring is not in the
+ *                             segment but in the receiving side's receive
+ *                             pool (gsock_ctl.h), at seg x ring bytes:
+ *                             the sender writes into the receiver's GPU
+ *                             memory; set for two GPU sides only, before
+ *                             either learns the segment
+ *   dpeer    bridge           per side k: 1 + the index of side k's
+ *                             receive pool, or 0
  *
  * A GPU side whose peer is a CPU side reads want after publishing its
  * tail (READER) or head (WRITER) and rings its doorbell when the bit is
@@ -252,6 +260,8 @@ struct gs_dpipe {
 };
 
 #define GS_DC_SIDE(k) (1u << (k))
+/* Receive pools gsockd names at once (gsock_ctl.h): dpeer's range. */
+#define GS_MAX_PEERS 64
 #define GS_DSEG_HDR 4096
 
 #define GS_DW_READER 0x1
@@ -264,7 +274,9 @@ struct gs_dseg {
 	uint32_t eof;
 	uint32_t reset;
 	uint32_t want[2];
-	uint8_t pad0[GS_LINE - 24];
+	uint32_t dev;
+	uint32_t dpeer[2];
+	uint8_t pad0[GS_LINE - 36];
 	uint32_t tokens[2];
 	uint32_t lock[2];
 	uint64_t spill_in[2], spill_out[2];

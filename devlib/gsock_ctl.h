@@ -11,8 +11,24 @@
  *                   (gsock_arena.h, gs_dseg); or a gs_ctl_reply refusing
  *                   the application
  *   app -> bridge   gs_ctl_hello, with the arena memfd in SCM_RIGHTS, and
- *                   whether its device reaches the direct pool
+ *                   whether its device reaches the direct pool; where the
+ *                   welcome asked for one (rx_pools) and the device could
+ *                   make it, the descriptor of its receive pool follows
+ *                   the memfd's (below)
  *   bridge -> app   gs_ctl_reply: status 0, or -errno and a sentence
+ *
+ * Receive pools: an application's direct rings in its own device memory
+ * (gsock_arena.h, gs_dseg.dev), one ring of dring_size bytes per segment,
+ * segment s's at s x dring_size, exported as a descriptor (a CUDA
+ * shareable allocation on the cuda backend, a memfd on the host backend).
+ * gsockd gives each pool an index (< GS_MAX_PEERS) and, after the reply,
+ * tells every registered application of every other's: a gs_ctl_peer
+ * with the pool's descriptor in SCM_RIGHTS (with self = 1 and no
+ * descriptor for the application's own). The application maps the pool
+ * for its device and answers with a gs_ctl_peer_ack; from then on gsockd
+ * may put the ring of a pipe whose receiver owns that pool into it. A
+ * pool it cannot reach (GPUs without peer access) is answered with an
+ * error, and those pipes keep their rings in the segment.
  *
  * A reply and a welcome are told apart by their magic.
  *
@@ -44,9 +60,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "gsock_arena.h"
+
 #define GS_CTL_MAGIC 0x6c746367u /* "gctl" */
 #define GS_CTL_WELCOME_MAGIC 0x6c657767u /* "gwel" */
-#define GS_CTL_VERSION 6
+#define GS_CTL_VERSION 7
 
 struct gs_ctl_welcome {
 	uint32_t magic; /* GS_CTL_WELCOME_MAGIC */
@@ -54,7 +72,7 @@ struct gs_ctl_welcome {
 	uint32_t workers; /* gsockd's workers: doorbell queues to make */
 	uint32_t dsegs; /* the direct pool's segments; 0: no pool, no fd */
 	uint32_t dring_size; /* bytes per direct ring, a power of two */
-	uint32_t pad;
+	uint32_t rx_pools; /* 1: make a receive pool and send it with the hello */
 	uint64_t pool_size; /* GS_DPOOL_SIZE(dsegs, dring_size) */
 };
 
@@ -64,6 +82,27 @@ struct gs_ctl_hello {
 	uint64_t arena_size; /* bytes of the memfd that comes with it */
 	uint32_t direct; /* 1: the device reaches the direct pool */
 	uint32_t pad;
+	uint64_t rx_size; /* bytes of the receive pool whose descriptor follows, or 0 */
+};
+
+#define GS_CTL_PEER_MAGIC 0x72656570u /* "peer" */
+
+/* bridge -> app: a receive pool to map (gsockd keeps its index). */
+struct gs_ctl_peer {
+	uint32_t magic; /* GS_CTL_PEER_MAGIC */
+	uint32_t peer; /* the pool's index, < GS_MAX_PEERS */
+	uint32_t gen; /* this use of the index; the answer names it */
+	uint32_t self; /* 1: the application's own pool, no descriptor */
+	uint64_t size; /* bytes of the pool */
+	int32_t pid; /* whose pool it is */
+	uint32_t pad;
+};
+
+/* app -> bridge: what became of a gs_ctl_peer. */
+struct gs_ctl_peer_ack {
+	uint32_t magic; /* GS_CTL_PEER_MAGIC */
+	uint32_t peer, gen; /* as in the gs_ctl_peer */
+	int32_t status; /* 0: mapped; else -errno, its rings stay in segments */
 };
 
 struct gs_ctl_reply {
@@ -126,7 +165,7 @@ struct gs_stat_rec {
 			uint32_t status; /* GS_ST_* as the application sees it */
 			int32_t error; /* the socket's error (negative errno), or 0 */
 			uint32_t poll_slot; /* 1 + the command slot (block) polling it, or 0 */
-			uint32_t direct; /* 1: bytes move through a direct segment, not gsockd */
+			uint32_t direct; /* 1: bytes move through a direct segment, not gsockd; 2: and a ring of it is in GPU memory */
 			uint32_t pad2;
 			uint64_t rx_bytes, tx_bytes; /* received into / sent from its rings */
 			uint64_t rx_queued, tx_queued; /* in the rings: unread, unsent */

@@ -83,6 +83,8 @@ struct gsock_dev {
 	uint8_t *pool; /* the direct pool, or NULL: every socket bridged */
 	uint32_t dsegs; /* its segments */
 	uint32_t dring_size; /* bytes per ring in a segment */
+	uint8_t *rxpool; /* this arena's receive pool in device memory, or NULL */
+	uint64_t *peers; /* GS_MAX_PEERS: each receive pool's device view, or 0 */
 };
 
 /* 0 while the world is well, else the error every wait must return. */
@@ -292,14 +294,16 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 
 /*
  * Thread 0, once fd is connected: if gsockd made it direct, its bytes
- * move through that segment from now on. Returns 0, or -EIO when gsockd
- * named a segment this application cannot reach (its pool is mapped
- * before registration, so only a broken gsockd does that).
+ * move through that segment from now on: a pipe's ring in the segment,
+ * or in the receiver's receive pool where the segment says so. Returns
+ * 0, or -EIO when gsockd named a segment or a pool this application
+ * cannot reach (both are mapped before gsockd may name them, so only a
+ * broken gsockd does that).
  */
 GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
 {
 	struct gs_lsock *ls = &gs.lsock[fd];
-	uint32_t d = gs_ld32(&gs.socks[fd].direct), seg, side;
+	uint32_t d = gs_ld32(&gs.socks[fd].direct), seg, side, dev;
 	struct gs_dseg *g;
 	uint8_t *rings;
 
@@ -320,6 +324,22 @@ GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
 	ls->rx_head_p = &g->pipe[side ^ 1].head;
 	ls->tx_ring = rings + (uint64_t)side * gs.dring_size;
 	ls->rx_ring = rings + (uint64_t)(side ^ 1) * gs.dring_size;
+	dev = gs_ld32(&g->dev);
+	if (dev & GS_DC_SIDE(side)) { /* into the other side's GPU memory */
+		uint32_t p = gs_ld32(&g->dpeer[side ^ 1]);
+		uint64_t base = p && p <= GS_MAX_PEERS && gs.peers ?
+					gs_ld64(&gs.peers[p - 1]) :
+					0;
+
+		if (!base)
+			return -EIO;
+		ls->tx_ring = (uint8_t *)base + (uint64_t)seg * gs.dring_size;
+	}
+	if (dev & GS_DC_SIDE(side ^ 1)) { /* out of our own */
+		if (!gs.rxpool)
+			return -EIO;
+		ls->rx_ring = gs.rxpool + (uint64_t)seg * gs.dring_size;
+	}
 	ls->closed_p = &g->closed;
 	ls->reset_p = &g->reset;
 	ls->want_rx_p = &g->want[side ^ 1];

@@ -66,6 +66,100 @@ static void gs_world_set(struct gsock_ctx *ctx, uint32_t bits)
 	gs_be_world_push(ctx);
 }
 
+/* Unmap peer i's pool, if one is mapped there (not our own). */
+static void gs_peer_drop(struct gsock_ctx *ctx, uint32_t i)
+{
+	void *view = (void *)(uintptr_t)ctx->peers[i];
+
+	__atomic_store_n(&ctx->peers[i], 0, __ATOMIC_SEQ_CST);
+	if (view && view != ctx->rx_dev)
+		gs_be_peer_unmap(view, ctx->peer_size[i], ctx->peer_be[i]);
+}
+
+/*
+ * A gs_ctl_peer: map the pool it names (or our own, for self) where the
+ * index says, then tell gsockd. gsockd reuses an index only once no
+ * segment names its last pool, so no kernel still writes into what is
+ * unmapped here.
+ */
+static void gs_peer_map(struct gsock_ctx *ctx, const struct gs_ctl_peer *m,
+			int fd)
+{
+	struct gs_ctl_peer_ack ack = { GS_CTL_PEER_MAGIC, m->peer, m->gen,
+				       -EINVAL };
+	char why[160] = "no receive pool here";
+	void *view = NULL;
+
+	if (m->peer >= GS_MAX_PEERS)
+		return;
+	if (ctx->peers) {
+		gs_peer_drop(ctx, m->peer);
+		if (m->self)
+			view = ctx->rx_dev;
+		else if (fd >= 0)
+			view = gs_be_peer_map(ctx, fd, m->size,
+					      &ctx->peer_be[m->peer], why,
+					      sizeof(why));
+		else
+			snprintf(why, sizeof(why), "no descriptor came with it");
+	}
+	if (view) {
+		ctx->peer_size[m->peer] = m->size;
+		__atomic_store_n(&ctx->peers[m->peer], (uint64_t)(uintptr_t)view,
+				 __ATOMIC_SEQ_CST);
+		ack.status = 0;
+	} else if (ctx->peers) {
+		fprintf(stderr,
+			"libgsock: cannot map the receive pool of pid %d: %s; connections to it keep their rings in host memory\n",
+			(int)m->pid, why);
+	}
+	if (send(ctx->ctl_fd, &ack, sizeof(ack), MSG_NOSIGNAL | MSG_DONTWAIT) <
+	    0)
+		fprintf(stderr,
+			"libgsock: cannot answer gsockd about a receive pool: %s\n",
+			strerror(errno));
+}
+
+/*
+ * A message from gsockd after the reply: 0, or -1 when the control
+ * socket ended. Messages of no known kind are ignored.
+ */
+static int gs_ctl_read(struct gsock_ctx *ctx)
+{
+	struct gs_ctl_peer m;
+	char cbuf[CMSG_SPACE(4 * sizeof(int))];
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	int fd = -1;
+	ssize_t n = recvmsg(ctx->ctl_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+		return -1;
+	for (cm = CMSG_FIRSTHDR(&msg); n > 0 && cm; cm = CMSG_NXTHDR(&msg, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) /
+						       sizeof(int);
+			     i++) {
+				int got;
+
+				memcpy(&got, CMSG_DATA(cm) + i * sizeof(int),
+				       sizeof(int));
+				if (fd < 0)
+					fd = got;
+				else
+					close(got);
+			}
+	if (n == (ssize_t)sizeof(m) && m.magic == GS_CTL_PEER_MAGIC)
+		gs_peer_map(ctx, &m, fd);
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
 /*
  * Watch gsockd's end of the control socket and the stop requests; tell
  * every kernel through the world word.
@@ -92,14 +186,8 @@ static void *gs_watch(void *p)
 			if (n <= 0 || memchr(buf, 'q', (size_t)n))
 				return NULL;
 		}
-		if (pfd[0].revents) {
-			ssize_t n = recv(ctx->ctl_fd, buf, sizeof(buf),
-					 MSG_DONTWAIT);
-
-			if (n == 0 ||
-			    (n < 0 && errno != EAGAIN && errno != EINTR))
-				break;
-		}
+		if (pfd[0].revents && gs_ctl_read(ctx) < 0)
+			break;
 	}
 	gs_world_set(ctx, GS_WORLD_BRIDGE_GONE);
 	return NULL;
@@ -267,8 +355,32 @@ static int gs_welcome(struct gsock_ctx *ctx, uint32_t *workers, char *err,
 		ctx->dsegs = m.w.dsegs;
 		ctx->dring_size = m.w.dring_size;
 		ctx->pool_size = m.w.pool_size;
+		ctx->rx_wanted = m.w.rx_pools == 1;
 	}
 	return 0;
+}
+
+/*
+ * The receive pool (gsock_ctl.h), where gsockd asked for one: without
+ * it the direct rings stay in the shared pool, which is said on stderr.
+ */
+static void gs_rx_make(struct gsock_ctx *ctx)
+{
+	uint64_t size = (uint64_t)ctx->dsegs * ctx->dring_size;
+	char why[160];
+
+	ctx->peers = gs_be_alloc(GS_MAX_PEERS * sizeof(*ctx->peers));
+	if (!ctx->peers) {
+		snprintf(why, sizeof(why), "out of memory");
+	} else if (!gs_be_rx_make(ctx, size, why, sizeof(why))) {
+		return;
+	} else {
+		gs_be_free(ctx->peers);
+		ctx->peers = NULL;
+	}
+	fprintf(stderr,
+		"libgsock: no receive pool in device memory (%llu MiB): %s; direct connections keep their rings in host memory\n",
+		(unsigned long long)(size >> 20), why);
 }
 
 /*
@@ -293,6 +405,8 @@ static void gs_pool_map(struct gsock_ctx *ctx)
 	}
 	ctx->pool = p;
 	gs_be_map_pool(ctx);
+	if (ctx->dev_pool && ctx->rx_wanted)
+		gs_rx_make(ctx);
 }
 
 /* Send the hello with the memfd; read gsockd's verdict. */
@@ -300,21 +414,23 @@ static int gs_register(struct gsock_ctx *ctx, char *err, size_t len)
 {
 	struct gs_ctl_hello hello = { GS_CTL_MAGIC, GS_CTL_VERSION,
 				      ctx->layout.size, ctx->dev_pool != NULL,
-				      0 };
+				      0, ctx->rx_fd >= 0 ? ctx->rx_size : 0 };
 	struct gs_ctl_reply reply;
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	int fds[2] = { ctx->memfd, ctx->rx_fd };
+	unsigned nfds = ctx->rx_fd >= 0 ? 2 : 1;
+	char cbuf[CMSG_SPACE(2 * sizeof(int))] = { 0 };
 	struct iovec iov = { &hello, sizeof(hello) };
 	struct msghdr msg = { .msg_iov = &iov,
 			      .msg_iovlen = 1,
 			      .msg_control = cbuf,
-			      .msg_controllen = sizeof(cbuf) };
+			      .msg_controllen = CMSG_SPACE(nfds * sizeof(int)) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
 	ssize_t n;
 
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &ctx->memfd, sizeof(int));
+	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
 	/* the application's signals must not read as gsockd's refusal */
 	while ((n = sendmsg(ctx->ctl_fd, &msg, MSG_NOSIGNAL)) < 0 &&
 	       errno == EINTR)
@@ -455,7 +571,7 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 		gs_say(err, errlen, "out of memory");
 		return NULL;
 	}
-	ctx->memfd = ctx->ctl_fd = ctx->pool_fd = -1;
+	ctx->memfd = ctx->ctl_fd = ctx->pool_fd = ctx->rx_fd = -1;
 	ctx->wake_fd[0] = ctx->wake_fd[1] = -1;
 	pthread_mutex_init(&ctx->lock, NULL);
 	if (pipe2(ctx->wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -475,6 +591,10 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 	gs_pool_map(ctx);
 	if (gs_register(ctx, err, errlen))
 		goto err_free;
+	if (ctx->rx_fd >= 0) { /* gsockd holds it now */
+		close(ctx->rx_fd);
+		ctx->rx_fd = -1;
+	}
 	if (pthread_create(&ctx->watcher, NULL, gs_watch, ctx)) {
 		gs_say(err, errlen, "cannot start the watcher thread");
 		goto err_free;
@@ -514,6 +634,8 @@ static struct gsock_dev gs_dev_view(struct gsock_ctx *ctx, uint32_t base)
 	d.pool = ctx->dev_pool;
 	d.dsegs = ctx->dev_pool ? ctx->dsegs : 0;
 	d.dring_size = ctx->dring_size;
+	d.rxpool = ctx->peers ? ctx->rx_dev : NULL;
+	d.peers = ctx->peers;
 	return d;
 }
 
@@ -630,6 +752,12 @@ void gsock_fini(struct gsock_ctx *ctx)
 			shutdown(ctx->ctl_fd, SHUT_RDWR);
 		pthread_join(ctx->watcher, NULL);
 	}
+	for (int i = 0; ctx->peers && i < GS_MAX_PEERS; i++)
+		gs_peer_drop(ctx, (uint32_t)i);
+	gs_be_rx_free(ctx);
+	if (ctx->rx_fd >= 0)
+		close(ctx->rx_fd);
+	gs_be_free(ctx->peers);
 	gs_be_unmap(ctx);
 	if (ctx->base)
 		munmap(ctx->base, ctx->layout.size);

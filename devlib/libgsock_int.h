@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "gsock.cuh"
+#include "gsock_ctl.h"
 #include "gsock.h"
 
 /* One kernel launch still running: the backend's handle (a stream, threads). */
@@ -44,6 +45,19 @@ struct gsock_ctx {
 	uint8_t *dev_pool; /* device view; NULL: not reached, not used */
 	uint64_t pool_size;
 	uint32_t dsegs, dring_size;
+	/*
+	 * The receive pool (gsock_ctl.h): this arena's direct rings in its
+	 * device memory, and the pools of the other applications, mapped by
+	 * the watcher thread as gsockd names them. peers holds their device
+	 * views (host memory the device reads, gs_be_alloc), GS_MAX_PEERS.
+	 */
+	bool rx_wanted; /* the welcome asked for a receive pool */
+	int rx_fd; /* its descriptor until the hello carries it, else -1 */
+	uint8_t *rx_dev; /* device view; NULL: none */
+	uint64_t rx_size;
+	uint64_t *peers; /* NULL when there is no receive pool */
+	void *peer_be[GS_MAX_PEERS]; /* the backend's mapping of each */
+	uint64_t peer_size[GS_MAX_PEERS];
 	uint32_t world; /* GS_WORLD_*, the host's copy */
 	pthread_t watcher;
 	int watching;
@@ -76,6 +90,20 @@ int gs_be_open(int device, char *err, size_t len);
 int gs_be_map(struct gsock_ctx *ctx, char *err, size_t len);
 /* Make the mapped direct pool (ctx->pool) reachable: ctx->dev_pool. */
 void gs_be_map_pool(struct gsock_ctx *ctx);
+/*
+ * Make a receive pool of at least size bytes in device memory, exported
+ * as a descriptor: ctx->rx_dev, rx_size, rx_fd. 0, or -1 with why.
+ */
+int gs_be_rx_make(struct gsock_ctx *ctx, uint64_t size, char *why, size_t len);
+void gs_be_rx_free(struct gsock_ctx *ctx);
+/*
+ * Map another arena's receive pool (its descriptor, size bytes) for
+ * ctx's device: its device view, *be what unmapping needs; or NULL with
+ * why. Watcher thread only.
+ */
+void *gs_be_peer_map(struct gsock_ctx *ctx, int fd, uint64_t size, void **be,
+		     char *why, size_t len);
+void gs_be_peer_unmap(void *view, uint64_t size, void *be);
 /* What gsock-stat shows for the device: backend, ordinal, PCI address. */
 void gs_be_label(int device, char *buf, size_t len);
 /* Make ctx's device current for this thread (device calls follow). */

@@ -7,23 +7,28 @@
 # the last byte, a killed sender gives EOF and a killed reader a reset
 # within a second, segments come back (a pool of 2 serves connection
 # after connection), and direct = off, a port shared by SO_REUSEPORT and
-# CPU clients take the bridge as before.
+# CPU clients take the bridge as before. Between two GPU applications
+# each ring lies in its receiver's receive pool (device memory; a memfd
+# on the host backend), gsock-stat's "devmem", unless direct_device =
+# off; receive pools outlive more applications than they have indexes.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 240
-plan 25
+plan 29
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 printf 'direct_conns = 2\n' >"$TMP/small.conf"
 GSOCKD_CONF=$TMP/small.conf start_gsockd || exit 1
 start_server -l 127.0.0.1:0 -b 4 || exit 1
 
-# paths FILE: "connected-direct connected-bridged" over all applications
+# paths FILE: "connected-direct connected-bridged connected-devmem" over
+# all applications (devmem ones count as direct too)
 paths() {
 	python3 - "$1" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 socks = [s for a in d["applications"] for s in a["socket_list"] if s["state"] == "connected"]
-print(sum(s["path"] == "direct" for s in socks), sum(s["path"] == "bridge" for s in socks))
+print(sum(s["path"] in ("direct", "devmem") for s in socks), sum(s["path"] == "bridge" for s in socks),
+      sum(s["path"] == "devmem" for s in socks))
 PY
 }
 
@@ -51,7 +56,7 @@ sed 's/^/# /' "$TMP/c1" "$TMP/c2"
 # A long run, looked at while it goes: both ends direct, gsockd idle.
 stream c3 1
 set -- $(paths "$TMP/c3.json")
-is "$1 $2" "2 0" "gsock-stat: the connection's two ends are direct"
+is "$1 $2 $3" "2 0 2" "gsock-stat: the connection's two ends are direct, each ring in its receiver's pool (devmem)"
 t0=$(awk '{ print $14 + $15 }' "/proc/$GSOCKD_PID/stat")
 sleep 2
 t1=$(awk '{ print $14 + $15 }' "/proc/$GSOCKD_PID/stat")
@@ -60,7 +65,7 @@ python3 - "$TMP/c3.json" "$TMP/c3-later.json" <<'PY'
 import json, sys
 def rx(f):
     d = json.load(open(f))
-    return sum(s["rx_bytes"] for a in d["applications"] for s in a["socket_list"] if s["path"] == "direct")
+    return sum(s["rx_bytes"] for a in d["applications"] for s in a["socket_list"] if s["path"] in ("direct", "devmem"))
 a, b = rx(sys.argv[1]), rx(sys.argv[2])
 print("# direct bytes received in those 2 s:", b - a)
 sys.exit(0 if b - a > 10000000 else 1)
@@ -136,6 +141,20 @@ stream c4 2
 set -- $(paths "$TMP/c4.json")
 is "$1 $2" "4 0" "after them, a pool of two still gives two connections direct"
 stop_stream
+
+# 70 clients one after another: more applications than receive pool
+# indexes (64), so indexes are given again once their last segment is
+# gone; every one intact, and the last still in the receiver's pool.
+bad=0
+for i in $(seq 70); do
+	timeout 30 "$CLIENT" -n 3000 -i 20 -b 1 127.0.0.1:"$PORT" >"$TMP/seq" 2>&1 ||
+		{ bad=$i; sed 's/^/# /' "$TMP/seq"; break; }
+done
+is "$bad" 0 "70 client applications in turn: every one's round trips intact"
+stream c16 1
+set -- $(paths "$TMP/c16.json")
+is "$1 $2 $3" "2 0 2" "... and the 71st's rings still lie in the receive pools"
+stop_stream
 sed 's/^/# /' "$TMP/c4"
 # A third at once finds the pool used up: it takes the bridge, intact.
 stream c5 2
@@ -206,6 +225,19 @@ else
 fi
 kill "$GSOCKD_PID"
 wait "$GSOCKD_PID" 2>/dev/null
+
+# direct_device = off: direct, the rings in the shared pool.
+printf 'direct_device = "off"\n' >"$TMP/nodev.conf"
+GSOCKD_CONF=$TMP/nodev.conf start_gsockd || exit 1
+start_server -l 127.0.0.1:0 -b 2 || exit 1
+stream c14 1
+set -- $(paths "$TMP/c14.json")
+is "$1 $2 $3" "2 0 0" "direct_device = off: both ends direct, no ring in a receive pool"
+stop_stream
+timeout 60 "$CLIENT" -n 1000000 -i 4 -b 2 127.0.0.1:"$PORT" >"$TMP/c15" 2>&1
+ok $? "direct_device = off: 1,000,000-byte round trips intact"
+kill "$SERVER_PID" "$GSOCKD_PID"
+wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
 
 # direct = off: the bridge, as before.
 printf 'direct = "off"\n' >"$TMP/off.conf"
