@@ -181,6 +181,69 @@ GSOCK_DEVICE void mr_listen(struct gsock_dev gs, struct mr_job *j)
 	}
 }
 
+/* Block 0 of rank 0: the other workers connect; index them by rank. */
+GSOCK_DEVICE int mr_km_gather_peers(struct gsock_dev gs, struct mr_job *j)
+{
+	GS_SHARED struct mr_wire_hdr h;
+
+	for (uint32_t n = 1; n < j->workers; n++) {
+		int fd = mr_accept(gs, j, &h);
+
+		if (fd < 0)
+			return -1;
+		if (gs_tid() == 0)
+			j->res->kfd[h.rank] = fd;
+	}
+	return 0;
+}
+
+/*
+ * Block 0 of every worker, after rank 0 listens: meet the others before
+ * the job's clock starts (the workers' kernels start tens of
+ * milliseconds apart, and a worker's wait for a late peer is not the
+ * job's time). The others connect to rank 0 and wait for its word that
+ * all are there. The connections stay in res->kfd (rank 0: one per peer;
+ * the others: kfd[0]). 0, or -1 after mr_fail.
+ */
+GSOCK_DEVICE int mr_meet(struct gsock_dev gs, struct mr_job *j)
+{
+	GS_SHARED uint64_t go;
+	int fd;
+
+	if (gs_tid() == 0)
+		go = MR_WIRE_MAGIC;
+	gs_sync();
+	if (j->rank == 0) {
+		if (mr_km_gather_peers(gs, j))
+			return -1;
+		for (uint32_t p = 1; p < j->workers; p++)
+			if (mr_send_all(gs, j, j->res->kfd[p], p, &go,
+					sizeof(go)))
+				return -1;
+		return 0;
+	}
+	fd = mr_connect(gs, j, 0, 0);
+	if (gs_tid() == 0)
+		j->res->kfd[0] = fd;
+	if (fd < 0 || mr_recv_all(gs, j, fd, 0, &go, sizeof(go)))
+		return -1;
+	if (go != MR_WIRE_MAGIC) {
+		if (gs_tid() == 0)
+			mr_fail(j->res, MR_E_PROTO, -EPROTO, 0, 0, 0);
+		return -1;
+	}
+	return 0;
+}
+
+/* Block 0: close what mr_meet opened. */
+GSOCK_DEVICE void mr_unmeet(struct gsock_dev gs, struct mr_job *j)
+{
+	for (uint32_t p = 0; p < j->workers; p++)
+		if (p != j->rank && (j->rank == 0 || p == 0) &&
+		    j->res->kfd[p] >= 0)
+			gclose(gs, j->res->kfd[p]);
+}
+
 /* ---- word count ---- */
 
 /* Whether table slot s holds key (len bytes, hash h); waits out a writer. */
@@ -380,10 +443,18 @@ GSOCK_KERNEL(mr_wordcount, gs, arg)
 	unsigned blocks = j->blocks, bid = gs_bid();
 
 	if (bid == 0 && gs_tid() == 0)
-		res->t_start = gs_now_ns();
-	if (j->workers > 1 && bid == 0)
+		res->t_launch = gs_now_ns();
+	if (j->workers > 1 && bid == 0) {
 		mr_listen(gs, j);
-	mr_map_words(j, blocks);
+		if (!mr_failed(res))
+			mr_meet(gs, j);
+	}
+	if (mr_grid_sync(gs, res, blocks))
+		return;
+	if (bid == 0 && gs_tid() == 0)
+		res->t_start = gs_now_ns();
+	if (!mr_failed(res))
+		mr_map_words(j, blocks);
 	if (mr_grid_sync(gs, res, blocks))
 		return;
 	if (bid == 0 && gs_tid() == 0)
@@ -411,6 +482,8 @@ GSOCK_KERNEL(mr_wordcount, gs, arg)
 		return;
 	if (bid == 0 && gs_tid() == 0)
 		res->t_end = gs_now_ns();
+	if (bid == 0 && j->workers > 1)
+		mr_unmeet(gs, j);
 }
 
 /* ---- k-means ---- */
@@ -446,22 +519,6 @@ GSOCK_DEVICE void mr_assign(struct mr_job *j, unsigned nblocks)
 	for (uint32_t i = gs_tid(); i < k; i += gs_bdim())
 		if (cnt[i])
 			gs_fetch_add64(&gcnt[i], cnt[i]);
-}
-
-/* Block 0 of rank 0: the other workers connect; index them by rank. */
-GSOCK_DEVICE int mr_km_gather_peers(struct gsock_dev gs, struct mr_job *j)
-{
-	GS_SHARED struct mr_wire_hdr h;
-
-	for (uint32_t n = 1; n < j->workers; n++) {
-		int fd = mr_accept(gs, j, &h);
-
-		if (fd < 0)
-			return -1;
-		if (gs_tid() == 0)
-			j->res->kfd[h.rank] = fd;
-	}
-	return 0;
 }
 
 /*
@@ -521,19 +578,16 @@ GSOCK_KERNEL(mr_kmeans, gs, arg)
 	int up = 0;
 
 	if (bid == 0 && gs_tid() == 0)
-		res->t_start = gs_now_ns();
+		res->t_launch = gs_now_ns();
 	if (bid == 0 && j->workers > 1) {
-		if (j->rank == 0) {
+		if (j->rank == 0)
 			mr_listen(gs, j);
-			up = !mr_failed(res) && !mr_km_gather_peers(gs, j);
-		} else {
-			int fd = mr_connect(gs, j, 0, 0);
-
-			if (gs_tid() == 0)
-				res->kfd[0] = fd;
-			up = fd >= 0;
-		}
+		up = !mr_failed(res) && !mr_meet(gs, j);
 	}
+	if (mr_grid_sync(gs, res, blocks))
+		return;
+	if (bid == 0 && gs_tid() == 0)
+		res->t_start = gs_now_ns();
 	/*
 	 * Every block leaves the loop at the same turn: an error is read
 	 * only after a barrier, and set only before one (block 0's setup
@@ -568,10 +622,8 @@ GSOCK_KERNEL(mr_kmeans, gs, arg)
 		if (mr_failed(res))
 			break;
 	}
-	if (bid == 0 && up)
-		for (uint32_t p = 0; p < j->workers; p++)
-			if (p != j->rank && (j->rank == 0 || p == 0))
-				gclose(gs, res->kfd[p]);
 	if (bid == 0 && gs_tid() == 0)
 		res->t_end = gs_now_ns();
+	if (bid == 0 && j->workers > 1)
+		mr_unmeet(gs, j);
 }

@@ -46,7 +46,11 @@ struct mr_result {
 	uint32_t cur[MR_MAX_PEERS]; /* how many are in place */
 	int32_t lfd; /* the listening socket */
 	int32_t kfd[MR_MAX_PEERS]; /* k-means: connection to each peer */
-	uint64_t t_start, t_map, t_end; /* globaltimer / CLOCK_MONOTONIC ns */
+	/*
+	 * globaltimer / CLOCK_MONOTONIC ns: the launch, the job's start (all
+	 * workers met), the map's end (word count), the job's end
+	 */
+	uint64_t t_launch, t_start, t_map, t_end;
 	uint64_t xchg_ns; /* k-means: block 0's time in exchanges */
 	uint64_t sent, received; /* shuffle bytes */
 };

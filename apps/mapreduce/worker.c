@@ -505,11 +505,12 @@ int main(int argc, char **argv)
 	t_out = now_s();
 	if (wc)
 		fprintf(stderr,
-			"mr-worker: rank=%u workers=%u job=wordcount backend=%s bytes=%llu part_words=%llu part_distinct=%llu load_s=%.4f kernel_s=%.4f map_s=%.4f shuffle_s=%.4f out_s=%.4f sent=%llu received=%llu\n",
+			"mr-worker: rank=%u workers=%u job=wordcount backend=%s bytes=%llu part_words=%llu part_distinct=%llu load_s=%.4f meet_s=%.4f job_s=%.4f map_s=%.4f shuffle_s=%.4f out_s=%.4f sent=%llu received=%llu\n",
 			o.rank, j->workers, gsock_backend(),
 			(unsigned long long)j->text_len,
 			(unsigned long long)words,
 			(unsigned long long)distinct, t_load - t0,
+			(r.t_start - r.t_launch) / 1e9,
 			(r.t_end - r.t_start) / 1e9,
 			(r.t_map - r.t_start) / 1e9,
 			(r.t_end - r.t_map) / 1e9, t_out - t_job,
@@ -517,10 +518,11 @@ int main(int argc, char **argv)
 			(unsigned long long)r.received);
 	else
 		fprintf(stderr,
-			"mr-worker: rank=%u workers=%u job=kmeans backend=%s points=%llu dim=%u k=%u iters=%u load_s=%.4f kernel_s=%.4f exchange_s=%.4f out_s=%.4f sent=%llu received=%llu\n",
+			"mr-worker: rank=%u workers=%u job=kmeans backend=%s points=%llu dim=%u k=%u iters=%u load_s=%.4f meet_s=%.4f job_s=%.4f exchange_s=%.4f out_s=%.4f sent=%llu received=%llu\n",
 			o.rank, j->workers, gsock_backend(),
 			(unsigned long long)j->npts, j->dim, j->k, j->iters,
-			t_load - t0, (r.t_end - r.t_start) / 1e9,
+			t_load - t0, (r.t_start - r.t_launch) / 1e9,
+			(r.t_end - r.t_start) / 1e9,
 			r.xchg_ns / 1e9, t_out - t_job,
 			(unsigned long long)r.sent,
 			(unsigned long long)r.received);
