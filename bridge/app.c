@@ -486,14 +486,14 @@ static int attach_workers(struct br_app *a)
 }
 
 /* The first message of a pending application: its arena. */
-/* The bytes a receive pool must have: a ring per direct segment. */
+/* The bytes a receive pool must have (gsock_arena.h). */
 static uint64_t rx_least(void)
 {
 	uint32_t nsegs, dring;
 	uint64_t size;
 
 	br_direct_pool(&nsegs, &dring, &size);
-	return (uint64_t)nsegs * dring;
+	return GS_RXPOOL_SIZE(nsegs, dring);
 }
 
 static void app_hello(struct br_app *a)

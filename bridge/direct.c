@@ -119,6 +119,7 @@ static struct {
 	uint32_t peer_segs[GS_MAX_PEERS]; /* segments with a ring in it */
 	uint32_t next_peer; /* where the search for a free index starts */
 	int8_t (*seg_pool)[2]; /* per segment, per pipe: its ring's pool, or -1 */
+	uint32_t *seg_gen; /* per segment: its uses (gs_dseg.sgen) */
 } dp = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
 int br_direct_init(void)
@@ -136,6 +137,7 @@ int br_direct_init(void)
 	dp.pend = calloc(dp.nsegs, sizeof(*dp.pend));
 	dp.cpu = calloc(dp.nsegs, sizeof(*dp.cpu));
 	dp.seg_pool = malloc(dp.nsegs * sizeof(*dp.seg_pool));
+	dp.seg_gen = calloc(dp.nsegs, sizeof(*dp.seg_gen));
 	for (uint32_t i = 0; dp.cpu && i < dp.nsegs; i++)
 		dp.cpu[i] =
 			(struct dcpu){ { BR_EV_DIRECT }, -1, (int)i, false };
@@ -143,7 +145,7 @@ int br_direct_init(void)
 		memset(dp.seg_pool, -1, dp.nsegs * sizeof(*dp.seg_pool));
 	dp.fd = memfd_create("gsock-direct", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (!dp.refs || !dp.free_segs || !dp.pend || !dp.cpu || !dp.seg_pool ||
-	    dp.fd < 0 ||
+	    !dp.seg_gen || dp.fd < 0 ||
 	    ftruncate(dp.fd, (off_t)dp.size) < 0 ||
 	    fcntl(dp.fd, F_ADD_SEALS,
 		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
@@ -181,6 +183,8 @@ void br_direct_fini(void)
 	dp.cpu = NULL;
 	free(dp.seg_pool);
 	dp.seg_pool = NULL;
+	free(dp.seg_gen);
+	dp.seg_gen = NULL;
 	free(dp.ls);
 	dp.base = NULL;
 	dp.fd = -1;
@@ -456,6 +460,9 @@ static void seg_place(int seg, struct br_app *a0, struct br_app *a1)
 	struct gs_dseg *g = seg_at(seg);
 	struct br_app *a[2] = { a0, a1 };
 
+	/* 0 never: a fresh pool's zeroed counter copies are of no use */
+	dp.seg_gen[seg] = dp.seg_gen[seg] % GS_SGEN_MASK + 1;
+	g->sgen = dp.seg_gen[seg];
 	for (unsigned k = 0; k < 2; k++) {
 		struct br_app *rcv = a[k ^ 1];
 

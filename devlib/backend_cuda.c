@@ -241,6 +241,14 @@ int gs_be_rx_make(struct gsock_ctx *ctx, uint64_t size, char *why, size_t len)
 	}
 	p = vmm_map(h, size, ctx->device, why, len);
 	vmm.release(h); /* the mapping and the descriptor hold it */
+	/* zeroed: the counter copies (gsock_arena.h, gs_dctr) start unused */
+	if (p && (cudaMemsetAsync((void *)(uintptr_t)p, 0, size,
+				  (cudaStream_t)ctx->be) != cudaSuccess ||
+		  cudaStreamSynchronize((cudaStream_t)ctx->be) != cudaSuccess)) {
+		snprintf(why, len, "cannot zero it");
+		gs_be_peer_unmap((void *)(uintptr_t)p, size, NULL);
+		p = 0;
+	}
 	if (!p) {
 		close(fd);
 		return -1;

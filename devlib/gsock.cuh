@@ -253,6 +253,11 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		if (gs_tid() == 0) {
 			ls->tx_tail = tail + (uint64_t)n;
 			gs_st64(ls->tx_tail_p, ls->tx_tail);
+			if (ls->tx_tail_m) /* after the fence gs_st64 paid */
+				gs_st_plain64(ls->tx_tail_m,
+					      ls->sgen |
+						      (ls->tx_tail &
+						       GS_DCTR_MASK));
 			/* Direct: the receiver looks at the tail itself. */
 			if ((ls->flags & GS_LS_DIRECT) ?
 				    gs_wake_cpu_t0(gs, fd, ls, ls->want_tx_p,

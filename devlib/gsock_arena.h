@@ -242,6 +242,18 @@ struct gs_sock {
  *                             either learns the segment
  *   dpeer    bridge           per side k: 1 + the index of side k's
  *                             receive pool, or 0
+ *   sgen     bridge           this use of the segment (1 .. 2^24 - 1,
+ *                             counting on): tags the counters' copies in
+ *                             the receive pools, below
+ *
+ * When both pipes' rings lie in receive pools (dev has both bits), each
+ * pool also holds copies of the counters its owner reads: the tail of
+ * the pipe it receives on (written by the sender with the tail) and the
+ * head of the pipe it sends on (written by the receiver with the head),
+ * each as sgen << 40 | (count mod 2^40) in the pool's gs_dctr for the
+ * segment. So each side waits on its own GPU's memory, not across PCIe;
+ * a copy of another sgen (a segment's earlier use) reads as no change.
+ * The segment's counters stay the whole truth, for gsockd and the CPU.
  *
  * A GPU side whose peer is a CPU side reads want after publishing its
  * tail (READER) or head (WRITER) and rings its doorbell when the bit is
@@ -276,7 +288,8 @@ struct gs_dseg {
 	uint32_t want[2];
 	uint32_t dev;
 	uint32_t dpeer[2];
-	uint8_t pad0[GS_LINE - 36];
+	uint32_t sgen;
+	uint8_t pad0[GS_LINE - 40];
 	uint32_t tokens[2];
 	uint32_t lock[2];
 	uint64_t spill_in[2], spill_out[2];
@@ -285,6 +298,27 @@ struct gs_dseg {
 
 /* Bytes from one segment's start to the next's. */
 #define GS_DSEG_STRIDE(dring_size) (GS_DSEG_HDR + 2 * (uint64_t)(dring_size))
+
+/*
+ * A receive pool (gsock_ctl.h): segment s's ring at s x ring bytes, then
+ * one gs_dctr per segment, zeroed when the pool is made.
+ */
+struct gs_dctr {
+	uint64_t tail; /* of the pipe into the pool's owner */
+	uint8_t pad0[GS_LINE - 8];
+	uint64_t head; /* of the pipe out of it */
+	uint8_t pad1[GS_LINE - 8];
+};
+
+#define GS_DCTR_BITS 40
+#define GS_DCTR_MASK ((1ull << GS_DCTR_BITS) - 1)
+#define GS_SGEN_MASK ((1u << (64 - GS_DCTR_BITS)) - 1)
+#define GS_RXPOOL_SIZE(dsegs, dring_size)                                      \
+	((uint64_t)(dsegs) * ((dring_size) + sizeof(struct gs_dctr)))
+#define GS_RXPOOL_CTR(base, dsegs, dring_size, seg)                            \
+	((struct gs_dctr *)((uint8_t *)(base) +                                \
+			    (uint64_t)(dsegs) * (dring_size)) +                \
+	 (seg))
 
 /*
  * After the last segment, one page the whole pool shares:

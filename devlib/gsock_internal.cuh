@@ -42,6 +42,14 @@ struct gs_lsock {
 	uint32_t *closed_p; /* direct: the segment's closed word */
 	uint32_t *reset_p; /* direct: the segment's reset word */
 	uint32_t *want_rx_p, *want_tx_p; /* direct, a CPU peer: its want words */
+	/*
+	 * Direct, both rings in receive pools: the counters' copies
+	 * (gsock_arena.h, gs_dctr), tagged with sgen; else NULL. The tail
+	 * and head we read lie in our GPU's memory, the ones we write in
+	 * the other side's.
+	 */
+	uint64_t *rx_tail_m, *tx_head_m, *tx_tail_m, *rx_head_m;
+	uint64_t sgen; /* gs_dseg.sgen << GS_DCTR_BITS */
 };
 
 #define GS_LS_OPEN 0x1 /* a descriptor of ours: gsocket/gaccept, not gclose */
@@ -289,6 +297,7 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 	ls->closed_p = 0;
 	ls->reset_p = 0;
 	ls->want_rx_p = ls->want_tx_p = 0;
+	ls->rx_tail_m = ls->tx_head_m = ls->tx_tail_m = ls->rx_head_m = 0;
 	gs_st32(&s->poll_slot, 0);
 }
 
@@ -304,6 +313,7 @@ GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
 {
 	struct gs_lsock *ls = &gs.lsock[fd];
 	uint32_t d = gs_ld32(&gs.socks[fd].direct), seg, side, dev;
+	uint8_t *peer = 0;
 	struct gs_dseg *g;
 	uint8_t *rings;
 
@@ -327,18 +337,31 @@ GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
 	dev = gs_ld32(&g->dev);
 	if (dev & GS_DC_SIDE(side)) { /* into the other side's GPU memory */
 		uint32_t p = gs_ld32(&g->dpeer[side ^ 1]);
-		uint64_t base = p && p <= GS_MAX_PEERS && gs.peers ?
-					gs_ld64(&gs.peers[p - 1]) :
-					0;
 
-		if (!base)
+		peer = p && p <= GS_MAX_PEERS && gs.peers ?
+			       (uint8_t *)gs_ld64(&gs.peers[p - 1]) :
+			       0;
+		if (!peer)
 			return -EIO;
-		ls->tx_ring = (uint8_t *)base + (uint64_t)seg * gs.dring_size;
+		ls->tx_ring = peer + (uint64_t)seg * gs.dring_size;
 	}
 	if (dev & GS_DC_SIDE(side ^ 1)) { /* out of our own */
 		if (!gs.rxpool)
 			return -EIO;
 		ls->rx_ring = gs.rxpool + (uint64_t)seg * gs.dring_size;
+	}
+	if (dev == (GS_DC_SIDE(0) | GS_DC_SIDE(1))) {
+		struct gs_dctr *mine = GS_RXPOOL_CTR(gs.rxpool, gs.dsegs,
+						     gs.dring_size, seg);
+		struct gs_dctr *theirs = GS_RXPOOL_CTR(peer, gs.dsegs,
+						       gs.dring_size, seg);
+
+		ls->rx_tail_m = &mine->tail;
+		ls->tx_head_m = &mine->head;
+		ls->tx_tail_m = &theirs->tail;
+		ls->rx_head_m = &theirs->head;
+		ls->sgen = (uint64_t)(gs_ld32(&g->sgen) & GS_SGEN_MASK)
+			   << GS_DCTR_BITS;
 	}
 	ls->closed_p = &g->closed;
 	ls->reset_p = &g->reset;
@@ -381,8 +404,31 @@ GSOCK_DEVICE struct gs_lsock *gs_lsock_of(struct gsock_dev gs, int fd)
 /* Thread 0: bytes in the rx ring, reading its tail. */
 GSOCK_DEVICE uint64_t gs_rx_refresh_t0(struct gs_lsock *ls)
 {
-	ls->rx_tail_seen = gs_ld64(ls->rx_tail_p);
+	if (ls->rx_tail_m) {
+		/* our GPU's copy: the tail lies in [head, head + ring] */
+		uint64_t v = gs_ld64(ls->rx_tail_m);
+
+		if ((v & ~GS_DCTR_MASK) == ls->sgen)
+			ls->rx_tail_seen = ls->rx_head +
+					   ((v - ls->rx_head) & GS_DCTR_MASK);
+	} else {
+		ls->rx_tail_seen = gs_ld64(ls->rx_tail_p);
+	}
 	return ls->rx_tail_seen - ls->rx_head;
+}
+
+/* Thread 0: the tx ring's head as the receiver last published it. */
+GSOCK_DEVICE uint64_t gs_tx_head_t0(struct gs_lsock *ls)
+{
+	if (ls->tx_head_m) {
+		/* our GPU's copy: the head lies in [tail - ring, tail] */
+		uint64_t v = gs_ld64(ls->tx_head_m);
+
+		if ((v & ~GS_DCTR_MASK) == ls->sgen)
+			return ls->tx_tail - ((ls->tx_tail - v) & GS_DCTR_MASK);
+		return ls->tx_head_seen;
+	}
+	return gs_ld64(ls->tx_head_p);
 }
 
 #define GS_RX_STATUS_TURNS 8
@@ -468,6 +514,9 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 
 	/* The copy's loads have returned: no fence before freeing the space. */
 	ls->rx_head += n;
+	if (ls->rx_head_m)
+		gs_st_plain64(ls->rx_head_m,
+			      ls->sgen | (ls->rx_head & GS_DCTR_MASK));
 	gs_st_plain64(ls->rx_head_p, ls->rx_head);
 	/*
 	 * Direct: the sender looks at the head itself. A CPU sender sleeps
@@ -551,7 +600,7 @@ GSOCK_DEVICE long gs_tx_wait_t0(struct gsock_dev gs, int fd,
 	for (;;) {
 		uint32_t st = gs_ld32(&s->status);
 
-		ls->tx_head_seen = gs_ld64(ls->tx_head_p);
+		ls->tx_head_seen = gs_tx_head_t0(ls);
 		used = ls->tx_tail - ls->tx_head_seen;
 		if (!(st & GS_ST_OPEN))
 			return -EBADF;
@@ -597,7 +646,7 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 	/* Each read here is a PCIe round trip: none for events not asked. */
 	if ((p->events & POLLOUT) && (ls->flags & GS_LS_CONNECTED) &&
 	    !(ls->flags & GS_LS_TX_SHUT)) {
-		ls->tx_head_seen = gs_ld64(ls->tx_head_p);
+		ls->tx_head_seen = gs_tx_head_t0(ls);
 		if (ls->tx_tail - ls->tx_head_seen < ls->ring_size)
 			ev |= POLLOUT;
 	}

@@ -366,7 +366,7 @@ static int gs_welcome(struct gsock_ctx *ctx, uint32_t *workers, char *err,
  */
 static void gs_rx_make(struct gsock_ctx *ctx)
 {
-	uint64_t size = (uint64_t)ctx->dsegs * ctx->dring_size;
+	uint64_t size = GS_RXPOOL_SIZE(ctx->dsegs, ctx->dring_size);
 	char why[160];
 
 	ctx->peers = gs_be_alloc(GS_MAX_PEERS * sizeof(*ctx->peers));
