@@ -249,6 +249,13 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		tail = (uint64_t)gs_bcast((long)tail);
 		gs_ring_copy(ls->ring_size, ls->tx_ring, tail,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
+		/*
+		 * Into another GPU's memory: every thread's stores travel
+		 * over NVLink or PCIe on their own, so each thread fences
+		 * its own before thread 0 publishes the tail.
+		 */
+		if (ls->flags & GS_LS_DEV_TX)
+			gs_fence();
 		gs_sync();
 		if (gs_tid() == 0) {
 			ls->tx_tail = tail + (uint64_t)n;

@@ -58,6 +58,7 @@ struct gs_lsock {
 #define GS_LS_NONBLOCK 0x8 /* SOCK_NONBLOCK or GSOCK_NONBLOCK: never wait */
 #define GS_LS_DIRECT 0x10 /* its bytes move through a direct segment */
 #define GS_LS_CPU_PEER 0x20 /* direct, and the other end is a CPU program */
+#define GS_LS_DEV_TX 0x40 /* direct, its tx ring in the receiver's GPU memory */
 
 /* world bits: set by libgsock's watcher thread, read by every wait. */
 #define GS_WORLD_BRIDGE_GONE 0x1 /* gsockd's control socket closed */
@@ -344,6 +345,7 @@ GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
 		if (!peer)
 			return -EIO;
 		ls->tx_ring = peer + (uint64_t)seg * gs.dring_size;
+		ls->flags |= GS_LS_DEV_TX;
 	}
 	if (dev & GS_DC_SIDE(side ^ 1)) { /* out of our own */
 		if (!gs.rxpool)
