@@ -179,6 +179,7 @@ GSOCK_DEVICE void mr_listen(struct gsock_dev gs, struct mr_job *j)
 		if (fd < 0)
 			mr_fail(j->res, MR_E_LISTEN, fd, j->rank, 0, 0);
 	}
+	gs_sync(); /* every thread reads lfd and the claim from here */
 }
 
 /* Block 0 of rank 0: the other workers connect; index them by rank. */
@@ -216,6 +217,7 @@ GSOCK_DEVICE int mr_meet(struct gsock_dev gs, struct mr_job *j)
 	if (j->rank == 0) {
 		if (mr_km_gather_peers(gs, j))
 			return -1;
+		gs_sync(); /* thread 0 wrote kfd: every thread sends on it */
 		for (uint32_t p = 1; p < j->workers; p++)
 			if (mr_send_all(gs, j, j->res->kfd[p], p, &go,
 					sizeof(go)))
