@@ -8,7 +8,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 300
-plan 18
+plan 19
 
 MR=$GSOCK_BUILD/apps/mapreduce
 W=$MR/mr-worker-$BACKEND
@@ -79,6 +79,9 @@ wc3ok=0
 for p in $wc3; do wait "$p" || wc3ok=1; done
 [ $wc3ok = 0 ] && merged wc3 | cmp -s - "$TMP/ref.sorted"
 ok $? "word count, three workers from a peers file: parts together equal the reference"
+job wcs 2 --job wordcount -i "$TMP/corpus" -T 65536 --stage 1000 &&
+	merged wcs | cmp -s - "$TMP/ref.sorted"
+ok $? "word count, two workers, a stage of 1000 records (filled and added by one block as records come): parts equal the reference"
 
 "$MR/mr-gen" points --n 60000 --dim 6 --clusters 10 --seed 3 -o "$TMP/points" &&
 	"$MR/mr-ref" kmeans "$TMP/points" 10 8 >"$TMP/kref" 2>/dev/null

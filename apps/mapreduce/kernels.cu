@@ -359,11 +359,34 @@ GSOCK_DEVICE void mr_pack(struct mr_job *j, unsigned nblocks, int fill)
 	}
 }
 
-/* Block 0: receive the other workers' streams; add them into the table. */
+/*
+ * Threads tid, tid + nt, ... of some: add staged records from..n-1 into
+ * the table.
+ */
+GSOCK_DEVICE void mr_insert_staged(struct mr_job *j, uint64_t from, uint64_t n,
+				   uint64_t tid, uint64_t nt)
+{
+	for (uint64_t i = from + tid; i < n; i += nt) {
+		const struct mr_word *w = &j->stage[i];
+
+		if (mr_insert(j->table, j->table_mask, w->key, w->len,
+			      mr_hash((const uint8_t *)w->key, w->len),
+			      w->count))
+			mr_fail(j->res, MR_E_TABLE, -ENOSPC, j->rank, 0, 0);
+	}
+}
+
+/*
+ * Block 0: receive the other workers' streams into the stage, which
+ * holds a table's worth (one peer's, at most); res->staged says how many
+ * records it holds at the end, for every block to add into the table
+ * (one block adding them took most of the shuffle). Only a stage that
+ * fills up before the streams end is added here, by this block.
+ */
 GSOCK_DEVICE void mr_gather_words(struct gsock_dev gs, struct mr_job *j)
 {
 	GS_SHARED struct mr_wire_hdr h;
-	uint64_t got = 0;
+	uint64_t got = 0, fill = 0;
 
 	for (uint32_t n = 1; n < j->workers; n++) {
 		int fd = mr_accept(gs, j, &h);
@@ -374,36 +397,35 @@ GSOCK_DEVICE void mr_gather_words(struct gsock_dev gs, struct mr_job *j)
 		for (uint64_t done = 0; done < h.records;) {
 			uint64_t c = h.records - done;
 
-			if (c > j->stage_recs)
-				c = j->stage_recs;
-			if (mr_recv_part(gs, j, fd, h.rank, j->stage,
+			if (fill == j->stage_recs) {
+				gs_fence_dev();
+				gs_sync();
+				mr_insert_staged(j, 0, fill, gs_tid(),
+						 gs_bdim());
+				gs_sync();
+				fill = 0;
+			}
+			if (c > j->stage_recs - fill)
+				c = j->stage_recs - fill;
+			if (mr_recv_part(gs, j, fd, h.rank, j->stage + fill,
 					 c * sizeof(struct mr_word),
 					 done * sizeof(struct mr_word),
 					 h.records * sizeof(struct mr_word))) {
 				gclose(gs, fd);
 				return;
 			}
-			gs_fence_dev();
-			gs_sync();
-			for (uint64_t i = gs_tid(); i < c; i += gs_bdim()) {
-				const struct mr_word *w = &j->stage[i];
-
-				if (mr_insert(j->table, j->table_mask, w->key,
-					      w->len,
-					      mr_hash((const uint8_t *)w->key,
-						      w->len),
-					      w->count))
-					mr_fail(j->res, MR_E_TABLE, -ENOSPC,
-						j->rank, 0, 0);
-			}
-			gs_sync();
+			fill += c;
 			done += c;
 			got += c * sizeof(struct mr_word);
 		}
 		gclose(gs, fd);
 	}
-	if (gs_tid() == 0)
+	gs_fence_dev();
+	gs_sync();
+	if (gs_tid() == 0) {
 		j->res->received = sizeof(h) * (j->workers - 1) + got;
+		j->res->staged = fill;
+	}
 }
 
 /* Block b in 1..W-1: send the records of worker (rank + b) % W. */
@@ -479,6 +501,11 @@ GSOCK_KERNEL(mr_wordcount, gs, arg)
 			mr_gather_words(gs, j);
 		else if (bid < j->workers)
 			mr_scatter_words(gs, j, bid);
+		if (mr_grid_sync(gs, res, blocks))
+			return;
+		mr_insert_staged(j, 0, gs_ld_local32(&res->staged),
+				 (uint64_t)bid * gs_bdim() + gs_tid(),
+				 (uint64_t)blocks * gs_bdim());
 	}
 	if (mr_grid_sync(gs, res, blocks))
 		return;

@@ -53,6 +53,7 @@ struct mr_result {
 	uint64_t t_launch, t_start, t_map, t_end;
 	uint64_t xchg_ns; /* k-means: block 0's time in exchanges */
 	uint64_t sent, received; /* shuffle bytes */
+	uint32_t staged; /* word count: received records left in the stage */
 };
 
 struct mr_peer {
@@ -75,7 +76,7 @@ struct mr_job {
 	uint64_t text_len;
 	struct mr_slot *table; /* device memory: table_mask + 1 slots */
 	uint32_t table_mask;
-	uint32_t stage_recs; /* records per receive chunk */
+	uint32_t stage_recs; /* records the stage holds: a table's worth */
 	struct mr_word *out; /* device memory: records to send, by worker */
 	struct mr_word *stage; /* device memory: a received chunk */
 	/* k-means */

@@ -27,7 +27,7 @@
 
 struct opts {
 	const char *job, *input, *out, *peers, *peers_file;
-	unsigned rank, blocks, threads, table_slots, k, iters;
+	unsigned rank, blocks, threads, table_slots, stage, k, iters;
 	int timeout_ms, hold_ms;
 	struct gsock_opts go;
 };
@@ -47,6 +47,9 @@ static void usage(FILE *f)
 		"  -b, --blocks N          blocks of the job kernel, all resident (64)\n"
 		"  -t, --threads N         threads a block (256; 1 on the host backend)\n"
 		"  -T, --table-slots N     word table slots, a power of two (1048576)\n"
+		"  -S, --stage N           word count: received records held for every block\n"
+		"                          to add at once (the table's slots); more are added\n"
+		"                          by one block as they come\n"
 		"  -k, --k N               k-means: clusters, 1..%d (16)\n"
 		"  -n, --iters N           k-means: iterations (10)\n"
 		"  -w, --timeout MS        bound on each quiet wait for a peer (30000)\n"
@@ -198,12 +201,14 @@ static int load_words(struct gsock_ctx *ctx, const struct opts *o,
 	j->table_mask = o->table_slots - 1;
 	j->table = gsock_dev_alloc(ctx, (size_t)o->table_slots *
 						sizeof(struct mr_slot));
-	j->stage_recs = 4096;
-	j->stage = gsock_dev_alloc(ctx, j->stage_recs * sizeof(struct mr_word));
-	if (j->workers > 1)
+	j->stage_recs = o->stage;
+	if (j->workers > 1) {
+		j->stage = gsock_dev_alloc(ctx, (size_t)j->stage_recs *
+							sizeof(struct mr_word));
 		j->out = gsock_dev_alloc(ctx, (size_t)o->table_slots *
 						      sizeof(struct mr_word));
-	if (!j->table || !j->stage || (j->workers > 1 && !j->out)) {
+	}
+	if (!j->table || (j->workers > 1 && (!j->out || !j->stage))) {
 		fprintf(stderr,
 			"mr-worker: cannot allocate a %u-slot word table on the device\n",
 			o->table_slots);
@@ -342,6 +347,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "blocks", required_argument, NULL, 'b' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "table-slots", required_argument, NULL, 'T' },
+		{ "stage", required_argument, NULL, 'S' },
 		{ "k", required_argument, NULL, 'k' },
 		{ "iters", required_argument, NULL, 'n' },
 		{ "timeout", required_argument, NULL, 'w' },
@@ -352,7 +358,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	};
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "j:i:o:r:p:f:d:b:t:T:k:n:w:H:s:h",
+	while ((opt = getopt_long(argc, argv, "j:i:o:r:p:f:d:b:t:T:S:k:n:w:H:s:h",
 				  lo, NULL)) != -1) {
 		switch (opt) {
 		case 'j': o->job = optarg; break;
@@ -365,6 +371,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'b': o->blocks = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 't': o->threads = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'T': o->table_slots = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'S': o->stage = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'k': o->k = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'n': o->iters = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'w': o->timeout_ms = atoi(optarg); break;
@@ -379,6 +386,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		usage(stderr);
 		return EX_USAGE;
 	}
+	if (!o->stage)
+		o->stage = o->table_slots;
 	if (!o->blocks || !o->threads || o->timeout_ms <= 0 || !o->k ||
 	    o->k > MR_KM_MAX_K || !o->table_slots ||
 	    (o->table_slots & (o->table_slots - 1))) {
