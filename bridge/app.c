@@ -305,9 +305,6 @@ static void welcome(int fd, bool pool_too)
 	struct gs_ctl_welcome w = { .magic = GS_CTL_WELCOME_MAGIC,
 				    .version = GS_CTL_VERSION,
 				    .workers = br.nworkers };
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec iov = { &w, sizeof(w) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int pool = br_direct_pool(&w.dsegs, &w.dring_size, &w.pool_size);
 
 	if (!pool_too) {
@@ -316,7 +313,18 @@ static void welcome(int fd, bool pool_too)
 		w.pool_size = 0;
 	}
 	w.rx_pools = pool >= 0 && br.conf.direct_device;
-	if (pool >= 0) {
+	if (br_send_fd(fd, &w, sizeof(w), pool) < 0)
+		br_dbg("cannot welcome on control connection: %s",
+		       strerror(errno));
+}
+
+int br_send_fd(int sock, const void *buf, size_t len, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { (void *)buf, len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (fd >= 0) {
 		struct cmsghdr *cm;
 
 		msg.msg_control = cbuf;
@@ -325,11 +333,9 @@ static void welcome(int fd, bool pool_too)
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &pool, sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 	}
-	if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-		br_dbg("cannot welcome on control connection: %s",
-		       strerror(errno));
+	return sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -1 : 0;
 }
 
 /* Drop a connection that has not said hello, telling it why. */

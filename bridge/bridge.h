@@ -283,6 +283,11 @@ void br_app_event(struct br_app *a, uint32_t events);
 void br_app_sweep(uint64_t now);
 int br_app_poll(struct br_worker *w, struct br_app *a);
 int br_app_pending(struct br_app *a, uint32_t q);
+/*
+ * Send len bytes of buf on the control socket sock as one message, with
+ * fd in SCM_RIGHTS unless fd < 0; never blocks. 0, or -1 with errno.
+ */
+int br_send_fd(int sock, const void *buf, size_t len, int fd);
 void br_app_reject(struct br_app *a, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void br_app_kill(struct br_app *a);

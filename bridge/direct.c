@@ -486,23 +486,9 @@ static void peer_tell(struct br_app *to, uint32_t i, bool self)
 				 .self = self,
 				 .size = owner->rx_size,
 				 .pid = owner->pid };
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-	if (!self) {
-		struct cmsghdr *cm;
-
-		msg.msg_control = cbuf;
-		msg.msg_controllen = sizeof(cbuf);
-		cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &owner->rx_fd, sizeof(int));
-	}
 	/* not sent: to never maps it, and its pipes keep host rings */
-	if (sendmsg(to->ctl_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+	if (br_send_fd(to->ctl_fd, &m, sizeof(m), self ? -1 : owner->rx_fd) < 0)
 		br_dbg("cannot tell pid %d of pid %d's receive pool: %s",
 		       (int)to->pid, (int)owner->pid, strerror(errno));
 }

@@ -66,6 +66,39 @@ static void gs_world_set(struct gsock_ctx *ctx, uint32_t bits)
 	gs_be_world_push(ctx);
 }
 
+/*
+ * One message of gsockd's into buf (len bytes), without waiting: its
+ * length, 0 at the end, or -1 with errno. The first descriptor that came
+ * with it goes to *fd (close-on-exec), any others are closed.
+ */
+static ssize_t gs_recv_fd(int sock, void *buf, size_t len, int *fd)
+{
+	char cbuf[CMSG_SPACE(4 * sizeof(int))];
+	struct iovec iov = { buf, len };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	for (cm = CMSG_FIRSTHDR(&msg); n >= 0 && cm; cm = CMSG_NXTHDR(&msg, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0;
+			     i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			     i++) {
+				int got;
+
+				memcpy(&got, CMSG_DATA(cm) + i * sizeof(int),
+				       sizeof(int));
+				if (*fd < 0)
+					*fd = got;
+				else
+					close(got);
+			}
+	return n;
+}
+
 /* Unmap peer i's pool, if one is mapped there (not our own). */
 static void gs_peer_drop(struct gsock_ctx *ctx, uint32_t i)
 {
@@ -127,32 +160,11 @@ static void gs_peer_map(struct gsock_ctx *ctx, const struct gs_ctl_peer *m,
 static int gs_ctl_read(struct gsock_ctx *ctx)
 {
 	struct gs_ctl_peer m;
-	char cbuf[CMSG_SPACE(4 * sizeof(int))];
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr msg = { .msg_iov = &iov,
-			      .msg_iovlen = 1,
-			      .msg_control = cbuf,
-			      .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *cm;
 	int fd = -1;
-	ssize_t n = recvmsg(ctx->ctl_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	ssize_t n = gs_recv_fd(ctx->ctl_fd, &m, sizeof(m), &fd);
 
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 		return -1;
-	for (cm = CMSG_FIRSTHDR(&msg); n > 0 && cm; cm = CMSG_NXTHDR(&msg, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-			for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) /
-						       sizeof(int);
-			     i++) {
-				int got;
-
-				memcpy(&got, CMSG_DATA(cm) + i * sizeof(int),
-				       sizeof(int));
-				if (fd < 0)
-					fd = got;
-				else
-					close(got);
-			}
 	if (n == (ssize_t)sizeof(m) && m.magic == GS_CTL_PEER_MAGIC)
 		gs_peer_map(ctx, &m, fd);
 	if (fd >= 0)
@@ -308,13 +320,6 @@ static int gs_welcome(struct gsock_ctx *ctx, uint32_t *workers, char *err,
 		struct gs_ctl_welcome w;
 		struct gs_ctl_reply r;
 	} m;
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr msg = { .msg_iov = &iov,
-			      .msg_iovlen = 1,
-			      .msg_control = cbuf,
-			      .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *cm;
 	ssize_t n;
 
 	if (!gs_ctl_wait(ctx->ctl_fd, GS_CTL_WAIT_MS)) {
@@ -323,12 +328,7 @@ static int gs_welcome(struct gsock_ctx *ctx, uint32_t *workers, char *err,
 		    GS_CTL_VERSION);
 		return -1;
 	}
-	n = recvmsg(ctx->ctl_fd, &msg, MSG_CMSG_CLOEXEC);
-	for (cm = CMSG_FIRSTHDR(&msg); n >= 0 && cm; cm = CMSG_NXTHDR(&msg, cm))
-		if (cm->cmsg_level == SOL_SOCKET &&
-		    cm->cmsg_type == SCM_RIGHTS &&
-		    cm->cmsg_len == CMSG_LEN(sizeof(int)) && ctx->pool_fd < 0)
-			memcpy(&ctx->pool_fd, CMSG_DATA(cm), sizeof(int));
+	n = gs_recv_fd(ctx->ctl_fd, &m, sizeof(m), &ctx->pool_fd);
 	if (n == (ssize_t)sizeof(m.r) && m.r.magic == GS_CTL_MAGIC &&
 	    m.r.status) {
 		m.r.msg[sizeof(m.r.msg) - 1] = 0;

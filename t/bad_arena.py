@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-CTL_MAGIC, CTL_VERSION, WELCOME_MAGIC = 0x6C746367, 6, 0x6C657767
+CTL_MAGIC, CTL_VERSION, WELCOME_MAGIC = 0x6C746367, 7, 0x6C657767
 ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, 4
 HDR, CMD, SOCK, DBQ = 192, 384, 256, 64  # sizeof gs_arena_hdr, gs_cmd, gs_sock, gs_dbq (t/ring checks them)
 DB_CMD = 0x80000000
@@ -81,7 +81,7 @@ class Arena:
 
 
 def hello_bytes(size, magic=CTL_MAGIC):
-    return struct.pack("<IIQII", magic, CTL_VERSION, size, 0, 0)
+    return struct.pack("<IIQIIQ", magic, CTL_VERSION, size, 0, 0, 0)
 
 
 def connect(path, greeted=True):

@@ -8,7 +8,7 @@
  *               arena memfd with it, bit 2 seal the memfd, bit 3 pass a
  *               second descriptor, bit 4 close before the reply, bit 5
  *               once registered, let the worker serve the arena
- *   bytes 1-24  the hello (struct gs_ctl_hello, as sent)
+ *   bytes 1-32  the hello (struct gs_ctl_hello, as sent)
  *   the rest    the arena's bytes (header, geometry, command slots,
  *               doorbells, socket table, rings)
  *

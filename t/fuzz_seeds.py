@@ -51,10 +51,10 @@ def main(d):
     seed(d, "size-mismatch", ok, hello_bytes(a.size + 4096), img)
     seed(d, "silent", 0, hello_bytes(a.size), img)
     seed(d, "hangup", HANGUP, hello_bytes(a.size), img)
-    seed(d, "old-version", ok, struct.pack("<IIQ", 0x6C746367, 2, a.size), img)
+    seed(d, "old-version", ok, struct.pack("<IIQ", 0x6C746367, 2, a.size).ljust(32, b"\0"), img)
     # gsock-stat's request: the stats magic, no descriptor; and with one.
-    seed(d, "stats", HELLO, struct.pack("<IIQ", 0x61747367, 1, 0), b"")
-    seed(d, "stats-with-fd", ok, struct.pack("<IIQ", 0x61747367, 1, 0), img)
+    seed(d, "stats", HELLO, struct.pack("<IIQ", 0x61747367, 3, 0).ljust(32, b"\0"), b"")
+    seed(d, "stats-with-fd", ok, struct.pack("<IIQ", 0x61747367, 3, 0).ljust(32, b"\0"), img)
     # The preload's direct request: 127.0.0.1:9 from 127.0.0.1:40000, a
     # descriptor (its socketpair end) with it, and without one.
     def sin(port):
