@@ -436,15 +436,19 @@ void br_direct_listen(struct br_sock *s)
 	pthread_mutex_unlock(&dp.lock);
 }
 
+static void peer_retire(uint32_t i);
+
 /* Caller holds the lock: one holder of seg lets go. */
 static void seg_put(int seg)
 {
 	if (--dp.refs[seg])
 		return;
 	for (int k = 0; k < 2; k++) {
-		if (dp.seg_pool[seg][k] >= 0)
-			dp.peer_segs[dp.seg_pool[seg][k]]--;
+		int i = dp.seg_pool[seg][k];
+
 		dp.seg_pool[seg][k] = -1;
+		if (i >= 0 && --dp.peer_segs[i] == 0)
+			peer_retire((uint32_t)i);
 	}
 	dp.free_segs[dp.nfree++] = seg;
 }
@@ -467,7 +471,9 @@ static void seg_place(int seg, struct br_app *a0, struct br_app *a1)
 		struct br_app *rcv = a[k ^ 1];
 
 		g->dpeer[k] = a[k]->peer >= 0 ? (uint32_t)a[k]->peer + 1 : 0;
-		if (rcv->peer < 0 || dp.peer_app[rcv->peer] != rcv ||
+		/* one application's two ends: its two rings would be one */
+		if (rcv == a[k] || rcv->peer < 0 ||
+		    dp.peer_app[rcv->peer] != rcv ||
 		    !(a[k]->reach >> rcv->peer & 1))
 			continue;
 		g->dev |= GS_DC_SIDE(k);
@@ -476,21 +482,42 @@ static void seg_place(int seg, struct br_app *a0, struct br_app *a1)
 	}
 }
 
-/* Caller holds the lock: tell to of pool i's (its own when self). */
-static void peer_tell(struct br_app *to, uint32_t i, bool self)
+/*
+ * Caller holds the lock: tell to of pool i's (its owner's descriptor
+ * with it), or that the use gen of index i is over (drop).
+ */
+static void peer_tell(struct br_app *to, uint32_t i, bool drop)
 {
 	struct br_app *owner = dp.peer_app[i];
 	struct gs_ctl_peer m = { .magic = GS_CTL_PEER_MAGIC,
 				 .peer = i,
 				 .gen = dp.peer_gen[i],
-				 .self = self,
-				 .size = owner->rx_size,
-				 .pid = owner->pid };
+				 .drop = drop,
+				 .size = owner ? owner->rx_size : 0,
+				 .pid = owner ? owner->pid : 0 };
 
-	/* not sent: to never maps it, and its pipes keep host rings */
-	if (br_send_fd(to->ctl_fd, &m, sizeof(m), self ? -1 : owner->rx_fd) < 0)
-		br_dbg("cannot tell pid %d of pid %d's receive pool: %s",
-		       (int)to->pid, (int)owner->pid, strerror(errno));
+	/* not sent: to never maps it (its pipes keep host rings), or keeps it */
+	if (br_send_fd(to->ctl_fd, &m, sizeof(m), drop ? -1 : owner->rx_fd) <
+	    0)
+		br_dbg("cannot tell pid %d of receive pool %u: %s",
+		       (int)to->pid, i, strerror(errno));
+}
+
+/*
+ * Caller holds the lock: index i has no owner and no segment with a ring
+ * in its pool; everyone who mapped it lets go (the GPU memory of a dead
+ * application is freed once no process maps it).
+ */
+static void peer_retire(uint32_t i)
+{
+	if (dp.peer_app[i] || dp.peer_segs[i] || !dp.peer_gen[i])
+		return;
+	for (uint32_t j = 0; j < GS_MAX_PEERS; j++)
+		if (dp.peer_app[j] && (dp.peer_app[j]->reach >> i & 1))
+			peer_tell(dp.peer_app[j], i, true);
+	for (uint32_t j = 0; j < GS_MAX_PEERS; j++)
+		if (dp.peer_app[j])
+			dp.peer_app[j]->reach &= ~(1ull << i);
 }
 
 void br_direct_app_joined(struct br_app *a)
@@ -500,6 +527,11 @@ void br_direct_app_joined(struct br_app *a)
 	if (dp.fd < 0 || a->rx_fd < 0 || !a->direct || !br.conf.direct_device)
 		return;
 	pthread_mutex_lock(&dp.lock);
+	/* killed since its reply (by a worker): br_direct_app_gone has run */
+	if (br_app_dead(a)) {
+		pthread_mutex_unlock(&dp.lock);
+		return;
+	}
 	for (n = 0; n < GS_MAX_PEERS; n++) {
 		i = (dp.next_peer + n) % GS_MAX_PEERS;
 		if (!dp.peer_app[i] && !dp.peer_segs[i])
@@ -516,7 +548,6 @@ void br_direct_app_joined(struct br_app *a)
 	dp.peer_gen[i]++;
 	a->peer = (int)i;
 	a->reach = 0;
-	peer_tell(a, i, true);
 	for (uint32_t j = 0; j < GS_MAX_PEERS; j++) {
 		if (j == i || !dp.peer_app[j])
 			continue;
@@ -529,8 +560,14 @@ void br_direct_app_joined(struct br_app *a)
 void br_direct_peer_ack(struct br_app *a, const struct gs_ctl_peer_ack *k)
 {
 	pthread_mutex_lock(&dp.lock);
+	/* mapped after its owner went and its use ended: let it go again */
+	if (k->peer < GS_MAX_PEERS && !k->status && !dp.peer_app[k->peer] &&
+	    !dp.peer_segs[k->peer] && dp.peer_gen[k->peer] == k->gen &&
+	    !br_app_dead(a))
+		peer_tell(a, k->peer, true);
 	if (k->peer < GS_MAX_PEERS && dp.peer_app[k->peer] &&
-	    dp.peer_gen[k->peer] == k->gen && a->peer >= 0) {
+	    dp.peer_app[k->peer] != a && dp.peer_gen[k->peer] == k->gen &&
+	    a->peer >= 0 && dp.peer_app[a->peer] == a) {
 		if (!k->status)
 			a->reach |= 1ull << k->peer;
 		else
@@ -544,11 +581,10 @@ void br_direct_peer_ack(struct br_app *a, const struct gs_ctl_peer_ack *k)
 void br_direct_app_gone(struct br_app *a)
 {
 	pthread_mutex_lock(&dp.lock);
+	/* no new ring goes into its pool (seg_place looks at the owner) */
 	if (a->peer >= 0 && dp.peer_app[a->peer] == a) {
 		dp.peer_app[a->peer] = NULL;
-		for (uint32_t j = 0; j < GS_MAX_PEERS; j++)
-			if (dp.peer_app[j])
-				dp.peer_app[j]->reach &= ~(1ull << a->peer);
+		peer_retire((uint32_t)a->peer);
 	}
 	pthread_mutex_unlock(&dp.lock);
 }

@@ -109,13 +109,16 @@ void *gs_be_peer_map(struct gsock_ctx *ctx, int fd, uint64_t size, void **be,
 		     char *why, size_t len)
 {
 	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
 	void *p;
 
 	(void)ctx;
 	*be = NULL;
-	/* a pool shorter than said would fault on the first byte past it */
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < size) {
-		snprintf(why, len, "its descriptor holds fewer than %llu bytes",
+	/* a pool shorter than said, or that may shrink, would fault */
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < size || seals < 0 ||
+	    !(seals & F_SEAL_SHRINK)) {
+		snprintf(why, len,
+			 "its descriptor holds fewer than %llu bytes, or is not sealed against shrinking",
 			 (unsigned long long)size);
 		return NULL;
 	}

@@ -242,7 +242,7 @@ struct gs_sock {
  *                             either learns the segment
  *   dpeer    bridge           per side k: 1 + the index of side k's
  *                             receive pool, or 0
- *   sgen     bridge           this use of the segment (1 .. 2^24 - 1,
+ *   sgen     bridge           this use of the segment (1 .. 2^32 - 1,
  *                             counting on): tags the counters' copies in
  *                             the receive pools, below
  *
@@ -250,8 +250,9 @@ struct gs_sock {
  * pool also holds copies of the counters its owner reads: the tail of
  * the pipe it receives on (written by the sender with the tail) and the
  * head of the pipe it sends on (written by the receiver with the head),
- * each as sgen << 40 | (count mod 2^40) in the pool's gs_dctr for the
- * segment. So each side waits on its own GPU's memory, not across PCIe;
+ * each as sgen << 32 | (count mod 2^32) in the pool's gs_dctr for the
+ * segment (a ring of at most 2^26 bytes keeps the count's distance from
+ * the reader's own under 2^31, so the 32 bits it keeps are enough). So each side waits on its own GPU's memory, not across PCIe;
  * a copy of another sgen (a segment's earlier use) reads as no change.
  * The segment's counters stay the whole truth, for gsockd and the CPU.
  *
@@ -310,9 +311,9 @@ struct gs_dctr {
 	uint8_t pad1[GS_LINE - 8];
 };
 
-#define GS_DCTR_BITS 40
+#define GS_DCTR_BITS 32
 #define GS_DCTR_MASK ((1ull << GS_DCTR_BITS) - 1)
-#define GS_SGEN_MASK ((1u << (64 - GS_DCTR_BITS)) - 1)
+#define GS_SGEN_MASK 0xffffffffu
 #define GS_RXPOOL_SIZE(dsegs, dring_size)                                      \
 	((uint64_t)(dsegs) * ((dring_size) + sizeof(struct gs_dctr)))
 #define GS_RXPOOL_CTR(base, dsegs, dring_size, seg)                            \

@@ -23,12 +23,15 @@
  * shareable allocation on the cuda backend, a memfd on the host backend).
  * gsockd gives each pool an index (< GS_MAX_PEERS) and, after the reply,
  * tells every registered application of every other's: a gs_ctl_peer
- * with the pool's descriptor in SCM_RIGHTS (with self = 1 and no
- * descriptor for the application's own). The application maps the pool
- * for its device and answers with a gs_ctl_peer_ack; from then on gsockd
- * may put the ring of a pipe whose receiver owns that pool into it. A
- * pool it cannot reach (GPUs without peer access) is answered with an
- * error, and those pipes keep their rings in the segment.
+ * with the pool's descriptor in SCM_RIGHTS. The application maps the
+ * pool for its device and answers with a gs_ctl_peer_ack; from then on
+ * gsockd may put the ring of a pipe whose receiver owns that pool into
+ * it (never a pipe whose two ends are one application's: its two rings
+ * would be one). A pool it cannot reach (GPUs without peer access) is
+ * answered with an error, and those pipes keep their rings in the
+ * segment. Once the pool's owner is gone and no segment has a ring in
+ * it, gsockd says so (drop = 1, no descriptor, no answer), and each
+ * application that mapped that use of the index (gen) lets it go.
  *
  * A reply and a welcome are told apart by their magic.
  *
@@ -92,7 +95,7 @@ struct gs_ctl_peer {
 	uint32_t magic; /* GS_CTL_PEER_MAGIC */
 	uint32_t peer; /* the pool's index, < GS_MAX_PEERS */
 	uint32_t gen; /* this use of the index; the answer names it */
-	uint32_t self; /* 1: the application's own pool, no descriptor */
+	uint32_t drop; /* 1: let go of what this use of the index mapped */
 	uint64_t size; /* bytes of the pool */
 	int32_t pid; /* whose pool it is */
 	uint32_t pad;

@@ -99,21 +99,21 @@ static ssize_t gs_recv_fd(int sock, void *buf, size_t len, int *fd)
 	return n;
 }
 
-/* Unmap peer i's pool, if one is mapped there (not our own). */
+/* Unmap peer i's pool, if one is mapped there. */
 static void gs_peer_drop(struct gsock_ctx *ctx, uint32_t i)
 {
 	void *view = (void *)(uintptr_t)ctx->peers[i];
 
 	__atomic_store_n(&ctx->peers[i], 0, __ATOMIC_SEQ_CST);
-	if (view && view != ctx->rx_dev)
+	if (view)
 		gs_be_peer_unmap(view, ctx->peer_size[i], ctx->peer_be[i]);
 }
 
 /*
- * A gs_ctl_peer: map the pool it names (or our own, for self) where the
- * index says, then tell gsockd. gsockd reuses an index only once no
- * segment names its last pool, so no kernel still writes into what is
- * unmapped here.
+ * A gs_ctl_peer: map the pool it names where the index says, then tell
+ * gsockd; or, with drop, let go of what that use of the index mapped.
+ * gsockd reuses or drops an index only once no segment has a ring in
+ * its pool, so no kernel still writes into what is unmapped here.
  */
 static void gs_peer_map(struct gsock_ctx *ctx, const struct gs_ctl_peer *m,
 			int fd)
@@ -125,11 +125,14 @@ static void gs_peer_map(struct gsock_ctx *ctx, const struct gs_ctl_peer *m,
 
 	if (m->peer >= GS_MAX_PEERS)
 		return;
+	if (m->drop) {
+		if (ctx->peers && ctx->peer_gen[m->peer] == m->gen)
+			gs_peer_drop(ctx, m->peer);
+		return;
+	}
 	if (ctx->peers) {
 		gs_peer_drop(ctx, m->peer);
-		if (m->self)
-			view = ctx->rx_dev;
-		else if (fd >= 0)
+		if (fd >= 0)
 			view = gs_be_peer_map(ctx, fd, m->size,
 					      &ctx->peer_be[m->peer], why,
 					      sizeof(why));
@@ -138,6 +141,7 @@ static void gs_peer_map(struct gsock_ctx *ctx, const struct gs_ctl_peer *m,
 	}
 	if (view) {
 		ctx->peer_size[m->peer] = m->size;
+		ctx->peer_gen[m->peer] = m->gen;
 		__atomic_store_n(&ctx->peers[m->peer], (uint64_t)(uintptr_t)view,
 				 __ATOMIC_SEQ_CST);
 		ack.status = 0;
@@ -159,14 +163,17 @@ static void gs_peer_map(struct gsock_ctx *ctx, const struct gs_ctl_peer *m,
  */
 static int gs_ctl_read(struct gsock_ctx *ctx)
 {
-	struct gs_ctl_peer m;
+	union {
+		struct gs_ctl_peer m;
+		char longer[sizeof(struct gs_ctl_peer) + 1]; /* told apart */
+	} u;
 	int fd = -1;
-	ssize_t n = gs_recv_fd(ctx->ctl_fd, &m, sizeof(m), &fd);
+	ssize_t n = gs_recv_fd(ctx->ctl_fd, &u, sizeof(u), &fd);
 
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 		return -1;
-	if (n == (ssize_t)sizeof(m) && m.magic == GS_CTL_PEER_MAGIC)
-		gs_peer_map(ctx, &m, fd);
+	if (n == (ssize_t)sizeof(u.m) && u.m.magic == GS_CTL_PEER_MAGIC)
+		gs_peer_map(ctx, &u.m, fd);
 	if (fd >= 0)
 		close(fd);
 	return 0;

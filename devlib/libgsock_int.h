@@ -58,6 +58,7 @@ struct gsock_ctx {
 	uint64_t *peers; /* NULL when there is no receive pool */
 	void *peer_be[GS_MAX_PEERS]; /* the backend's mapping of each */
 	uint64_t peer_size[GS_MAX_PEERS];
+	uint32_t peer_gen[GS_MAX_PEERS]; /* the use of each index mapped */
 	uint32_t world; /* GS_WORLD_*, the host's copy */
 	pthread_t watcher;
 	int watching;

@@ -8,6 +8,8 @@
  * BYTES (default 1000000) of a pattern that recv checks, then close.
  * gcall-probe relay ADDR: listen at ADDR and join the connections it
  * accepts in pairs (probe.h) until SIGINT or SIGTERM.
+ * gcall-probe self ADDR: listen at ADDR, connect to it and talk to
+ * itself, checking every byte.
  */
 #include <config.h>
 
@@ -40,9 +42,9 @@ int main(int argc, char **argv)
 	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[1], "send")) ||
 	    (strcmp(argv[1], "recv") && strcmp(argv[1], "errors") &&
 	     strcmp(argv[1], "copy") && strcmp(argv[1], "send") &&
-	     strcmp(argv[1], "relay"))) {
+	     strcmp(argv[1], "relay") && strcmp(argv[1], "self"))) {
 		fprintf(stderr,
-			"usage: gcall-probe recv|errors|relay ADDR, gcall-probe send ADDR [BYTES], or gcall-probe copy THREADS\n");
+			"usage: gcall-probe recv|errors|relay|self ADDR, gcall-probe send ADDR [BYTES], or gcall-probe copy THREADS\n");
 		return EX_USAGE;
 	}
 	if (!strcmp(argv[1], "relay"))
@@ -59,6 +61,7 @@ int main(int argc, char **argv)
 		  !strcmp(argv[1], "copy") ? PROBE_COPY :
 		  !strcmp(argv[1], "send") ? PROBE_SEND :
 		  !strcmp(argv[1], "relay") ? PROBE_RELAY :
+		  !strcmp(argv[1], "self") ? PROBE_SELF :
 					     PROBE_ERRORS;
 	a->count = argc == 4 ? strtoull(argv[3], NULL, 10) : 1000000;
 	if (a->mode == PROBE_COPY) {

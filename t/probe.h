@@ -16,6 +16,7 @@ enum probe_mode {
 	PROBE_COPY, /* the block copy, every alignment pair: no gsockd needed */
 	PROBE_SEND, /* listen at addr, accept one, gsend count bytes, gclose */
 	PROBE_RELAY, /* listen at addr; join accepted connections in pairs */
+	PROBE_SELF, /* listen at addr, connect to it, talk to itself */
 };
 
 /*

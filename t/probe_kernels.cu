@@ -82,6 +82,85 @@ GSOCK_DEVICE void probe_send(struct gsock_dev gs, struct probe_args *a)
 	gclose(gs, lfd);
 }
 
+/* Wait for all n bytes of fd into buf: 0, or what grecv returned last. */
+GSOCK_DEVICE long probe_recv_all(struct gsock_dev gs, int fd, uint8_t *buf,
+				 long n)
+{
+	long got = 0, r = 0;
+
+	while (got < n) {
+		r = grecv(gs, fd, buf + got, (size_t)(n - got), 0);
+		if (r <= 0)
+			return r ? r : -EPIPE;
+		got += r;
+	}
+	return 0;
+}
+
+/*
+ * One application connected to its own listener: 300 rounds of 2000
+ * bytes one way and 100 back, each checked (the two ways' rings must be
+ * two: the application is both their sender and their receiver).
+ */
+GSOCK_DEVICE void probe_self(struct gsock_dev gs, struct probe_args *a)
+{
+	struct sockaddr_storage at;
+	socklen_t len = sizeof(at);
+	uint8_t *out = a->buf, *in = a->buf + 2048;
+	int lfd = gsocket(gs, ((struct sockaddr *)&a->addr)->sa_family,
+			  SOCK_STREAM, 0), c, s;
+	GS_SHARED unsigned long long bad;
+	int64_t rounds = 0;
+	long r;
+
+	if (gs_tid() == 0)
+		bad = 0;
+	r = gbind(gs, lfd, (struct sockaddr *)&a->addr, a->addrlen);
+	if (r == 0)
+		r = glisten(gs, lfd, 4);
+	if (r == 0)
+		r = ggetsockname(gs, lfd, (struct sockaddr *)&at, &len);
+	put(a, "listen", r);
+	if (r < 0)
+		return;
+	c = gsocket(gs, at.ss_family, SOCK_STREAM, 0);
+	r = gconnect(gs, c, (struct sockaddr *)&at, len);
+	put(a, "connect", r);
+	s = r < 0 ? -1 : gaccept(gs, lfd, 0, 0);
+	put(a, "accept", s < 0 ? s : 0);
+	for (int i = 0; s >= 0 && i < 300; i++) {
+		for (unsigned k = gs_tid(); k < 2000; k += gs_bdim())
+			out[k] = (uint8_t)(k * 7 + i);
+		gs_sync();
+		r = gsend(gs, c, out, 2000, 0);
+		if (r != 2000 || (r = probe_recv_all(gs, s, in, 2000)))
+			break;
+		for (unsigned k = gs_tid(); k < 2000; k += gs_bdim())
+			if (in[k] != (uint8_t)(k * 7 + i))
+				gs_fetch_add64(&bad, 1);
+		gs_sync();
+		for (unsigned k = gs_tid(); k < 100; k += gs_bdim())
+			out[k] = (uint8_t)(k * 13 + i + 1);
+		gs_sync();
+		r = gsend(gs, s, out, 100, 0);
+		if (r != 100 || (r = probe_recv_all(gs, c, in, 100)))
+			break;
+		for (unsigned k = gs_tid(); k < 100; k += gs_bdim())
+			if (in[k] != (uint8_t)(k * 13 + i + 1))
+				gs_fetch_add64(&bad, 1);
+		gs_sync();
+		rounds++;
+		r = 0;
+	}
+	put(a, "self-rounds", rounds);
+	put(a, "self-end", r);
+	gs_sync();
+	put(a, "self-wrong", (int64_t)bad);
+	gclose(gs, c);
+	gclose(gs, s);
+	gclose(gs, lfd);
+}
+
 /* Set a word of the relay's state: thread 0 writes, the block sees it. */
 GSOCK_DEVICE void relay_set(uint32_t *p, uint32_t v)
 {
@@ -333,6 +412,8 @@ GSOCK_KERNEL(probe_kernel, gs, arg)
 		probe_send(gs, a);
 	else if (a->mode == PROBE_RELAY)
 		probe_relay(gs, a);
+	else if (a->mode == PROBE_SELF)
+		probe_self(gs, a);
 	else if (a->mode == PROBE_COPY)
 		probe_copy(a);
 	else
