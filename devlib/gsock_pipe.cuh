@@ -261,7 +261,9 @@ GSOCK_DEVICE int gs_srv_pipe_write_some(struct gsock_dev gs,
 			&s->asks[ps->fifo[(from + i) % GSRV_PIPE_FIFO] &
 				 ~GS_SRV_RETRIED];
 
-		for (uint32_t k = gs_tid(); k < a->len; k += gs_bdim())
+		/* at[], thread 0's one read of len, bounds every thread */
+		for (uint32_t k = gs_tid(); k < at[i + 1] - at[i];
+		     k += gs_bdim())
 			text[at[i] + k] = a->req[k];
 	}
 	gs_sync();
@@ -396,6 +398,7 @@ GSOCK_DEVICE int gs_srv_pipe_hand_out(struct gsock_dev gs,
 				      gsrv_parse_fn parse, void *ctx)
 {
 	GS_SHARED struct gsrv_reply rep[GSRV_PIPE_BATCH];
+	GS_SHARED uint8_t *dst[GSRV_PIPE_BATCH];
 	uint8_t *buf = gs_srv_pipe_buf(ps);
 
 	(void)gs;
@@ -403,20 +406,31 @@ GSOCK_DEVICE int gs_srv_pipe_hand_out(struct gsock_dev gs,
 		long r = 0;
 		uint32_t n;
 
-		if (gs_tid() == 0)
+		if (gs_tid() == 0) {
 			r = gs_srv_pipe_scan_t0(ps, buf, s->pipe_bufsize,
 						parse, ctx, rep);
+			/*
+			 * One read of each ask for the block: an ask whose
+			 * wait timed out is posted again meanwhile, and
+			 * threads must not pair its old room with its new
+			 * buffer.
+			 */
+			for (long i = 0; i < (r < 0 ? -1 - r : r); i++) {
+				const struct gs_srv_ask *a =
+					&s->asks[ps->fifo[(ps->head + i) %
+							  GSRV_PIPE_FIFO] &
+						 ~GS_SRV_RETRIED];
+
+				dst[i] = a->dst;
+				if (rep[i].status == 0 && rep[i].len > a->cap)
+					rep[i].status = -EMSGSIZE;
+			}
+		}
 		r = gs_bcast(r);
 		n = (uint32_t)(r < 0 ? -1 - r : r);
-		for (uint32_t i = 0; i < n; i++) {
-			const struct gs_srv_ask *a =
-				&s->asks[ps->fifo[(ps->head + i) %
-						  GSRV_PIPE_FIFO] &
-					 ~GS_SRV_RETRIED];
-
-			if (rep[i].status == 0 && rep[i].len <= a->cap)
-				gs_copy(a->dst, buf + rep[i].off, rep[i].len);
-		}
+		for (uint32_t i = 0; i < n; i++)
+			if (rep[i].status == 0)
+				gs_copy(dst[i], buf + rep[i].off, rep[i].len);
 		gs_sync();
 		if (gs_tid() == 0) {
 			struct gsrv_stats *st = &ps->st;
@@ -427,9 +441,6 @@ GSOCK_DEVICE int gs_srv_pipe_hand_out(struct gsock_dev gs,
 				long res = rep[i].status ? rep[i].status :
 								 (long)rep[i].len;
 
-				if (res >= 0 && rep[i].len >
-						    s->asks[e & ~GS_SRV_RETRIED].cap)
-					res = -EMSGSIZE;
 				st->requests++;
 				st->errors += res < 0;
 				st->bytes += res > 0 ? (uint64_t)res : 0;

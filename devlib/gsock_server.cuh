@@ -236,9 +236,14 @@ GSOCK_DEVICE long gsrv_group_next(struct gsock_dev gs, struct gsrv *s,
 	if (v < 0)
 		return v;
 	*seen = (uint32_t)v;
-	if (gs_ld32(&b->stop))
-		return -ECANCELED;
-	return (long)gs_ld32(&b->arg);
+	/*
+	 * One read for the block: a serving block that ends early (the
+	 * world stopped) sets stop meanwhile, and threads that saw it and
+	 * threads that did not would part at the next barrier.
+	 */
+	if (gs_tid() == 0)
+		v = gs_ld32(&b->stop) ? -ECANCELED : (long)gs_ld32(&b->arg);
+	return gs_bcast(v);
 }
 
 /* Another block of a group: its part of the work is done and written. */
