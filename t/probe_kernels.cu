@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gcall-probe's kernel: one block, results recorded by name. */
+#include "gsock_server.cuh"
 #include "probe.h"
 
 GSOCK_DEVICE void put(struct probe_args *a, const char *name, int64_t v)
@@ -82,21 +83,6 @@ GSOCK_DEVICE void probe_send(struct gsock_dev gs, struct probe_args *a)
 	gclose(gs, lfd);
 }
 
-/* Wait for all n bytes of fd into buf: 0, or what grecv returned last. */
-GSOCK_DEVICE long probe_recv_all(struct gsock_dev gs, int fd, uint8_t *buf,
-				 long n)
-{
-	long got = 0, r = 0;
-
-	while (got < n) {
-		r = grecv(gs, fd, buf + got, (size_t)(n - got), 0);
-		if (r <= 0)
-			return r ? r : -EPIPE;
-		got += r;
-	}
-	return 0;
-}
-
 /*
  * One application connected to its own listener: 300 rounds of 2000
  * bytes one way and 100 back, each checked (the two ways' rings must be
@@ -133,7 +119,7 @@ GSOCK_DEVICE void probe_self(struct gsock_dev gs, struct probe_args *a)
 			out[k] = (uint8_t)(k * 7 + i);
 		gs_sync();
 		r = gsend(gs, c, out, 2000, 0);
-		if (r != 2000 || (r = probe_recv_all(gs, s, in, 2000)))
+		if (r != 2000 || (r = gsrv_recv_all(gs, s, in, 2000, -1)) != 2000)
 			break;
 		for (unsigned k = gs_tid(); k < 2000; k += gs_bdim())
 			if (in[k] != (uint8_t)(k * 7 + i))
@@ -143,7 +129,7 @@ GSOCK_DEVICE void probe_self(struct gsock_dev gs, struct probe_args *a)
 			out[k] = (uint8_t)(k * 13 + i + 1);
 		gs_sync();
 		r = gsend(gs, s, out, 100, 0);
-		if (r != 100 || (r = probe_recv_all(gs, c, in, 100)))
+		if (r != 100 || (r = gsrv_recv_all(gs, c, in, 100, -1)) != 100)
 			break;
 		for (unsigned k = gs_tid(); k < 100; k += gs_bdim())
 			if (in[k] != (uint8_t)(k * 13 + i + 1))
