@@ -215,10 +215,22 @@ struct br_worker {
 	uint32_t owes; /* debts started: the probe's count */
 	uint32_t miss_rate; /* of 256: unpaid spins, moving mean 1/8 */
 	bool spin_armed; /* spin_until was set for a debt */
+	uint64_t spin_at; /* the spin starts here; before it, a nap */
 	uint64_t spin_until;
+	uint32_t spin_looks; /* looks since spin_at */
+	bool spin_learnt; /* its first answer taught answer_nap_ns */
+	/*
+	 * answer_nap: the nap before a spin, learnt. An answer already there
+	 * at the first look after it shortens it by an eighth; one the spin
+	 * waited for longer than BR_SPIN_MARGIN_NS lengthens it by a quarter
+	 * of the excess. So the spin covers the answers' spread, not their
+	 * whole time, and the time before it costs one timer wake-up.
+	 */
+	uint64_t answer_nap_ns;
 	uint64_t nap_ns, napped_ns; /* owed, not spinning: its own naps */
 	/* counts, the worker's own, logged as gsockd stops */
 	uint64_t n_sleeps, n_naps, n_paid_spinning, n_lapsed;
+	uint64_t n_prenaps, n_first_answers, n_paid_first_look, spun_ns;
 	pthread_mutex_t lock; /* inbox */
 	struct br_msg *inbox, **inbox_tail;
 	/* the worker's own */

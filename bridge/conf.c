@@ -20,6 +20,7 @@ void br_conf_defaults(struct br_conf *c)
 	memset(c, 0, sizeof(*c));
 	gs_ctl_default_path(c->control, sizeof(c->control));
 	c->busy_poll_us = 50;
+	c->answer_nap = 1;
 	c->watch_min_us = 20;
 	c->idle_sleep_us = 1000;
 	c->log_level = BR_LOG_INFO;
@@ -93,6 +94,7 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 	c->rsocket = !strcmp(cfg_getstr(cfg, "transport"), "rsocket");
 	c->direct = !strcmp(cfg_getstr(cfg, "direct"), "auto");
 	c->direct_device = !strcmp(cfg_getstr(cfg, "direct_device"), "auto");
+	c->answer_nap = !strcmp(cfg_getstr(cfg, "answer_nap"), "learn");
 	c->io = br_io_mode_parse(cfg_getstr(cfg, "io")); /* validated */
 	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
 		 cfg_getstr(cfg, "preload_library"));

@@ -12,6 +12,7 @@ enum br_io_mode { BR_IO_AUTO, BR_IO_URING, BR_IO_EPOLL };
 struct br_conf {
 	char control[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	long busy_poll_us; /* the longest a worker spins for an answer */
+	int answer_nap; /* nap a learnt answer time before the spin (learn) */
 	long watch_min_us; /* the doorbell watch's shortest period */
 	long idle_sleep_us; /* and its longest, short of a deep idle */
 	int log_level; /* enum br_log_level */

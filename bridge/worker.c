@@ -43,6 +43,13 @@ struct br_worker *br_self(void)
 /* A spin every this many debts whatever the miss rate; half of 256. */
 #define BR_PROBE_EVERY 32u
 #define BR_MISS_HALF 128u
+/*
+ * The spin the learnt nap aims to leave after it: the answers' spread.
+ * A nap shorter than BR_NAP_MIN_NS costs more than the spin it saves (a
+ * timer wake-up is a few microseconds of this core's time).
+ */
+#define BR_SPIN_MARGIN_NS 3000u
+#define BR_NAP_MIN_NS 5000u
 
 static uint64_t spin_ns(void)
 {
@@ -65,9 +72,43 @@ void br_worker_owe(struct br_sock *s)
 	if (w->miss_rate >= BR_MISS_HALF && ++w->owes % BR_PROBE_EVERY)
 		return; /* slower than a spin: naps find the answer */
 	if (!w->spin_armed) {
+		uint64_t nap = br.conf.answer_nap ? w->answer_nap_ns : 0;
+
 		w->spin_armed = true;
-		w->spin_until = w->now_ns + spin_ns();
+		w->spin_at = w->now_ns + (nap >= BR_NAP_MIN_NS ? nap : 0);
+		w->spin_until = w->spin_at + spin_ns();
+		w->spin_looks = 0;
+		w->spin_learnt = false;
 	}
+}
+
+/*
+ * The first answer of a spin: what it says of the nap before spins
+ * (bridge.h). Later answers of the same spin came after it, not after
+ * their own debts, so they teach nothing.
+ */
+static void learn(struct br_worker *w, uint64_t now)
+{
+	uint64_t nap = w->answer_nap_ns;
+	int on = br.conf.answer_nap;
+
+	if (w->spin_learnt)
+		return;
+	w->spin_learnt = true;
+	w->n_first_answers++;
+	if (now < w->spin_at || w->spin_looks == 0) {
+		/* There before the spin's first look: maybe napped too long. */
+		w->n_paid_first_look++;
+		if (on)
+			w->answer_nap_ns = nap - nap / 8;
+		return;
+	}
+	w->spun_ns += now - w->spin_at;
+	if (on && now - w->spin_at > BR_SPIN_MARGIN_NS)
+		w->answer_nap_ns =
+			nap + (now - w->spin_at - BR_SPIN_MARGIN_NS) / 4;
+	if (w->answer_nap_ns > (uint64_t)spin_ns())
+		w->answer_nap_ns = spin_ns(); /* a slow answer: the naps' */
 }
 
 void br_worker_paid(struct br_sock *s)
@@ -80,10 +121,14 @@ void br_worker_paid(struct br_sock *s)
 	if (w->owed)
 		w->owed--;
 	if (w->spin_armed) {
+		uint64_t now = br_now_ns();
+
+		learn(w, now);
 		w->n_paid_spinning++;
 		w->miss_rate -= w->miss_rate / 8;
 		/* Answers keep coming: wait busy_poll_us for the next. */
-		w->spin_until = br_now_ns() + spin_ns();
+		if (now >= w->spin_at)
+			w->spin_until = now + spin_ns();
 	}
 	if (!w->owed)
 		w->spin_armed = false; /* the next debt starts a new spin */
@@ -354,6 +399,15 @@ static int64_t nap(struct br_worker *w, int64_t timeout)
 	return timeout;
 }
 
+/* Owed an answer that is not due yet: sleep until the spin starts. */
+static int64_t prenap(struct br_worker *w, int64_t timeout)
+{
+	int64_t left = (int64_t)(w->spin_at - w->now_ns);
+
+	w->n_prenaps++;
+	return timeout >= 0 && timeout < left ? timeout : left;
+}
+
 static void *worker_main(void *p)
 {
 	struct br_worker *w = p;
@@ -367,8 +421,9 @@ static void *worker_main(void *p)
 	open_ring(w);
 	while (!__atomic_load_n(&br.stopping, __ATOMIC_ACQUIRE)) {
 		/* A turn that did work looks again at once; so does a spin. */
-		int awake = work ||
-			    (w->spin_armed && w->now_ns < w->spin_until);
+		int spin = w->spin_armed && w->now_ns >= w->spin_at &&
+			   w->now_ns < w->spin_until;
+		int awake = work || spin;
 		/* Closing sockets have deadlines: look at them now and then. */
 		int64_t timeout = awake ? 0 : w->nclosing ? tick_ns : -1;
 
@@ -381,11 +436,15 @@ static void *worker_main(void *p)
 				work = 1;
 				continue;
 			}
-			timeout = nap(w, timeout);
+			timeout = w->spin_armed && w->now_ns < w->spin_at ?
+					  prenap(w, timeout) :
+					  nap(w, timeout);
 			/* A nap ends by itself: the watch need not look. */
-			if (w->napped_ns)
+			if (w->napped_ns || w->spin_armed)
 				__atomic_store_n(&w->sleeping, 2,
 						 __ATOMIC_RELAXED);
+		} else if (spin && !work) {
+			w->spin_looks++;
 		}
 		work = io_turn(w, timeout);
 		if (!awake)
@@ -400,6 +459,17 @@ static void *worker_main(void *p)
 		(unsigned long long)w->n_naps,
 		(unsigned long long)w->n_paid_spinning,
 		(unsigned long long)w->n_lapsed, w->miss_rate);
+	br_info("%s: napped %llu times before a spin (%.1f us learnt, answer_nap %s); of %llu spins' first answers %llu were there at the first look, the others took %.1f us of spin each",
+		w->name, (unsigned long long)w->n_prenaps,
+		(double)w->answer_nap_ns / 1e3,
+		br.conf.answer_nap ? "learn" : "off",
+		(unsigned long long)w->n_first_answers,
+		(unsigned long long)w->n_paid_first_look,
+		w->n_first_answers > w->n_paid_first_look ?
+			(double)w->spun_ns / 1e3 /
+				(double)(w->n_first_answers -
+					 w->n_paid_first_look) :
+			0.0);
 	/* Stopping: close our sockets; the control thread frees the rest. */
 	for (uint32_t i = 0; i < w->napps; i++) {
 		br_sock_close_owned(w->apps[i]);

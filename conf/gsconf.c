@@ -88,6 +88,7 @@ static const char *const transports[] = { "tcp", "rsocket", NULL };
 static const char *const ios[] = { "auto", "io_uring", "epoll", NULL };
 static const char *const roles[] = { "any", "server", "client", NULL };
 static const char *const directs[] = { "auto", "off", NULL };
+static const char *const naps[] = { "learn", "off", NULL };
 
 static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 {
@@ -109,6 +110,8 @@ static int validate_str(cfg_t *cfg, cfg_opt_t *opt)
 		return one_of(cfg, k, v, ios, "auto, io_uring, epoll");
 	if (!strcmp(k, "direct") || !strcmp(k, "direct_device"))
 		return one_of(cfg, k, v, directs, "auto, off");
+	if (!strcmp(k, "answer_nap"))
+		return one_of(cfg, k, v, naps, "learn, off");
 	if (!strcmp(k, "preload_library") && v[0] != '/') {
 		cfg_error(cfg, "preload_library: \"%s\" must be an absolute path", v);
 		return -1;
@@ -174,6 +177,7 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_INT("busy_poll_us", 50, CFGF_NONE),
 		CFG_INT("watch_min_us", 20, CFGF_NONE),
 		CFG_INT("idle_sleep_us", 1000, CFGF_NONE),
+		CFG_STR("answer_nap", "learn", CFGF_NONE),
 		CFG_STR("log_level", "info", CFGF_NONE),
 		CFG_STR("log", "stderr", CFGF_NONE),
 		CFG_INT("max_apps", 64, CFGF_NONE),
@@ -197,7 +201,7 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_END()
 	};
 	static const char *const str_keys[] = {
-		"control",	    "log_level",	     "log", "io", "transport", "preload_library", "direct", "direct_device",
+		"control",	    "log_level",	     "log", "io", "transport", "preload_library", "direct", "direct_device", "answer_nap",
 		"preload|default_route", "preload|rule|program", "preload|rule|role",
 		"preload|rule|address",	 "preload|rule|ports",	 "preload|rule|route",
 		"preload|rule|direct",
