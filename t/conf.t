@@ -4,7 +4,7 @@
 # a second gsockd cannot take a live control socket; the socket is 0600.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 time_limit 60
-plan 15
+plan 16
 
 "$GSOCKD" --check-conf --conf "$GSOCK_SRC/conf/gsock.conf" >/dev/null 2>"$TMP/err"
 ok $? "the shipped conf/gsock.conf is valid"
@@ -29,6 +29,11 @@ printf 'transport = "infiniband"\n' >"$TMP/d.conf"
 "$GSOCKD" --check-conf --conf "$TMP/d.conf" 2>"$TMP/err"
 grep -q 'd.conf:1: transport: "infiniband" is not one of tcp, rsocket' "$TMP/err"
 ok $? "a bad transport is named with its choices"
+
+printf 'answer_nap = "sometimes"\n' >"$TMP/n.conf"
+"$GSOCKD" --check-conf --conf "$TMP/n.conf" 2>"$TMP/err"
+grep -q 'n.conf:1: answer_nap: "sometimes" is not one of learn, off' "$TMP/err"
+ok $? "a bad answer_nap is named with its choices"
 
 printf 'transport = "rsocket"\npreload_library = "%s/none.so"\n' "$TMP" >"$TMP/e.conf"
 "$GSOCKD" --conf "$TMP/e.conf" --control "$TMP/e.sock" 2>"$TMP/err"

@@ -14,7 +14,7 @@ need_backend
 time_limit 300
 LOADGEN=$GSOCK_BUILD/bench/loadgen
 CPU_ECHO=$GSOCK_BUILD/apps/cpu-echo/cpu-echo-server
-plan 9
+plan 11
 
 # io_uring where the kernel gives it: gsockd says which path it took.
 start_gsockd --io auto
@@ -59,6 +59,25 @@ for io in epoll io_uring; do
 		kill "$SERVER_PID" "$GSOCKD_PID"; wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
 	done
 done
+
+# The same trickle with answer_nap off (a spin from each debt on), and
+# with the learnt nap each worker says what it learnt as it stops.
+for nap in off learn; do
+	: >"$TMP/gsockd.log"
+	printf 'answer_nap = "%s"\n' "$nap" >"$TMP/nap.conf"
+	GSOCKD_CONF=$TMP/nap.conf WORKERS=2 start_gsockd --io epoll || break
+	start_server -l 127.0.0.1:0 -b 2 -m 4 || break
+	line=$("$LOADGEN" -c 2 -t 1 -r 100 -d 1.5 -w 0.2 127.0.0.1 "$PORT" 2>"$TMP/lg.err")
+	max=$(echo "$line" | tr ' ' '\n' | sed -n 's/^max_us=//p')
+	echo "# answer_nap = $nap, trickle: $line"
+	kill "$SERVER_PID" "$GSOCKD_PID"; wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
+	grep "before a spin" "$TMP/gsockd.log" | sed 's/^/# /'
+	[ -n "$max" ] && echo "$line" | grep -q ' missing=0 ' &&
+		awk -v m="$max" 'BEGIN { exit !(m < 50000) }' &&
+		[ "$(grep -c "before a spin.*answer_nap $nap)" "$TMP/gsockd.log")" = 2 ]
+	ok $? "answer_nap = $nap: the trickle answered within 50 ms (slowest ${max:-none} us), and both workers' stop lines say $nap"
+done
+GSOCKD_CONF=
 
 # (3) Idle: an application with idle connections.
 : >"$TMP/gsockd.log"
