@@ -344,11 +344,6 @@ struct gs_dpool {
 _Static_assert(sizeof(struct gs_dseg) == GS_DSEG_HDR, "segment layout");
 _Static_assert(sizeof(struct gs_dpool) == GS_DSEG_HDR, "pool page layout");
 _Static_assert(sizeof(struct gs_arena_hdr) == 3 * GS_LINE, "header layout");
-/* gs_poll_one reads a socket's first 16 bytes in one load (little-endian). */
-_Static_assert(__builtin_offsetof(struct gs_sock, rx_tail) == 0 &&
-		       __builtin_offsetof(struct gs_sock, status) == 8 &&
-		       __builtin_offsetof(struct gs_sock, error) == 12,
-	       "socket's first 16 bytes");
 _Static_assert(sizeof(struct gs_cmd) % GS_LINE == 0, "slot layout");
 _Static_assert(__builtin_offsetof(struct gs_cmd, done_seq) % GS_LINE == 0,
 	       "reply on its own line");

@@ -633,39 +633,17 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 	struct gs_lsock *ls = gs_lsock_of(gs, p->fd);
 	struct gs_sock *s;
 	uint32_t st;
-	int32_t err;
 	short ev = 0;
 
 	if (!ls)
 		return POLLNVAL;
 	s = &gs.socks[p->fd];
-	if (ls->rx_tail_p == &s->rx_tail && !ls->rx_tail_m) {
-		/*
-		 * The tail, status and error are the socket's first 16 bytes:
-		 * one PCIe round trip, where three loads in a row took three
-		 * (6.4 us of a gpoll's 10 on an H100). A poll needs them
-		 * after its wake counter's acquire, not in any order among
-		 * themselves: a tail newer than the status is POLLIN all the
-		 * same, and grecv reads them in order.
-		 */
-		uint64_t tail, se;
-
-		gs_ld2x64(&s->rx_tail, &tail, &se);
-		st = (uint32_t)se;
-		err = (int32_t)(se >> 32);
-		if ((st & GS_ST_OPEN) && !(st & GS_ST_LISTENING))
-			ls->rx_tail_seen = tail;
-	} else {
-		st = gs_ld32(&s->status);
-		if ((st & GS_ST_OPEN) && !(st & GS_ST_LISTENING))
-			gs_rx_refresh_t0(ls);
-		err = s->error;
-	}
+	st = gs_ld32(&s->status);
 	if (!(st & GS_ST_OPEN))
 		return POLLNVAL;
 	if (st & GS_ST_LISTENING)
 		return gs_ld32(&s->accept_pending) ? (p->events & POLLIN) : 0;
-	if (ls->rx_tail_seen != ls->rx_head || (st & GS_ST_RX_EOF))
+	if (gs_rx_refresh_t0(ls) || (st & GS_ST_RX_EOF))
 		ev |= POLLIN;
 	/* Each read here is a PCIe round trip: none for events not asked. */
 	if ((p->events & POLLOUT) && (ls->flags & GS_LS_CONNECTED) &&
@@ -677,7 +655,7 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 	ev &= p->events;
 	if (st & GS_ST_RX_EOF)
 		ev |= POLLHUP;
-	if (err || ls->error ||
+	if (s->error || ls->error ||
 	    (ls->reset_p && (gs_ld32(ls->reset_p) & ls->peer_bit)))
 		ev |= POLLERR;
 	return ev;

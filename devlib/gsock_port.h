@@ -88,19 +88,6 @@ GSOCK_DEVICE uint32_t gs_ld32(const uint32_t *p)
 }
 
 /*
- * Load two adjacent arena words (16-byte aligned) in one access with
- * acquire semantics: one PCIe round trip where two acquire loads take
- * two, one after the other. The two are not ordered between themselves.
- */
-GSOCK_DEVICE void gs_ld2x64(const uint64_t *p, uint64_t *a, uint64_t *b)
-{
-	asm volatile("ld.acquire.sys.v2.u64 {%0, %1}, [%2];"
-		     : "=l"(*a), "=l"(*b)
-		     : "l"(p)
-		     : "memory");
-}
-
-/*
  * Publish an arena word after every earlier write of the block (made
  * before a gs_sync) is visible to the host: a full system fence, then the
  * store.
@@ -271,12 +258,6 @@ GSOCK_DEVICE uint64_t gs_ld64(const uint64_t *p)
 GSOCK_DEVICE uint32_t gs_ld32(const uint32_t *p)
 {
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
-
-GSOCK_DEVICE void gs_ld2x64(const uint64_t *p, uint64_t *a, uint64_t *b)
-{
-	*a = __atomic_load_n(p, __ATOMIC_ACQUIRE);
-	*b = __atomic_load_n(p + 1, __ATOMIC_ACQUIRE);
 }
 
 GSOCK_DEVICE void gs_st64(uint64_t *p, uint64_t v)
