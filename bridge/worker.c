@@ -536,9 +536,11 @@ int br_worker_turn(struct br_worker *w)
 int br_workers_start(void)
 {
 	br.nworkers = worker_count();
-	br.workers = calloc(br.nworkers, sizeof(*br.workers));
+	br.workers = aligned_alloc(_Alignof(struct br_worker),
+				   br.nworkers * sizeof(*br.workers));
 	if (!br.workers)
 		return -1;
+	memset(br.workers, 0, br.nworkers * sizeof(*br.workers));
 	for (uint32_t i = 0; i < br.nworkers; i++) {
 		struct br_worker *w = &br.workers[i];
 
