@@ -835,101 +835,190 @@ GSOCK_DEVICE long gsrv_send_frame(struct gsock_dev gs, int fd, void *buf,
 }
 
 /*
- * Line-delimited input. A connection's lines come through a buffer it
+ * Delimited input: lines, HTTP header blocks, anything that ends with a
+ * known byte string. A connection's input comes through a buffer it
  * keeps between calls (in its gsrv_state(), say): data[cap], of which
- * data[off, have) is read but not yet handed out.
+ * data[off, have) is read but not yet handed out. gsrv_recv_until,
+ * gsrv_recv_line and gsrv_recv_bytes share it, so a protocol may take a
+ * header by its delimiter and then a body by its length.
  */
 struct gsrv_lines {
 	uint32_t off, have;
-	uint32_t found; /* scratch: where the newline is */
+	uint32_t found; /* scratch: where the delimiter is */
 	uint32_t pad;
 };
 
+/* The block: move data[off, have) to the front of data. */
+GSOCK_DEVICE void gs_srv_lines_front(struct gsock_dev gs, struct gsrv_lines *lb,
+				     uint8_t *data)
+{
+	uint32_t off = lb->off, have = lb->have;
+
+	(void)gs;
+	/* off bytes a step: no thread reads what another writes */
+	for (uint32_t c = 0; off && c < have - off; c += off) {
+		uint32_t end = c + off < have - off ? c + off : have - off;
+
+		for (uint32_t t = c + gs_tid(); t < end; t += gs_bdim())
+			data[t] = data[off + t];
+		gs_sync();
+	}
+	gs_sync();
+	if (gs_tid() == 0) {
+		lb->have = have - off;
+		lb->off = 0;
+	}
+	gs_sync();
+}
+
 /*
- * The next line, newline included, at data + *at: its length; 0 at the
- * peer's end (a last line without a newline is handed out first);
- * -EMSGSIZE when cap bytes hold no newline; -EAGAIN (flags MSG_DONTWAIT)
- * when no whole line is there yet; another negative errno. The line
- * stays valid until the next call.
+ * The block: receive more into data[have, cap) (have < cap): the bytes
+ * added, 0 at the peer's end, -EAGAIN (MSG_DONTWAIT in flags, nothing
+ * there) or another negative errno; without MSG_DONTWAIT each wait is
+ * bounded by timeout_us (-ETIMEDOUT).
  */
-GSOCK_DEVICE long gsrv_recv_line(struct gsock_dev gs, int fd,
-				 struct gsrv_lines *lb, uint8_t *data,
-				 uint32_t cap, uint32_t *at, int flags,
-				 long timeout_us)
+GSOCK_DEVICE long gs_srv_lines_fill(struct gsock_dev gs, int fd,
+				    struct gsrv_lines *lb, uint8_t *data,
+				    uint32_t cap, int flags, long timeout_us)
 {
 	for (;;) {
-		uint32_t off = lb->off, have = lb->have, nl;
+		uint32_t have = lb->have;
+		long r = grecv(gs, fd, data + have, cap - have, MSG_DONTWAIT);
+
+		if (r == -EAGAIN && !(flags & MSG_DONTWAIT)) {
+			r = gsrv_wait(gs, fd, POLLIN, timeout_us);
+			if (r == 0)
+				continue;
+		}
+		if (r > 0) {
+			gs_sync();
+			if (gs_tid() == 0)
+				lb->have = have + (uint32_t)r;
+			gs_sync();
+		}
+		return r;
+	}
+}
+
+/*
+ * The next piece of input that ends with the dlen bytes at delim, the
+ * delimiter included, at data + *at: its length; 0 at the peer's end (a
+ * last piece without the delimiter is handed out first); -EMSGSIZE when
+ * cap bytes hold no delimiter; -EAGAIN (flags MSG_DONTWAIT) when no
+ * whole piece is there yet; another negative errno. Each wait is bounded
+ * by timeout_us. The piece stays valid until the next call.
+ */
+GSOCK_DEVICE long gsrv_recv_until(struct gsock_dev gs, int fd,
+				  struct gsrv_lines *lb, uint8_t *data,
+				  uint32_t cap, const char *delim,
+				  uint32_t dlen, uint32_t *at, int flags,
+				  long timeout_us)
+{
+	for (;;) {
+		uint32_t off = lb->off, have = lb->have, found;
 		long r;
 
 		gs_sync();
 		if (gs_tid() == 0)
 			lb->found = have;
 		gs_sync();
-		for (uint32_t i = off + gs_tid(); i < have; i += gs_bdim()) {
-			uint32_t cur;
+		for (uint32_t i = off + gs_tid(); i + dlen <= have;
+		     i += gs_bdim()) {
+			uint32_t cur, d = 0;
 
-			if (data[i] != '\n')
+			while (d < dlen && data[i + d] == (uint8_t)delim[d])
+				d++;
+			if (d < dlen)
 				continue;
-			/* keep the first newline: lower the mark while above */
+			/* keep the first one: lower the mark while above */
 			while ((cur = gs_ld_local32(&lb->found)) > i &&
 			       gs_cas32(&lb->found, cur, i) != cur)
 				;
 			break;
 		}
 		gs_sync();
-		nl = lb->found;
-		if (nl < have) {
+		found = lb->found;
+		if (found < have) {
 			gs_sync();
 			if (gs_tid() == 0)
-				lb->off = nl + 1;
+				lb->off = found + dlen;
 			gs_sync();
 			*at = off;
-			return (long)(nl + 1 - off);
+			return (long)(found + dlen - off);
 		}
-		if (off > 0) { /* move the partial line to the front */
-			/* off bytes a step: no thread reads what another writes */
-			for (uint32_t c = 0; c < have - off; c += off) {
-				uint32_t end = c + off < have - off ?
-						       c + off :
-						       have - off;
-
-				for (uint32_t t = c + gs_tid(); t < end;
-				     t += gs_bdim())
-					data[t] = data[off + t];
-				gs_sync();
-			}
-			if (gs_tid() == 0) {
-				lb->have = have - off;
-				lb->off = 0;
-			}
-			gs_sync();
+		if (off > 0) { /* the partial piece to the front */
+			gs_srv_lines_front(gs, lb, data);
 			continue;
 		}
-		if (have == cap)
+		if (have >= cap)
 			return -EMSGSIZE;
-		r = grecv(gs, fd, data + have, cap - have, MSG_DONTWAIT);
-		if (r == -EAGAIN) {
-			if (flags & MSG_DONTWAIT)
-				return r;
-			r = gsrv_wait(gs, fd, POLLIN, timeout_us);
-			if (r < 0)
-				return r;
-			continue;
-		}
+		r = gs_srv_lines_fill(gs, fd, lb, data, cap, flags, timeout_us);
 		if (r < 0 || (r == 0 && have == 0))
 			return r;
-		gs_sync();
-		if (gs_tid() ==
-		    0) /* at the end, the last line has no newline */
-			lb->have = r == 0 ? 0 : have + (uint32_t)r;
-		gs_sync();
-		if (r == 0) {
+		if (r == 0) { /* at the end, the last piece has no delimiter */
+			gs_sync();
+			if (gs_tid() == 0)
+				lb->have = 0;
+			gs_sync();
 			*at = 0;
 			return (long)have;
 		}
 	}
 }
 
+/*
+ * The next line, newline included, at data + *at: gsrv_recv_until with
+ * the delimiter "\n" (its length, 0 at the end, -EMSGSIZE, -EAGAIN, ...).
+ */
+GSOCK_DEVICE long gsrv_recv_line(struct gsock_dev gs, int fd,
+				 struct gsrv_lines *lb, uint8_t *data,
+				 uint32_t cap, uint32_t *at, int flags,
+				 long timeout_us)
+{
+	return gsrv_recv_until(gs, fd, lb, data, cap, "\n", 1, at, flags,
+			       timeout_us);
+}
+
+/*
+ * The next n bytes of input at data + *at, from what the buffer holds
+ * first (a body after a header gsrv_recv_until handed out): n; 0 at the
+ * peer's end before any of them; -ECONNRESET when it ended part way;
+ * -EMSGSIZE when n > cap; -EAGAIN (flags MSG_DONTWAIT) when not all are
+ * there yet (those that are stay buffered); another negative errno. Each
+ * wait is bounded by timeout_us. Valid until the next call.
+ */
+GSOCK_DEVICE long gsrv_recv_bytes(struct gsock_dev gs, int fd,
+				  struct gsrv_lines *lb, uint8_t *data,
+				  uint32_t cap, uint32_t n, uint32_t *at,
+				  int flags, long timeout_us)
+{
+	if (n > cap)
+		return -EMSGSIZE;
+	for (;;) {
+		uint32_t off = lb->off, have = lb->have;
+		long r;
+
+		if (have - off >= n) {
+			gs_sync();
+			if (gs_tid() == 0)
+				lb->off = off + n;
+			gs_sync();
+			*at = off;
+			return (long)n;
+		}
+		if (off > 0 && (off + n > cap || have == cap)) {
+			gs_srv_lines_front(gs, lb, data);
+			continue;
+		}
+		r = gs_srv_lines_fill(gs, fd, lb, data, cap, flags, timeout_us);
+		if (r == 0)
+			return have == off ? 0 : -ECONNRESET;
+		if (r < 0)
+			return r;
+	}
+}
+
+#include "gsock_http.cuh"
 #include "gsock_pipe.cuh"
 
 #endif /* GSOCK_SERVER_CUH */
