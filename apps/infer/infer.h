@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ESPCN x3 inference over HTTP/1.1: the protocol every server variant
+ * (G, C, P) speaks and infer-client checks, and the parts of it written
+ * once for G's blocks and the CPU programs alike (nvcc and the C
+ * compiler): the picture in a request's body, the answer's head.
+ *
+ *   POST /v1/upscale HTTP/1.1
+ *   Content-Length: N                  required (no chunked bodies)
+ *   X-Width: W, X-Height: H            optional: the body is W x H raw bytes
+ *
+ *   The body: a binary PGM (P5, maxval 255, '#' comments in the header)
+ *   of ESPCN_MIN_SIDE..ESPCN_MAX_SIDE pixels a side, or raw grey bytes.
+ *
+ *   200  the 3W x 3H picture as a binary PGM ("P5\n3W 3H\n255\n", pixels),
+ *        Content-Type: image/x-portable-graymap
+ *   400  a malformed request line, field or body; a picture too small
+ *   404  another path              405  another method
+ *   408  the request took longer than the server's bound to arrive
+ *   411  no Content-Length (or a Transfer-Encoding)
+ *   413  a body over INFER_BODY_MAX, a picture over ESPCN_MAX_SIDE a side
+ *   431  a head over INFER_HEAD_MAX  505  not HTTP/1.x
+ *   503  the model could not run (the server stops, its GPU failed)
+ *
+ * An error's body is one line of text/plain saying why, and it closes
+ * the connection. Otherwise HTTP/1.1 connections stay open unless the
+ * request says "Connection: close" (HTTP/1.0: unless "keep-alive").
+ * "Expect: 100-continue" is answered "100 Continue" before the body is
+ * read. A request that is not all there INFER_TIMEOUT_MS after its
+ * first bytes came is answered 408.
+ *
+ * Outputs agree with espcn_run_cpu(): bit for bit where the arithmetic
+ * is the same (the host backend, C's host stage, P without OpenBLAS);
+ * on the GPU (FMA contraction, CUDA's tanhf) and with OpenBLAS (another
+ * summation order) a pixel may be one grey level off, in at most
+ * INFER_OFF_PER_MILLE pixels in a thousand (plus one, for tiny ones).
+ */
+#ifndef INFER_H
+#define INFER_H
+
+#include <stdint.h>
+
+#include "espcn.h"
+#include "gsock_port.h"
+
+#define INFER_PATH "/v1/upscale"
+#define INFER_HEAD_MAX 8192 /* bytes of a request head, the blank line included */
+#define INFER_PGM_HEAD_MAX 64 /* bytes of a PGM header */
+#define INFER_BODY_MAX \
+	(INFER_PGM_HEAD_MAX + ESPCN_MAX_SIDE * ESPCN_MAX_SIDE) /* bytes */
+#define INFER_REPLY_HEAD_MAX 256 /* an answer's head and PGM header */
+#define INFER_TIMEOUT_MS 5000 /* default bound on a request's arrival */
+#define INFER_OFF_PER_MILLE 2 /* see above */
+
+GSOCK_HD int infer_space(uint8_t c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+	       c == '\f';
+}
+
+/*
+ * A PGM header number at b[*i, n), after whitespace and comments: the
+ * number, or -1 (none, or over 7 digits); *i moves past it.
+ */
+GSOCK_HD long infer_pgm_num(const uint8_t *b, uint64_t n, uint32_t *i)
+{
+	long v = 0;
+	uint32_t d = 0;
+
+	for (;;) {
+		while (*i < n && infer_space(b[*i]))
+			(*i)++;
+		if (*i >= n || b[*i] != '#')
+			break;
+		while (*i < n && b[*i] != '\n')
+			(*i)++;
+	}
+	while (*i < n && b[*i] >= '0' && b[*i] <= '9' && d < 8) {
+		v = v * 10 + (b[(*i)++] - '0');
+		d++;
+	}
+	return d == 0 || d > 7 ? -1 : v;
+}
+
+/*
+ * The picture in a request body b[0, n): 0 with its size at *w, *h and
+ * its pixels at b + *at, or the status that refuses it (400, 413). raw_w
+ * and raw_h: X-Width and X-Height (0: the body is a PGM).
+ */
+GSOCK_HD int infer_picture(const uint8_t *b, uint64_t n, uint32_t raw_w,
+			   uint32_t raw_h, uint32_t *w, uint32_t *h,
+			   uint32_t *at)
+{
+	uint32_t i = 2;
+	long v[3] = { (long)raw_w, (long)raw_h, 255 };
+
+	*at = 0;
+	if (!raw_w || !raw_h) {
+		if (n < 2 || b[0] != 'P' || b[1] != '5')
+			return 400;
+		for (int k = 0; k < 3; k++)
+			if ((v[k] = infer_pgm_num(b, n, &i)) < 0 || i >= n ||
+			    i >= INFER_PGM_HEAD_MAX || !infer_space(b[i]))
+				return 400;
+		*at = i + 1; /* one whitespace byte ends the header */
+	}
+	if (v[2] != 255 || v[0] < ESPCN_MIN_SIDE || v[1] < ESPCN_MIN_SIDE)
+		return 400;
+	if (v[0] > ESPCN_MAX_SIDE || v[1] > ESPCN_MAX_SIDE)
+		return 413;
+	*w = (uint32_t)v[0];
+	*h = (uint32_t)v[1];
+	return n - *at == (uint64_t)*w * *h ? 0 : 400;
+}
+
+GSOCK_HD uint32_t infer_cat(char *b, uint32_t at, const char *s)
+{
+	while (*s)
+		b[at++] = *s++;
+	return at;
+}
+
+GSOCK_HD uint32_t infer_cat_num(char *b, uint32_t at, uint64_t v)
+{
+	char d[20];
+	int k = 0;
+
+	do
+		d[k++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (k)
+		b[at++] = d[--k];
+	return at;
+}
+
+GSOCK_HD const char *infer_reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 411: return "Length Required";
+	case 413: return "Content Too Large";
+	case 431: return "Request Header Fields Too Large";
+	case 505: return "HTTP Version Not Supported";
+	default: return "Service Unavailable";
+	}
+}
+
+/*
+ * An answer's head at b (INFER_REPLY_HEAD_MAX bytes): the status line,
+ * the content's type and length, keep-alive or close; with a w x h
+ * output (w > 0), its PGM header too, counted in the length. Its length.
+ */
+GSOCK_HD uint32_t infer_reply_head(char *b, int status, uint64_t body,
+				   int keep, uint32_t w, uint32_t h)
+{
+	uint32_t at = infer_cat(b, 0, "HTTP/1.1 "), pgm = 0;
+	char tmp[32];
+
+	if (w) {
+		pgm = infer_cat(tmp, 0, "P5\n");
+		pgm = infer_cat_num(tmp, pgm, w);
+		pgm = infer_cat(tmp, pgm, " ");
+		pgm = infer_cat_num(tmp, pgm, h);
+		pgm = infer_cat(tmp, pgm, "\n255\n");
+		tmp[pgm] = 0;
+	}
+	at = infer_cat_num(b, at, (uint64_t)status);
+	at = infer_cat(b, at, " ");
+	at = infer_cat(b, at, infer_reason(status));
+	at = infer_cat(b, at, "\r\nServer: gsock-infer\r\nContent-Type: ");
+	at = infer_cat(b, at, w ? "image/x-portable-graymap" : "text/plain");
+	at = infer_cat(b, at, "\r\nContent-Length: ");
+	at = infer_cat_num(b, at, body + pgm);
+	at = infer_cat(b, at, keep ? "\r\nConnection: keep-alive\r\n\r\n" :
+				     "\r\nConnection: close\r\n\r\n");
+	return w ? infer_cat(b, at, tmp) : at;
+}
+
+/* An error answer at b (INFER_REPLY_HEAD_MAX + a line): head and why. */
+GSOCK_HD uint32_t infer_error(char *b, int status, const char *why)
+{
+	uint32_t n = 0, at;
+
+	while (why[n])
+		n++;
+	at = infer_reply_head(b, status, n + 1, 0, 0, 0);
+	at = infer_cat(b, at, why);
+	return infer_cat(b, at, "\n");
+}
+
+/* "100 Continue", for a request that waits for it before its body. */
+#define INFER_CONTINUE "HTTP/1.1 100 Continue\r\n\r\n"
+
+#endif
