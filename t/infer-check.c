@@ -84,15 +84,15 @@ int main(void)
 		   body("P5 # made here\n6\t5 255 012345678901234567890123456789", 0, 0, &w, &h) == 0 &&
 		   body("0123456789012345", 4, 4, &w, &h) == 0,
 	   "PGM bodies (with a comment) and a raw one are taken");
-	ok(body("P5\n6 5\n255\n0123", 0, 0, &w, &h) == 400 &&
-		   body("P2\n6 5\n255\n", 0, 0, &w, &h) == 400 &&
-		   body("P5\n6 5\n65535\n", 0, 0, &w, &h) == 400 &&
-		   body("P5\n3 5\n255\n012345678901234", 0, 0, &w, &h) == 400 &&
-		   body("P5\n6", 0, 0, &w, &h) == 400 &&
-		   body("012345678901234", 4, 4, &w, &h) == 400,
+	ok(body("P5\n6 5\n255\n0123", 0, 0, &w, &h) == INFER_E_BODY &&
+		   body("P2\n6 5\n255\n", 0, 0, &w, &h) == INFER_E_BODY &&
+		   body("P5\n6 5\n65535\n", 0, 0, &w, &h) == INFER_E_BODY &&
+		   body("P5\n3 5\n255\n012345678901234", 0, 0, &w, &h) == INFER_E_BODY &&
+		   body("P5\n6", 0, 0, &w, &h) == INFER_E_BODY &&
+		   body("012345678901234", 4, 4, &w, &h) == INFER_E_BODY,
 	   "short, non-P5, 16-bit, too small, cut-off and mis-sized bodies are 400");
-	ok(body("P5\n2000 10\n255\n", 0, 0, &w, &h) == 413 &&
-		   body("", 1025, 4, &w, &h) == 413,
+	ok(body("P5\n2000 10\n255\n", 0, 0, &w, &h) == INFER_E_PICTURE_SIZE &&
+		   body("", 1025, 4, &w, &h) == INFER_E_PICTURE_SIZE,
 	   "a picture over %d a side is 413", ESPCN_MAX_SIDE);
 
 	ok(parse("POST /v1/upscale HTTP/1.1\r\nHost: x\r\nContent-Length: 42\r\n"
@@ -132,9 +132,9 @@ int main(void)
 	ok(!strcmp(head, "HTTP/1.1 200 OK\r\nServer: gsock-infer\r\n"
 			 "Content-Type: image/x-portable-graymap\r\nContent-Length: 15\r\n"
 			 "Connection: keep-alive\r\n\r\nP5\n2 2\n255\n") &&
-		   (len = infer_error(head, 413, "too big")) > 0 &&
+		   (len = infer_error(head, INFER_E_PICTURE_SIZE)) > 0 &&
 		   (head[len] = 0, strstr(head, "413 Content Too Large\r\n") &&
-				   strstr(head, "Content-Length: 8\r\nConnection: close\r\n\r\ntoo big\n")),
+				   strstr(head, "Content-Length: 39\r\nConnection: close\r\n\r\nthe picture is over 1024 pixels a side\n")),
 	   "an answer's head, with its PGM header; an error's, with its line");
 	free(ref);
 	free(in);
