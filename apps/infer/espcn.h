@@ -43,6 +43,10 @@
 #define ESPCN_MAGIC "ESPCNW1"
 #define ESPCN_HDR_BYTES 24
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Where each tensor starts in the parameters (floats). */
 #define ESPCN_W1 0
 #define ESPCN_B1 (ESPCN_W1 + ESPCN_C1 * 25)
@@ -74,5 +78,9 @@ float *espcn_weights_load(const char *path, char *err, size_t errlen);
  */
 int espcn_run_cpu(const float *p, const uint8_t *in, uint32_t w, uint32_t h,
 		  uint8_t *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
