@@ -199,6 +199,20 @@ static void espcn_conv(const float *in, uint32_t cin, float *out,
 			}
 }
 
+void espcn_shuffle(const float *c, uint32_t w, uint32_t h, uint8_t *out)
+{
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++)
+			for (uint32_t ch = 0; ch < ESPCN_C3; ch++) {
+				float v = c[((size_t)ch * h + y) * w + x] * 255.0f;
+				size_t oy = (size_t)y * ESPCN_R + ch / ESPCN_R;
+				size_t ox = (size_t)x * ESPCN_R + ch % ESPCN_R;
+
+				v = v < 0 ? 0 : v > 255 ? 255 : v;
+				out[oy * w * ESPCN_R + ox] = (uint8_t)lrintf(v);
+			}
+}
+
 int espcn_run_cpu(const float *p, const uint8_t *in, uint32_t w, uint32_t h,
 		  uint8_t *out)
 {
@@ -218,20 +232,7 @@ int espcn_run_cpu(const float *p, const uint8_t *in, uint32_t w, uint32_t h,
 			   p + ESPCN_B2, 3, 1);
 		espcn_conv(b, ESPCN_C2, c, ESPCN_C3, w, h, p + ESPCN_W3,
 			   p + ESPCN_B3, 3, 0);
-		for (uint32_t y = 0; y < h; y++) /* pixel shuffle */
-			for (uint32_t xx = 0; xx < w; xx++)
-				for (uint32_t ch = 0; ch < ESPCN_C3; ch++) {
-					float v = c[(ch * h + y) * w + xx] *
-						  255.0f;
-					size_t oy = (size_t)y * ESPCN_R +
-						    ch / ESPCN_R;
-					size_t ox = (size_t)xx * ESPCN_R +
-						    ch % ESPCN_R;
-
-					v = v < 0 ? 0 : v > 255 ? 255 : v;
-					out[oy * w * ESPCN_R + ox] =
-						(uint8_t)lrintf(v);
-				}
+		espcn_shuffle(c, w, h, out);
 		r = 0;
 	}
 	free(x);

@@ -78,6 +78,11 @@ float *espcn_weights_load(const char *path, char *err, size_t errlen);
  */
 int espcn_run_cpu(const float *p, const uint8_t *in, uint32_t w, uint32_t h,
 		  uint8_t *out);
+/*
+ * The last step: the 9 planes of w x h values at c, pixel-shuffled into
+ * out (3w x 3h), each value v the pixel round(255 v) clamped to 0..255.
+ */
+void espcn_shuffle(const float *c, uint32_t w, uint32_t h, uint8_t *out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,649 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The CPU servers of ESPCN inference over HTTP/1.1 (infer.h), one loop
+ * for both: built with stage_cuda.cu it is infer-cserver, the
+ * CPU-managed GPU server C (on the host backend, stage_cpu.c runs the
+ * same GPU code on the thread); with stage_cpu.c for the CPU it is
+ * infer-pserver, the CPU-only server P.
+ *
+ * Each thread has its own SO_REUSEPORT listener, epoll set and stage.
+ * Requests are parsed by Node.js's http_parser (libhttp-parser); a
+ * wake-up's complete requests form one batch that the stage runs at
+ * once, and the answers go out in request order. A request must arrive
+ * within --timeout of its first bytes (408), a connection that sends
+ * nothing for --idle is closed, and one that leaves more than CONN_OUT
+ * bytes of answers unread is cut off.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <http_parser.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "app.h"
+#include "espcn.h"
+#include "infer.h"
+#include "stage.h"
+
+#define CONN_OUT (64u << 20) /* answer bytes a connection may leave unread */
+#define FIELD_MAX 64 /* bytes kept of a field name, of a value we read */
+
+struct worker;
+
+struct conn {
+	int fd;
+	int closing; /* an error answered or the end seen: close once sent */
+	int dead; /* closed; freed after the batch that may name it */
+	unsigned pending; /* its requests in the batch */
+	struct worker *wk;
+	http_parser hp;
+	uint64_t since; /* when its unfinished request began (ns), 0: none */
+	uint64_t last; /* its last bytes (ns) */
+	/* the request being parsed */
+	int err; /* why it is refused (infer_err), once known */
+	uint32_t head; /* bytes of its head so far */
+	char url[FIELD_MAX + 1];
+	char field[FIELD_MAX + 1], value[FIELD_MAX + 1];
+	int in_value; /* the parser is in a value: the next name is new */
+	uint32_t raw_w, raw_h, have_w, have_h, expect;
+	uint8_t *body;
+	size_t body_len, body_cap;
+	/* answers not yet sent */
+	uint8_t *out;
+	size_t out_off, out_len, out_cap;
+	struct conn *prev, *next; /* the worker's connections */
+	struct conn *next_dead;
+};
+
+struct job {
+	struct conn *c;
+	int keep; /* the connection stays open after the answer */
+	uint32_t w, h; /* the picture's */
+};
+
+struct worker {
+	int lfd, ep;
+	struct infer_stage *st;
+	unsigned njobs;
+	struct job jobs[INFER_STAGE_JOBS];
+	struct conn *conns, *dead;
+	uint64_t requests, conns_seen, refused;
+};
+
+static const char *prog;
+static const char *listen_at = "7400";
+static uint64_t timeout_ns = INFER_TIMEOUT_MS * 1000000ull;
+static uint64_t idle_ns = 60000 * 1000000ull;
+static volatile sig_atomic_t stopping;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stopping = 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void conn_kill(struct conn *c)
+{
+	struct worker *wk = c->wk;
+
+	if (c->dead)
+		return;
+	epoll_ctl(wk->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->dead = 1;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		wk->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next_dead = wk->dead;
+	wk->dead = c;
+}
+
+static void reap(struct worker *wk)
+{
+	while (wk->dead) {
+		struct conn *c = wk->dead;
+
+		wk->dead = c->next_dead;
+		free(c->body);
+		free(c->out);
+		free(c);
+	}
+}
+
+/* Queue n bytes of answer; a client that reads none of them is cut off. */
+static int conn_put(struct conn *c, const void *p, size_t n)
+{
+	if (c->out_off) { /* a send left part unsent: move it to the front */
+		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+	}
+	if (c->out_len + n > CONN_OUT) {
+		conn_kill(c);
+		return -1;
+	}
+	if (c->out_len + n > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 65536;
+		uint8_t *out;
+
+		while (cap < c->out_len + n)
+			cap *= 2;
+		out = realloc(c->out, cap);
+		if (!out) {
+			conn_kill(c);
+			return -1;
+		}
+		c->out = out;
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, p, n);
+	c->out_len += n;
+	return 0;
+}
+
+/* Send what c holds; wait for EPOLLOUT when the socket is full. */
+static void conn_flush(struct conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+	while (!c->dead && c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off,
+				 c->out_len - c->out_off, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			/* closing: nothing more to read, wait only for room */
+			ev.events = c->closing ? EPOLLOUT : EPOLLIN | EPOLLOUT;
+			epoll_ctl(c->wk->ep, EPOLL_CTL_MOD, c->fd, &ev);
+			return;
+		}
+		if (n <= 0) {
+			conn_kill(c);
+			return;
+		}
+		c->out_off += (size_t)n;
+	}
+	if (c->dead)
+		return;
+	c->out_off = c->out_len = 0;
+	if (c->closing)
+		conn_kill(c);
+	else
+		epoll_ctl(c->wk->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Upscale the batch and queue its answers; the connections stay alive. */
+static void run_batch(struct worker *wk)
+{
+	unsigned n = wk->njobs;
+	int failed = n && infer_stage_run(wk->st, n) < 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct job *j = &wk->jobs[i];
+		char head[INFER_ERROR_MAX];
+		uint32_t len;
+
+		j->c->pending--;
+		if (j->c->dead)
+			continue;
+		if (failed) {
+			len = infer_error(head, INFER_E_UNAVAILABLE);
+			j->c->closing = 1;
+		} else {
+			len = infer_reply_head(head, 200, 9ull * j->w * j->h,
+					       j->keep, 3 * j->w, 3 * j->h);
+		}
+		if (conn_put(j->c, head, len) == 0 && !failed)
+			conn_put(j->c, infer_stage_out(wk->st, i),
+				 9ull * j->w * j->h);
+		j->c->closing |= !j->keep;
+		wk->requests++;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (!wk->jobs[i].c->dead)
+			conn_flush(wk->jobs[i].c);
+	wk->njobs = 0;
+}
+
+/* Refuse c's request for e: answered after its earlier ones, then closed. */
+static void conn_refuse(struct conn *c, int e)
+{
+	char b[INFER_ERROR_MAX];
+
+	if (c->pending)
+		run_batch(c->wk);
+	c->wk->refused++;
+	if (!c->dead && conn_put(c, b, infer_error(b, e)) == 0) {
+		c->closing = 1;
+		conn_flush(c);
+	}
+}
+
+/* ---- http_parser's callbacks: the request being parsed, into c ---- */
+
+static int on_message_begin(http_parser *hp)
+{
+	struct conn *c = hp->data;
+
+	c->err = INFER_OK;
+	c->head = 0;
+	c->url[0] = c->field[0] = c->value[0] = 0;
+	c->in_value = 0;
+	c->raw_w = c->raw_h = c->have_w = c->have_h = c->expect = 0;
+	c->body_len = 0;
+	if (!c->since)
+		c->since = now_ns();
+	return 0;
+}
+
+/* Append at to s (FIELD_MAX at most: longer is not a value we take). */
+static void keep(char *s, const char *at, size_t n)
+{
+	size_t have = strlen(s);
+
+	n = have + n > FIELD_MAX ? FIELD_MAX - have : n;
+	memcpy(s + have, at, n);
+	s[have + n] = 0;
+}
+
+/* Bytes of the head so far; over INFER_HEAD_MAX, the request is refused. */
+static int head_bytes(http_parser *hp, size_t n)
+{
+	struct conn *c = hp->data;
+
+	c->head += (uint32_t)n;
+	if (c->head <= INFER_HEAD_MAX)
+		return 0;
+	c->err = INFER_E_HEAD_SIZE;
+	http_parser_pause(hp, 1);
+	return 0;
+}
+
+static int on_url(http_parser *hp, const char *at, size_t n)
+{
+	keep(((struct conn *)hp->data)->url, at, n);
+	return head_bytes(hp, n);
+}
+
+/* A whole field: the ones this server reads. */
+static void field_done(struct conn *c)
+{
+	uint32_t *dim = !strcasecmp(c->field, "x-width")  ? &c->raw_w :
+			!strcasecmp(c->field, "x-height") ? &c->raw_h :
+							    NULL;
+
+	if (dim) {
+		*dim = infer_dim(c->value, (uint32_t)strlen(c->value));
+		*(dim == &c->raw_w ? &c->have_w : &c->have_h) = 1;
+	} else if (!strcasecmp(c->field, "expect")) {
+		c->expect = !strcasecmp(c->value, "100-continue");
+	}
+	c->field[0] = c->value[0] = 0;
+}
+
+static int on_header_field(http_parser *hp, const char *at, size_t n)
+{
+	struct conn *c = hp->data;
+
+	if (c->in_value)
+		field_done(c);
+	c->in_value = 0;
+	keep(c->field, at, n);
+	return head_bytes(hp, n);
+}
+
+static int on_header_value(http_parser *hp, const char *at, size_t n)
+{
+	struct conn *c = hp->data;
+
+	c->in_value = 1;
+	keep(c->value, at, n);
+	return head_bytes(hp, n);
+}
+
+static int on_headers_complete(http_parser *hp)
+{
+	struct conn *c = hp->data;
+	const char *m = http_method_str((enum http_method)hp->method);
+	int64_t len = hp->flags & F_CONTENTLENGTH ?
+			      (int64_t)(hp->content_length > INFER_BODY_MAX ?
+						INFER_BODY_MAX + 1 :
+						hp->content_length) :
+			      -1;
+
+	if (c->in_value)
+		field_done(c);
+	if (c->err)
+		return 0;
+	c->err = infer_check(m, (uint32_t)strlen(m), c->url,
+			     (uint32_t)strlen(c->url), len,
+			     (hp->flags & F_CHUNKED) || hp->uses_transfer_encoding);
+	if (!c->err && (c->have_w != c->have_h ||
+			(c->have_w && (!c->raw_w || !c->raw_h))))
+		c->err = INFER_E_DIMS;
+	if (!c->err && len > (int64_t)c->body_cap) {
+		uint8_t *b = realloc(c->body, (size_t)len);
+
+		if (!b)
+			c->err = INFER_E_UNAVAILABLE;
+		else
+			c->body = b, c->body_cap = (size_t)len;
+	}
+	if (c->err)
+		http_parser_pause(hp, 1);
+	else if (c->expect)
+		conn_put(c, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1);
+	return 0;
+}
+
+static int on_body(http_parser *hp, const char *at, size_t n)
+{
+	struct conn *c = hp->data;
+
+	memcpy(c->body + c->body_len, at, n); /* within Content-Length */
+	c->body_len += n;
+	return 0;
+}
+
+/* A whole request: its picture joins the batch (run first if full). */
+static int on_message_complete(http_parser *hp)
+{
+	struct conn *c = hp->data;
+	struct worker *wk = c->wk;
+	uint32_t w, h, at;
+	uint8_t *in;
+
+	c->since = 0;
+	c->err = infer_picture(c->body, c->body_len, c->raw_w, c->raw_h, &w,
+			       &h, &at);
+	if (c->err) {
+		http_parser_pause(hp, 1);
+		return 0;
+	}
+	in = infer_stage_add(wk->st, wk->njobs, w, h);
+	if (!in) {
+		run_batch(wk);
+		in = infer_stage_add(wk->st, 0, w, h);
+	}
+	memcpy(in, c->body + at, (size_t)w * h);
+	wk->jobs[wk->njobs++] = (struct job){ c, http_should_keep_alive(hp), w, h };
+	c->pending++;
+	return 0;
+}
+
+static const http_parser_settings parser_settings = {
+	.on_message_begin = on_message_begin,
+	.on_url = on_url,
+	.on_header_field = on_header_field,
+	.on_header_value = on_header_value,
+	.on_headers_complete = on_headers_complete,
+	.on_body = on_body,
+	.on_message_complete = on_message_complete,
+};
+
+/* The status a parser error answers. */
+static int parse_error(enum http_errno e)
+{
+	return e == HPE_HEADER_OVERFLOW	 ? INFER_E_HEAD_SIZE :
+	       e == HPE_INVALID_VERSION ? INFER_E_VERSION :
+					  INFER_E_HEAD;
+}
+
+/* Read what c has; its complete requests join the batch. */
+static void conn_read(struct conn *c)
+{
+	char buf[65536];
+
+	while (!c->dead && !c->closing) {
+		ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+		size_t used;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		c->last = now_ns();
+		/* the end: http_parser_execute with 0 bytes says whether a
+		 * request was cut off; either way nothing is left to answer */
+		used = http_parser_execute(&c->hp, &parser_settings, buf,
+					   n > 0 ? (size_t)n : 0);
+		if (n <= 0) {
+			c->closing = 1;
+			break;
+		}
+		if (c->err) {
+			conn_refuse(c, c->err);
+			return;
+		}
+		if (HTTP_PARSER_ERRNO(&c->hp) != HPE_OK || used != (size_t)n) {
+			conn_refuse(c, parse_error(HTTP_PARSER_ERRNO(&c->hp)));
+			return;
+		}
+	}
+	if (c->dead)
+		return;
+	if (c->closing && !c->pending)
+		conn_flush(c); /* else the batch's answers flush it */
+	else if (c->out_len) /* "100 Continue" */
+		conn_flush(c);
+}
+
+static void accept_all(struct worker *wk)
+{
+	for (;;) {
+		int fd = accept4(wk->lfd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC),
+		    one = 1;
+		struct epoll_event ev = { .events = EPOLLIN };
+		struct conn *c;
+
+		if (fd < 0)
+			return;
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->wk = wk;
+		c->last = now_ns();
+		http_parser_init(&c->hp, HTTP_REQUEST);
+		c->hp.data = c;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		ev.data.ptr = c;
+		epoll_ctl(wk->ep, EPOLL_CTL_ADD, fd, &ev);
+		c->next = wk->conns;
+		if (wk->conns)
+			wk->conns->prev = c;
+		wk->conns = c;
+		wk->conns_seen++;
+	}
+}
+
+/* Requests that are late (408) and connections quiet too long (closed). */
+static void sweep(struct worker *wk)
+{
+	uint64_t now = now_ns();
+	struct conn *c, *next;
+
+	for (c = wk->conns; c; c = next) {
+		next = c->next;
+		if (c->pending || c->closing)
+			continue;
+		if (c->since && now - c->since > timeout_ns)
+			conn_refuse(c, INFER_E_TIMEOUT);
+		else if (!c->since && idle_ns && now - c->last > idle_ns)
+			conn_kill(c);
+	}
+}
+
+static void *loop(void *arg)
+{
+	struct worker *wk = arg;
+	struct epoll_event evs[256], ev = { .events = EPOLLIN };
+	uint64_t swept = now_ns();
+
+	epoll_ctl(wk->ep, EPOLL_CTL_ADD, wk->lfd, &ev);
+	while (!stopping) {
+		int n = epoll_wait(wk->ep, evs, 256, 100);
+
+		for (int i = 0; i < n; i++) {
+			struct conn *c = evs[i].data.ptr;
+
+			if (!c)
+				accept_all(wk);
+			else if (c->dead)
+				continue;
+			else if (evs[i].events & EPOLLOUT)
+				conn_flush(c);
+			else
+				conn_read(c);
+		}
+		run_batch(wk);
+		if (now_ns() - swept > 100000000ull) {
+			sweep(wk);
+			swept = now_ns();
+		}
+		reap(wk);
+	}
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: %s -w WEIGHTS [options]\n"
+		"  -w, --weights FILE    the model's weights (infer-ref weights writes them)\n"
+		"  -l, --listen ADDR     HOST:PORT, [V6]:PORT or PORT (default 7400); the port is\n"
+		"                        always shared (SO_REUSEPORT), also with an infer-gserver -P\n"
+		"  -t, --threads N       server threads, each with its own stage (default 1)\n"
+		"  -T, --timeout MS      bound on a request's arrival (default %d)\n"
+		"  -I, --idle MS         close a connection quiet this long (default 60000; 0 never)\n",
+		prog, INFER_TIMEOUT_MS);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "weights", required_argument, NULL, 'w' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ "idle", required_argument, NULL, 'I' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct sigaction sa = { .sa_handler = on_signal };
+	const char *weights = NULL;
+	long threads = 1, timeout_ms = INFER_TIMEOUT_MS, idle_ms = 60000;
+	uint64_t reqs = 0, conns = 0, refused = 0;
+	struct worker *wk;
+	pthread_t *tid;
+	char err[256];
+	float *p;
+	int opt;
+
+	prog = !strcmp(infer_stage_name(), "cuda") || !strcmp(infer_stage_name(), "host") ?
+		       "infer-cserver" :
+		       "infer-pserver";
+	while ((opt = getopt_long(argc, argv, "w:l:t:T:I:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'w':
+			weights = optarg;
+			break;
+		case 'l':
+			listen_at = optarg;
+			break;
+		case 't':
+			threads = atol(optarg);
+			break;
+		case 'T':
+			timeout_ms = atol(optarg);
+			break;
+		case 'I':
+			idle_ms = atol(optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EX_USAGE;
+		}
+	}
+	if (!weights || optind < argc || threads < 1 || threads > 1024 ||
+	    timeout_ms < 1 || idle_ms < 0) {
+		fprintf(stderr, "%s: -w WEIGHTS is required; threads 1..1024, timeout > 0, idle >= 0\n",
+			prog);
+		usage(stderr);
+		return EX_USAGE;
+	}
+	timeout_ns = (uint64_t)timeout_ms * 1000000ull;
+	idle_ns = (uint64_t)idle_ms * 1000000ull;
+	p = espcn_weights_load(weights, err, sizeof(err));
+	if (!p) {
+		fprintf(stderr, "%s: %s: %s\n", prog, weights, err);
+		return EX_DATAERR;
+	}
+	wk = calloc((size_t)threads, sizeof(*wk));
+	tid = calloc((size_t)threads, sizeof(*tid));
+	if (!wk || !tid)
+		return EX_OSERR;
+	for (long i = 0; i < threads; i++) {
+		wk[i].lfd = app_listen(listen_at, 1);
+		if (wk[i].lfd < 0) {
+			fprintf(stderr, "%s: cannot listen on %s: %s\n", prog,
+				listen_at, strerror(errno));
+			return EX_UNAVAILABLE;
+		}
+		wk[i].ep = epoll_create1(EPOLL_CLOEXEC);
+		wk[i].st = infer_stage_open(p, err, sizeof(err));
+		if (!wk[i].st) {
+			fprintf(stderr, "%s: %s\n", prog, err);
+			return EX_UNAVAILABLE;
+		}
+	}
+	free(p);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	printf("%s: listening on %s (%ld threads, %s stage, ESPCN x3 over HTTP/1.1)\n",
+	       prog, listen_at, threads, infer_stage_name());
+	fflush(stdout);
+	for (long i = 0; i < threads; i++)
+		pthread_create(&tid[i], NULL, loop, &wk[i]);
+	for (long i = 0; i < threads; i++) {
+		pthread_join(tid[i], NULL);
+		reqs += wk[i].requests;
+		conns += wk[i].conns_seen;
+		refused += wk[i].refused;
+	}
+	printf("%s: served %llu pictures on %llu connections (%llu requests refused)\n",
+	       prog, (unsigned long long)reqs, (unsigned long long)conns,
+	       (unsigned long long)refused);
+	return 0;
+}

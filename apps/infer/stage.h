@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Where the CPU servers run a batch of pictures through the model: on
+ * the GPU (stage_cuda.cu: the CPU-managed GPU server C: one copy in, one
+ * launch of espcn_gpu.h's batch, one copy out) or on the server thread
+ * (stage_cpu.c: C's stand-in on the host backend runs espcn_gpu.h there;
+ * the CPU-only server P runs im2col and OpenBLAS's GEMM, stage_blas.c, or
+ * without OpenBLAS the plain reference). One stage per server thread.
+ */
+#ifndef INFER_STAGE_H
+#define INFER_STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define INFER_STAGE_JOBS 64 /* pictures a batch may hold */
+#define INFER_STAGE_PIXELS (4u << 20) /* input pixels (outputs 9x) */
+
+struct infer_stage;
+
+/* "cuda", "host", "openblas" or "cpu". */
+const char *infer_stage_name(void);
+/* A stage running the parameters p (copied); NULL with a reason in err. */
+struct infer_stage *infer_stage_open(const float *p, char *err, size_t errlen);
+/*
+ * Room for the w x h picture of job i (jobs are added in order from 0),
+ * or NULL when the batch is full: run it first.
+ */
+uint8_t *infer_stage_add(struct infer_stage *s, unsigned i, uint32_t w,
+			 uint32_t h);
+/* Upscale jobs [0, n): 0 or -1. */
+int infer_stage_run(struct infer_stage *s, unsigned n);
+/* Job i's output (3w x 3h), valid until the next batch's first add. */
+const uint8_t *infer_stage_out(struct infer_stage *s, unsigned i);
+
+/* P's model: im2col and OpenBLAS (stage_blas.c); 0, or -1 out of memory. */
+int espcn_run_blas(const float *p, const uint8_t *in, uint32_t w, uint32_t h,
+		   uint8_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
