@@ -1,0 +1,188 @@
+#!/bin/sh
+# The inference servers end to end over HTTP/1.1: G (the backend under
+# test) and C (on the host backend its stage runs the same model code on
+# the thread) upscale pictures of mixed sizes, PGM and raw, exactly as
+# espcn_run_cpu does (host backend; the cuda backend within infer.h's
+# tolerance), and P (OpenBLAS) within the tolerance; curl gets the
+# reference's bytes, with and without "Expect: 100-continue"; a bad
+# request line, a terabyte's Content-Length, another path, a head that
+# never ends get 400, 413, 404, 408 and a close; three pipelined requests
+# are answered in order; a truncated body, a client killed mid-body and a
+# client sending a byte a second cost the others nothing; 24 keep-alive
+# connections at once are all served; the servers stop cleanly.
+. "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
+need_backend
+IN=$GSOCK_BUILD/apps/infer
+G=$IN/infer-gserver-$BACKEND
+C=$IN/infer-cserver-$BACKEND
+P=$IN/infer-pserver
+[ -x "$G" ] || skip_all "infer-gserver-$BACKEND is not built"
+time_limit 90
+plan 34
+
+HTTP="python3 $GSOCK_SRC/t/infer_http.py"
+EXACT=-x
+[ "$BACKEND" = cuda ] && EXACT= # FMA contraction, CUDA's tanhf: infer.h
+
+# start_srv NAME PROGRAM ARGS...: start a server, wait until it listens.
+start_srv() {
+	_name=$1; shift
+	"$@" >"$TMP/$_name.out" 2>"$TMP/$_name.err" &
+	eval "${_name}_PID=\$!"
+	PIDS="$PIDS $!"
+	for _ in $(seq 400); do
+		grep -q 'listening on' "$TMP/$_name.out" && return 0
+		sleep 0.05
+	done
+	echo "# $_name did not start:"; sed 's/^/#   /' "$TMP/$_name.err"
+	return 1
+}
+load() { # PORT ARGS...: an infer-client run; its line in $TMP/load
+	_port=$1; shift
+	timeout 60 "$IN/infer-client" -s "127.0.0.1:$_port" -w "$TMP/w" "$@" >"$TMP/load" 2>&1
+	_r=$?
+	[ $_r = 0 ] || sed 's/^/#   /' "$TMP/load"
+	return $_r
+}
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$TMP/load"; }
+
+"$IN/infer-ref" weights -s 5 -o "$TMP/w"
+python3 -c "
+import sys
+w, h = 23, 17
+sys.stdout.buffer.write(b'P5\n# t/infer.t\n%d %d\n255\n' % (w, h) + bytes((x * 29 + y * 53 + x * y * 7) % 256 for y in range(h) for x in range(w)))" >"$TMP/in.pgm"
+tail -c 391 "$TMP/in.pgm" >"$TMP/in.raw"
+"$IN/infer-ref" run -w "$TMP/w" -i "$TMP/in.pgm" -o "$TMP/ref.pgm"
+ok $? "infer-ref: weights and the reference's 69x51 answer to a 23x17 picture"
+
+start_gsockd
+GPORT=$(free_port)
+# two blocks of 16 connections each, a one-second bound on requests
+start_srv gsrv "$G" -l "127.0.0.1:$GPORT" -b 2 -m 16 -T 1000 -I 5000 -w "$TMP/w"
+ok $? "infer-gserver ($BACKEND, 2 blocks of 16 connections) listens"
+have_c=0 have_p=0
+CPORT=$(free_port) PPORT=$(free_port)
+[ -x "$C" ] && start_srv csrv "$C" -l "127.0.0.1:$CPORT" -T 1000 -w "$TMP/w" && have_c=1
+[ -x "$P" ] && OPENBLAS_NUM_THREADS=1 start_srv psrv "$P" -l "127.0.0.1:$PPORT" -t 2 -w "$TMP/w" && have_p=1
+why_c="infer-cserver-$BACKEND is not built (configure found no libhttp-parser)"
+why_p="infer-pserver is not built (configure found no libhttp-parser)"
+
+load "$GPORT" $EXACT -c 4 -n 3 -S 5x7,24x16,40x9,4x30
+ok $? "G: 12 pictures of 4 sizes, every pixel checked: $(cat "$TMP/load")"
+load "$GPORT" $EXACT -c 2 -n 2 -R -S 13x11,30x4
+ok $? "G: raw bodies with X-Width and X-Height"
+
+# each check on G, then on C (or its skip)
+on_c() { # DESCRIPTION COMMAND...: run the check on C, or skip it
+	_d=$1; shift
+	if [ $have_c = 1 ]; then "$@"; else ok 0 "# SKIP C: $_d: $why_c"; fi
+}
+
+if command -v curl >/dev/null; then
+	curl_pgm() { # NAME PORT
+		curl -s -S -m 20 --data-binary @"$TMP/in.pgm" -o "$TMP/$1.pgm" \
+			-D "$TMP/$1.head" "http://127.0.0.1:$2/v1/upscale" &&
+			cmp -s "$TMP/$1.pgm" "$TMP/ref.pgm" &&
+			grep -q 'Content-Type: image/x-portable-graymap' "$TMP/$1.head"
+		ok $? "$1: curl POSTs a PGM and gets the reference's bytes"
+	}
+	curl_raw() { # NAME PORT
+		curl -s -S -m 20 -v -H 'Expect: 100-continue' -H 'X-Width: 23' -H 'X-Height: 17' \
+			--data-binary @"$TMP/in.raw" -o "$TMP/$1.raw.pgm" \
+			"http://127.0.0.1:$2/v1/upscale" 2>"$TMP/$1.curl" &&
+			grep -q '< HTTP/1.1 100 Continue' "$TMP/$1.curl" &&
+			cmp -s "$TMP/$1.raw.pgm" "$TMP/ref.pgm"
+		ok $? "$1: curl with Expect: 100-continue gets 100, then the raw picture upscaled"
+	}
+	[ "$BACKEND" = cuda ] && curl_pgm() { ok 0 "# SKIP $1: bytes differ within the tolerance on the GPU"; }
+	[ "$BACKEND" = cuda ] && curl_raw() { ok 0 "# SKIP $1: bytes differ within the tolerance on the GPU"; }
+	curl_pgm G "$GPORT"
+	on_c "curl" curl_pgm C "$CPORT"
+	curl_raw G "$GPORT"
+	on_c "curl" curl_raw C "$CPORT"
+else
+	for s in G C G C; do ok 0 "# SKIP $s: curl is not installed (scripts/setup installs it)"; done
+fi
+
+refusals() { # NAME PORT
+	is "$($HTTP badline "$2")" "400 eof: malformed request line or header field" \
+		"$1: a bad request line gets 400 with its reason, and a close"
+	is "$($HTTP huge "$2")" "413 eof: the body is larger than a 1024x1024 picture" \
+		"$1: a terabyte's Content-Length gets 413 before any body"
+	is "$($HTTP path "$2" "$TMP/in.pgm")" "404 eof: no such resource: POST a picture to /v1/upscale" \
+		"$1: another path gets 404"
+	t0=$(now_ms)
+	got=$($HTTP endless "$2" 10)
+	t=$(( $(now_ms) - t0 ))
+	[ "$got" = "408 eof: the request did not arrive in time" ] && [ $t -lt 4000 ]
+	ok $? "$1: a head that never ends gets 408 and a close after the 1 s bound ($got after $t ms)"
+	is "$($HTTP pipelined "$2" "$TMP/in.pgm")" "200 200 200 eof" \
+		"$1: three pipelined requests answered in order, then Connection: close honoured"
+	$HTTP truncated "$2" "$TMP/in.pgm" >/dev/null
+	load "$2" $EXACT -c 2 -n 2 -S 9x9
+	ok $? "$1: after a truncated body and its close, pictures are still right"
+}
+refusals G "$GPORT"
+if [ $have_c = 1 ]; then refusals C "$CPORT"; else
+	for i in 1 2 3 4 5 6; do ok 0 "# SKIP C: $why_c"; done
+fi
+
+slow() { # NAME PORT: a byte a second beside quick clients
+	$HTTP slow "$2" "$TMP/in.pgm" 5 >"$TMP/slow" &
+	slow_pid=$!
+	sleep 0.5
+	load "$2" $EXACT -c 4 -n 3 -S 8x8
+	r=$?
+	m=$(field max_ms)
+	[ $r = 0 ] && [ "${m%.*}" -lt 900 ]
+	ok $? "$1: a client sending a byte a second holds no one else up (max $m ms)"
+	wait $slow_pid
+	is "$(cat "$TMP/slow")" "408 eof: the request did not arrive in time" \
+		"$1: and its request is answered 408 at the bound"
+}
+slow G "$GPORT"
+if [ $have_c = 1 ]; then slow C "$CPORT"; else
+	for i in 1 2; do ok 0 "# SKIP C: $why_c"; done
+fi
+
+many() { # NAME PORT
+	load "$2" $EXACT -c 24 -n 3 -S 6x6,8x5
+	ok $? "$1: 24 keep-alive connections at once, 3 pictures each, all right"
+	is "$($HTTP keepalive "$2" "$TMP/in.pgm" 4)" "200 200 200 200" \
+		"$1: four requests one after another on one connection"
+	$HTTP half "$2" "$TMP/in.pgm" >"$TMP/half" &
+	half_pid=$!
+	for _ in $(seq 100); do grep -q sent "$TMP/half" && break; sleep 0.05; done
+	kill -9 $half_pid
+	wait $half_pid 2>/dev/null
+	load "$2" $EXACT -c 2 -n 2 -S 10x10
+	ok $? "$1: after a client killed mid-body, pictures are still right"
+}
+many G "$GPORT"
+if [ $have_c = 1 ]; then many C "$CPORT"; else
+	for i in 1 2 3; do ok 0 "# SKIP C: $why_c"; done
+fi
+
+if [ $have_p = 1 ]; then
+	load "$PPORT" -c 2 -n 3 -S 5x7,24x16,40x9
+	ok $? "P ($(sed -n 's/.*, \([a-z]*\) stage.*/\1/p' "$TMP/psrv.out") stage): pictures within the tolerance ($(field off_pixels) pixels one level off)"
+	is "$($HTTP badline "$PPORT")" "400 eof: malformed request line or header field" "P: a bad request line gets 400"
+else
+	for i in 1 2; do ok 0 "# SKIP P: $why_p"; done
+fi
+
+kill -TERM "$gsrv_PID"
+wait "$gsrv_PID"
+r=$?
+[ $r = 0 ] && grep -q "pictures" "$TMP/gsrv.out"
+ok $? "G stops on SIGTERM with status $r and its report: $(grep -m1 'served\|pictures' "$TMP/gsrv.out")"
+if [ $have_c = 1 ]; then
+	kill -TERM "$csrv_PID"
+	wait "$csrv_PID"
+	r=$?
+	[ $r = 0 ] && grep -q "served" "$TMP/csrv.out"
+	ok $? "C stops on SIGTERM with status $r: $(grep served "$TMP/csrv.out")"
+else
+	ok 0 "# SKIP C: $why_c"
+fi
+finish
