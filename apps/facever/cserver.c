@@ -4,8 +4,9 @@
  * stage_cpu.c it is facever-pserver, the CPU-only server P; with
  * stage_cuda.cu it is facever-cserver, the CPU-managed GPU server C.
  *
- * Each thread has its own SO_REUSEPORT listener, epoll set, memcached
- * connection and stage. A wake-up's complete requests form one batch:
+ * Each thread has its own SO_REUSEPORT listener, epoll set (the CPU
+ * servers' loop, apps/common/cpu_loop.c), memcached connection and
+ * stage. A wake-up's complete requests form one batch:
  * their reference features come from memcached in one pipelined round,
  * the stage computes all their distances at once, and the answers go out
  * in request order. A client may leave up to CONN_OUT / 16 answers
@@ -15,34 +16,22 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sysexits.h>
-#include <unistd.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 
-#include "app.h"
+#include "cpu_loop.h"
 #include "fv_cpu.h"
 #include "stage.h"
 
 #define CONN_OUT 4096 /* answer bytes a connection may have unsent */
 
 struct conn {
-	int fd;
-	int closing; /* a bad request or the end seen: close once answered */
-	int dead; /* closed; freed after the batch that may name it */
-	unsigned pending; /* its requests in the batch */
+	struct cl_conn cl;
 	size_t in_len, in_cap;
 	uint8_t *in;
-	size_t out_off, out_len;
-	uint8_t out[CONN_OUT];
-	struct conn *next_dead;
 };
 
 struct job {
@@ -51,7 +40,7 @@ struct job {
 };
 
 struct worker {
-	int lfd, ep;
+	struct cl_worker cl;
 	struct fv_stage *st;
 	struct mc mc;
 	unsigned njobs;
@@ -59,98 +48,25 @@ struct worker {
 	uint32_t ids[FV_STAGE_JOBS];
 	int32_t status[FV_STAGE_JOBS];
 	float dist[FV_STAGE_JOBS];
-	struct conn *dead;
-	uint64_t requests, conns, matches, errors;
+	uint64_t requests, matches, errors;
 };
 
 static const char *prog;
 static const char *listen_at = "7100", *mc_at = "127.0.0.1:11211";
 static float threshold = FV_THRESHOLD;
-static volatile sig_atomic_t stopping;
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	stopping = 1;
-}
-
-static void conn_kill(struct worker *wk, struct conn *c)
-{
-	if (c->dead)
-		return;
-	epoll_ctl(wk->ep, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
-	c->dead = 1;
-	c->next_dead = wk->dead;
-	wk->dead = c;
-}
-
-static void reap(struct worker *wk)
-{
-	while (wk->dead) {
-		struct conn *c = wk->dead;
-
-		wk->dead = c->next_dead;
-		free(c->in);
-		free(c);
-	}
-}
-
-/* Send what c holds; wait for EPOLLOUT when the socket is full. */
-static void conn_flush(struct worker *wk, struct conn *c)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-
-	while (!c->dead && c->out_off < c->out_len) {
-		ssize_t n = send(c->fd, c->out + c->out_off,
-				 c->out_len - c->out_off, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			/* closing: nothing more to read, wait only for room */
-			ev.events = c->closing ? EPOLLOUT : EPOLLIN | EPOLLOUT;
-			epoll_ctl(wk->ep, EPOLL_CTL_MOD, c->fd, &ev);
-			return;
-		}
-		if (n <= 0) {
-			conn_kill(wk, c);
-			return;
-		}
-		c->out_off += (size_t)n;
-	}
-	if (c->dead)
-		return;
-	c->out_off = c->out_len = 0;
-	if (c->closing)
-		conn_kill(wk, c);
-	else
-		epoll_ctl(wk->ep, EPOLL_CTL_MOD, c->fd, &ev);
-}
-
-static void conn_answer(struct worker *wk, struct conn *c, uint32_t seq,
-			int32_t status, float distance)
+static void conn_answer(struct conn *c, uint32_t seq, int32_t status,
+			float distance)
 {
 	struct fv_resp r = { FV_RESP_MAGIC, seq, status, distance };
 
-	if (c->dead)
-		return;
-	if (c->out_off) { /* a send left part unsent: move it to the front */
-		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
-		c->out_len -= c->out_off;
-		c->out_off = 0;
-	}
-	if (c->out_len + sizeof(r) > CONN_OUT) {
-		conn_kill(wk, c); /* it reads none of its answers */
-		return;
-	}
-	memcpy(c->out + c->out_len, &r, sizeof(r));
-	c->out_len += sizeof(r);
+	cl_put(&c->cl, &r, sizeof(r)); /* past CONN_OUT, c is cut off */
 }
 
 /* Fetch, compute and answer the batch; the connections stay alive. */
-static void run_batch(struct worker *wk)
+static void run_batch(struct cl_worker *cw)
 {
+	struct worker *wk = (struct worker *)cw;
 	unsigned n = wk->njobs;
 
 	if (!n)
@@ -170,12 +86,12 @@ static void run_batch(struct worker *wk)
 		wk->requests++;
 		wk->matches += s == FV_MATCH;
 		wk->errors += s < 0;
-		wk->jobs[i].c->pending--;
-		conn_answer(wk, wk->jobs[i].c, wk->jobs[i].seq, s, d);
+		wk->jobs[i].c->cl.pending--;
+		conn_answer(wk->jobs[i].c, wk->jobs[i].seq, s, d);
 	}
 	for (unsigned i = 0; i < n; i++)
-		if (wk->jobs[i].c->out_len || wk->jobs[i].c->closing)
-			conn_flush(wk, wk->jobs[i].c);
+		if (wk->jobs[i].c->cl.out_len || wk->jobs[i].c->cl.closing)
+			cl_flush(&wk->jobs[i].c->cl);
 	wk->njobs = 0;
 }
 
@@ -184,7 +100,7 @@ static void conn_take(struct worker *wk, struct conn *c)
 {
 	size_t pos = 0;
 
-	while (!c->closing && c->in_len - pos >= sizeof(struct fv_req)) {
+	while (!c->cl.closing && c->in_len - pos >= sizeof(struct fv_req)) {
 		struct fv_req q;
 		size_t need;
 		uint8_t *pic;
@@ -192,16 +108,16 @@ static void conn_take(struct worker *wk, struct conn *c)
 		memcpy(&q, c->in + pos, sizeof(q));
 		if (q.magic != FV_REQ_MAGIC || !fv_side_ok(q.w) ||
 		    !fv_side_ok(q.h)) {
-			if (c->pending) { /* its earlier requests answer first */
-				run_batch(wk);
-				if (c->dead)
+			if (c->cl.pending) { /* its earlier requests answer first */
+				run_batch(&wk->cl);
+				if (c->cl.dead)
 					return;
 			}
-			conn_answer(wk, c, q.seq,
+			conn_answer(c, q.seq,
 				    q.magic != FV_REQ_MAGIC ? FV_E_PROTO :
 							      FV_E_SIZE,
 				    0.0f);
-			c->closing = 1;
+			c->cl.closing = 1;
 			break;
 		}
 		need = sizeof(q) + (size_t)q.w * q.h;
@@ -209,14 +125,14 @@ static void conn_take(struct worker *wk, struct conn *c)
 			break;
 		pic = fv_stage_picture(wk->st, wk->njobs, q.w, q.h);
 		if (!pic) {
-			run_batch(wk);
-			if (c->dead)
+			run_batch(&wk->cl);
+			if (c->cl.dead)
 				return;
 			pic = fv_stage_picture(wk->st, 0, q.w, q.h);
 		}
 		memcpy(pic, c->in + pos + sizeof(q), (size_t)q.w * q.h);
 		wk->jobs[wk->njobs++] = (struct job){ c, q.seq, q.id };
-		c->pending++;
+		c->cl.pending++;
 		pos += need;
 	}
 	memmove(c->in, c->in + pos, c->in_len - pos);
@@ -224,8 +140,11 @@ static void conn_take(struct worker *wk, struct conn *c)
 }
 
 /* Read what c has; its requests join the batch. */
-static void conn_read(struct worker *wk, struct conn *c)
+static void conn_read(struct cl_conn *cc)
 {
+	struct worker *wk = (struct worker *)cc->wk;
+	struct conn *c = (struct conn *)cc;
+
 	for (;;) {
 		ssize_t n;
 
@@ -241,83 +160,51 @@ static void conn_read(struct worker *wk, struct conn *c)
 			}
 			in = realloc(c->in, cap);
 			if (!in) {
-				conn_kill(wk, c);
+				cl_kill(cc);
 				return;
 			}
 			c->in = in;
 			c->in_cap = cap;
 		}
-		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+		n = recv(cc->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			break;
 		if (n <= 0) {
 			conn_take(wk, c); /* what came before the end */
-			c->closing = 1;
+			cc->closing = 1;
 			break;
 		}
 		c->in_len += (size_t)n;
 	}
-	if (!c->closing)
+	if (!cc->closing)
 		conn_take(wk, c);
-	if (c->closing && !c->dead && !c->pending)
-		conn_flush(wk, c); /* else the batch's answers flush it */
+	if (cc->closing && !cc->dead && !cc->pending)
+		cl_flush(cc); /* else the batch's answers flush it */
 }
 
-static void accept_all(struct worker *wk)
+static int conn_accepted(struct cl_conn *cc)
 {
-	for (;;) {
-		int fd = accept4(wk->lfd, NULL, NULL,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC),
-		    one = 1;
-		struct epoll_event ev = { .events = EPOLLIN };
-		struct conn *c;
+	struct conn *c = (struct conn *)cc;
 
-		if (fd < 0)
-			return;
-		c = calloc(1, sizeof(*c));
-		if (c)
-			c->in = malloc(c->in_cap = 65536);
-		if (!c || !c->in) {
-			free(c);
-			close(fd);
-			continue;
-		}
-		c->fd = fd;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		ev.data.ptr = c;
-		epoll_ctl(wk->ep, EPOLL_CTL_ADD, fd, &ev);
-		wk->conns++;
-	}
+	c->in = malloc(c->in_cap = 65536);
+	return c->in ? 0 : -1;
 }
 
-static void *loop(void *arg)
+static void conn_freed(struct cl_conn *cc)
 {
-	struct worker *wk = arg;
-	struct epoll_event evs[256], ev = { .events = EPOLLIN };
-
-	epoll_ctl(wk->ep, EPOLL_CTL_ADD, wk->lfd, &ev);
-	while (!stopping) {
-		int n = epoll_wait(wk->ep, evs, 256, 100);
-
-		for (int i = 0; i < n; i++) {
-			struct conn *c = evs[i].data.ptr;
-
-			if (!c)
-				accept_all(wk);
-			else if (c->dead)
-				continue;
-			else if (evs[i].events & EPOLLOUT)
-				conn_flush(wk, c);
-			else
-				conn_read(wk, c);
-		}
-		run_batch(wk);
-		reap(wk);
-	}
-	return NULL;
+	free(((struct conn *)cc)->in);
 }
+
+static const struct cl_ops ops = {
+	.conn_size = sizeof(struct conn),
+	.out_max = CONN_OUT,
+	.accepted = conn_accepted,
+	.read = conn_read,
+	.wakeup = run_batch,
+	.freed = conn_freed,
+};
 
 static void usage(FILE *f)
 {
@@ -341,10 +228,8 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct sigaction sa = { .sa_handler = on_signal };
-	int threads = 1, opt;
+	int threads = 1, opt, r;
 	struct worker *wk;
-	pthread_t *tid;
 	uint64_t reqs = 0, conns = 0, matches = 0, errors = 0;
 	char err[256];
 
@@ -379,17 +264,12 @@ int main(int argc, char **argv)
 		return EX_USAGE;
 	}
 	wk = calloc((size_t)threads, sizeof(*wk));
-	tid = calloc((size_t)threads, sizeof(*tid));
-	if (!wk || !tid)
+	if (!wk)
 		return EX_OSERR;
 	for (int i = 0; i < threads; i++) {
-		wk[i].lfd = app_listen(listen_at, 1);
-		if (wk[i].lfd < 0) {
-			fprintf(stderr, "%s: cannot listen on %s: %s\n", prog,
-				listen_at, strerror(errno));
-			return EX_UNAVAILABLE;
-		}
-		wk[i].ep = epoll_create1(EPOLL_CLOEXEC);
+		r = cl_listen(&wk[i].cl, &ops, prog, listen_at);
+		if (r)
+			return r;
 		wk[i].st = fv_stage_open(err, sizeof(err));
 		if (!wk[i].st) {
 			fprintf(stderr, "%s: %s\n", prog, err);
@@ -397,18 +277,13 @@ int main(int argc, char **argv)
 		}
 		mc_init(&wk[i].mc, mc_at);
 	}
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 	printf("%s: listening on %s (%d threads, %s stage, memcached %s)\n",
 	       prog, listen_at, threads, fv_stage_name(), mc_at);
 	fflush(stdout);
-	for (int i = 0; i < threads; i++)
-		pthread_create(&tid[i], NULL, loop, &wk[i]);
+	cl_serve(&wk[0].cl, sizeof(*wk), (unsigned)threads);
 	for (int i = 0; i < threads; i++) {
-		pthread_join(tid[i], NULL);
 		reqs += wk[i].requests;
-		conns += wk[i].conns;
+		conns += wk[i].cl.conns_seen;
 		matches += wk[i].matches;
 		errors += wk[i].errors;
 	}

@@ -6,33 +6,28 @@
  * same GPU code on the thread); with stage_cpu.c for the CPU it is
  * infer-pserver, the CPU-only server P.
  *
- * Each thread has its own SO_REUSEPORT listener, epoll set and stage.
- * Requests are parsed by Node.js's http_parser (libhttp-parser); a
- * wake-up's complete requests form one batch that the stage runs at
- * once, and the answers go out in request order. A request must arrive
- * within --timeout of its first bytes (408), a connection that sends
- * nothing for --idle is closed, and one that leaves more than CONN_OUT
- * bytes of answers unread is cut off.
+ * Each thread has its own SO_REUSEPORT listener, epoll set and stage
+ * (apps/common/cpu_loop.c, face verification's loop too). Requests are
+ * parsed by Node.js's http_parser (libhttp-parser); a wake-up's complete
+ * requests form one batch that the stage runs at once, and the answers
+ * go out in request order. A request must arrive within --timeout of
+ * its first bytes (408), a connection that sends nothing for --idle is
+ * closed, and one that leaves more than CONN_OUT bytes of answers unread
+ * is cut off.
  */
 #include <config.h>
 
 #include <errno.h>
 #include <getopt.h>
 #include <http_parser.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sysexits.h>
-#include <time.h>
-#include <unistd.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 
-#include "app.h"
+#include "cpu_loop.h"
 #include "espcn.h"
 #include "infer.h"
 #include "stage.h"
@@ -40,17 +35,10 @@
 #define CONN_OUT (64u << 20) /* answer bytes a connection may leave unread */
 #define FIELD_MAX 64 /* bytes kept of a field name, of a value we read */
 
-struct worker;
-
 struct conn {
-	int fd;
-	int closing; /* an error answered or the end seen: close once sent */
-	int dead; /* closed; freed after the batch that may name it */
-	unsigned pending; /* its requests in the batch */
-	struct worker *wk;
+	struct cl_conn cl;
 	http_parser hp;
 	uint64_t since; /* when its unfinished request began (ns), 0: none */
-	uint64_t last; /* its last bytes (ns) */
 	/* the request being parsed */
 	int err; /* why it is refused (infer_err), once known */
 	uint32_t head; /* bytes of its head so far */
@@ -60,11 +48,6 @@ struct conn {
 	uint32_t raw_w, raw_h, have_w, have_h, expect;
 	uint8_t *body;
 	size_t body_len, body_cap;
-	/* answers not yet sent */
-	uint8_t *out;
-	size_t out_off, out_len, out_cap;
-	struct conn *prev, *next; /* the worker's connections */
-	struct conn *next_dead;
 };
 
 struct job {
@@ -74,131 +57,22 @@ struct job {
 };
 
 struct worker {
-	int lfd, ep;
+	struct cl_worker cl;
 	struct infer_stage *st;
 	unsigned njobs;
 	struct job jobs[INFER_STAGE_JOBS];
-	struct conn *conns, *dead;
-	uint64_t requests, conns_seen, refused;
+	uint64_t requests, refused;
 };
 
 static const char *prog;
 static const char *listen_at = "7400";
 static uint64_t timeout_ns = INFER_TIMEOUT_MS * 1000000ull;
 static uint64_t idle_ns = 60000 * 1000000ull;
-static volatile sig_atomic_t stopping;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stopping = 1;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void conn_kill(struct conn *c)
-{
-	struct worker *wk = c->wk;
-
-	if (c->dead)
-		return;
-	epoll_ctl(wk->ep, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
-	c->dead = 1;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		wk->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	c->next_dead = wk->dead;
-	wk->dead = c;
-}
-
-static void reap(struct worker *wk)
-{
-	while (wk->dead) {
-		struct conn *c = wk->dead;
-
-		wk->dead = c->next_dead;
-		free(c->body);
-		free(c->out);
-		free(c);
-	}
-}
-
-/* Queue n bytes of answer; a client that reads none of them is cut off. */
-static int conn_put(struct conn *c, const void *p, size_t n)
-{
-	if (c->out_off) { /* a send left part unsent: move it to the front */
-		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
-		c->out_len -= c->out_off;
-		c->out_off = 0;
-	}
-	if (c->out_len + n > CONN_OUT) {
-		conn_kill(c);
-		return -1;
-	}
-	if (c->out_len + n > c->out_cap) {
-		size_t cap = c->out_cap ? c->out_cap : 65536;
-		uint8_t *out;
-
-		while (cap < c->out_len + n)
-			cap *= 2;
-		out = realloc(c->out, cap);
-		if (!out) {
-			conn_kill(c);
-			return -1;
-		}
-		c->out = out;
-		c->out_cap = cap;
-	}
-	memcpy(c->out + c->out_len, p, n);
-	c->out_len += n;
-	return 0;
-}
-
-/* Send what c holds; wait for EPOLLOUT when the socket is full. */
-static void conn_flush(struct conn *c)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-
-	while (!c->dead && c->out_off < c->out_len) {
-		ssize_t n = send(c->fd, c->out + c->out_off,
-				 c->out_len - c->out_off, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			/* closing: nothing more to read, wait only for room */
-			ev.events = c->closing ? EPOLLOUT : EPOLLIN | EPOLLOUT;
-			epoll_ctl(c->wk->ep, EPOLL_CTL_MOD, c->fd, &ev);
-			return;
-		}
-		if (n <= 0) {
-			conn_kill(c);
-			return;
-		}
-		c->out_off += (size_t)n;
-	}
-	if (c->dead)
-		return;
-	c->out_off = c->out_len = 0;
-	if (c->closing)
-		conn_kill(c);
-	else
-		epoll_ctl(c->wk->ep, EPOLL_CTL_MOD, c->fd, &ev);
-}
 
 /* Upscale the batch and queue its answers; the connections stay alive. */
-static void run_batch(struct worker *wk)
+static void run_batch(struct cl_worker *cw)
 {
+	struct worker *wk = (struct worker *)cw;
 	unsigned n = wk->njobs;
 	int failed = n && infer_stage_run(wk->st, n) < 0;
 
@@ -207,25 +81,22 @@ static void run_batch(struct worker *wk)
 		char head[INFER_ERROR_MAX];
 		uint32_t len;
 
-		j->c->pending--;
-		if (j->c->dead)
-			continue;
+		j->c->cl.pending--;
 		if (failed) {
 			len = infer_error(head, INFER_E_UNAVAILABLE);
-			j->c->closing = 1;
+			j->c->cl.closing = 1;
 		} else {
 			len = infer_reply_head(head, 200, 9ull * j->w * j->h,
 					       j->keep, 3 * j->w, 3 * j->h);
 		}
-		if (conn_put(j->c, head, len) == 0 && !failed)
-			conn_put(j->c, infer_stage_out(wk->st, i),
-				 9ull * j->w * j->h);
-		j->c->closing |= !j->keep;
+		if (cl_put(&j->c->cl, head, len) == 0 && !failed)
+			cl_put(&j->c->cl, infer_stage_out(wk->st, i),
+			       9ull * j->w * j->h);
+		j->c->cl.closing |= !j->keep;
 		wk->requests++;
 	}
 	for (unsigned i = 0; i < n; i++)
-		if (!wk->jobs[i].c->dead)
-			conn_flush(wk->jobs[i].c);
+		cl_flush(&wk->jobs[i].c->cl);
 	wk->njobs = 0;
 }
 
@@ -234,12 +105,12 @@ static void conn_refuse(struct conn *c, int e)
 {
 	char b[INFER_ERROR_MAX];
 
-	if (c->pending)
-		run_batch(c->wk);
-	c->wk->refused++;
-	if (!c->dead && conn_put(c, b, infer_error(b, e)) == 0) {
-		c->closing = 1;
-		conn_flush(c);
+	if (c->cl.pending)
+		run_batch(c->cl.wk);
+	((struct worker *)c->cl.wk)->refused++;
+	if (cl_put(&c->cl, b, infer_error(b, e)) == 0) {
+		c->cl.closing = 1;
+		cl_flush(&c->cl);
 	}
 }
 
@@ -256,7 +127,7 @@ static int on_message_begin(http_parser *hp)
 	c->raw_w = c->raw_h = c->have_w = c->have_h = c->expect = 0;
 	c->body_len = 0;
 	if (!c->since)
-		c->since = now_ns();
+		c->since = cl_now_ns();
 	return 0;
 }
 
@@ -356,7 +227,7 @@ static int on_headers_complete(http_parser *hp)
 	if (c->err)
 		http_parser_pause(hp, 1);
 	else if (c->expect)
-		conn_put(c, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1);
+		cl_put(&c->cl, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1);
 	return 0;
 }
 
@@ -373,7 +244,7 @@ static int on_body(http_parser *hp, const char *at, size_t n)
 static int on_message_complete(http_parser *hp)
 {
 	struct conn *c = hp->data;
-	struct worker *wk = c->wk;
+	struct worker *wk = (struct worker *)c->cl.wk;
 	uint32_t w, h, at;
 	uint8_t *in;
 
@@ -386,12 +257,12 @@ static int on_message_complete(http_parser *hp)
 	}
 	in = infer_stage_add(wk->st, wk->njobs, w, h);
 	if (!in) {
-		run_batch(wk);
+		run_batch(&wk->cl);
 		in = infer_stage_add(wk->st, 0, w, h);
 	}
 	memcpy(in, c->body + at, (size_t)w * h);
 	wk->jobs[wk->njobs++] = (struct job){ c, http_should_keep_alive(hp), w, h };
-	c->pending++;
+	c->cl.pending++;
 	return 0;
 }
 
@@ -412,27 +283,27 @@ static int parse_error(enum http_errno e)
 	       e == HPE_INVALID_VERSION ? INFER_E_VERSION :
 					  INFER_E_HEAD;
 }
-
 /* Read what c has; its complete requests join the batch. */
-static void conn_read(struct conn *c)
+static void conn_read(struct cl_conn *cc)
 {
+	struct conn *c = (struct conn *)cc;
 	char buf[65536];
 
-	while (!c->dead && !c->closing) {
-		ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+	while (!cc->dead && !cc->closing) {
+		ssize_t n = recv(cc->fd, buf, sizeof(buf), 0);
 		size_t used;
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			break;
-		c->last = now_ns();
+		cc->last = cl_now_ns();
 		/* the end: http_parser_execute with 0 bytes says whether a
 		 * request was cut off; either way nothing is left to answer */
 		used = http_parser_execute(&c->hp, &parser_settings, buf,
 					   n > 0 ? (size_t)n : 0);
 		if (n <= 0) {
-			c->closing = 1;
+			cc->closing = 1;
 			break;
 		}
 		if (c->err) {
@@ -444,94 +315,53 @@ static void conn_read(struct conn *c)
 			return;
 		}
 	}
-	if (c->dead)
-		return;
-	if (c->closing && !c->pending)
-		conn_flush(c); /* else the batch's answers flush it */
-	else if (c->out_len) /* "100 Continue" */
-		conn_flush(c);
+	/* the end seen with nothing owed, or "100 Continue" to send */
+	if (!cc->dead && ((cc->closing && !cc->pending) || cc->out_len))
+		cl_flush(cc);
 }
 
-static void accept_all(struct worker *wk)
+static int conn_accepted(struct cl_conn *cc)
 {
-	for (;;) {
-		int fd = accept4(wk->lfd, NULL, NULL,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC),
-		    one = 1;
-		struct epoll_event ev = { .events = EPOLLIN };
-		struct conn *c;
+	struct conn *c = (struct conn *)cc;
 
-		if (fd < 0)
-			return;
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
-			continue;
-		}
-		c->fd = fd;
-		c->wk = wk;
-		c->last = now_ns();
-		http_parser_init(&c->hp, HTTP_REQUEST);
-		c->hp.data = c;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		ev.data.ptr = c;
-		epoll_ctl(wk->ep, EPOLL_CTL_ADD, fd, &ev);
-		c->next = wk->conns;
-		if (wk->conns)
-			wk->conns->prev = c;
-		wk->conns = c;
-		wk->conns_seen++;
-	}
+	http_parser_init(&c->hp, HTTP_REQUEST);
+	c->hp.data = c;
+	return 0;
+}
+
+static void conn_freed(struct cl_conn *cc)
+{
+	free(((struct conn *)cc)->body);
 }
 
 /* Requests that are late (408) and connections quiet too long (closed). */
-static void sweep(struct worker *wk)
+static void sweep(struct cl_worker *wk)
 {
-	uint64_t now = now_ns();
-	struct conn *c, *next;
+	uint64_t now = cl_now_ns();
+	struct cl_conn *cc, *next;
 
-	for (c = wk->conns; c; c = next) {
-		next = c->next;
-		if (c->pending || c->closing)
+	for (cc = wk->conns; cc; cc = next) {
+		struct conn *c = (struct conn *)cc;
+
+		next = cc->next;
+		if (cc->pending || cc->closing)
 			continue;
 		if (c->since && now - c->since > timeout_ns)
 			conn_refuse(c, INFER_E_TIMEOUT);
-		else if (!c->since && idle_ns && now - c->last > idle_ns)
-			conn_kill(c);
+		else if (!c->since && idle_ns && now - cc->last > idle_ns)
+			cl_kill(cc);
 	}
 }
 
-static void *loop(void *arg)
-{
-	struct worker *wk = arg;
-	struct epoll_event evs[256], ev = { .events = EPOLLIN };
-	uint64_t swept = now_ns();
-
-	epoll_ctl(wk->ep, EPOLL_CTL_ADD, wk->lfd, &ev);
-	while (!stopping) {
-		int n = epoll_wait(wk->ep, evs, 256, 100);
-
-		for (int i = 0; i < n; i++) {
-			struct conn *c = evs[i].data.ptr;
-
-			if (!c)
-				accept_all(wk);
-			else if (c->dead)
-				continue;
-			else if (evs[i].events & EPOLLOUT)
-				conn_flush(c);
-			else
-				conn_read(c);
-		}
-		run_batch(wk);
-		if (now_ns() - swept > 100000000ull) {
-			sweep(wk);
-			swept = now_ns();
-		}
-		reap(wk);
-	}
-	return NULL;
-}
+static const struct cl_ops ops = {
+	.conn_size = sizeof(struct conn),
+	.out_max = CONN_OUT,
+	.accepted = conn_accepted,
+	.read = conn_read,
+	.wakeup = run_batch,
+	.tick = sweep,
+	.freed = conn_freed,
+};
 
 static void usage(FILE *f)
 {
@@ -557,15 +387,13 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct sigaction sa = { .sa_handler = on_signal };
 	const char *weights = NULL;
 	long threads = 1, timeout_ms = INFER_TIMEOUT_MS, idle_ms = 60000;
 	uint64_t reqs = 0, conns = 0, refused = 0;
 	struct worker *wk;
-	pthread_t *tid;
 	char err[256];
 	float *p;
-	int opt;
+	int opt, r;
 
 	prog = !strcmp(infer_stage_name(), "cuda") || !strcmp(infer_stage_name(), "host") ?
 		       "infer-cserver" :
@@ -610,17 +438,12 @@ int main(int argc, char **argv)
 		return EX_DATAERR;
 	}
 	wk = calloc((size_t)threads, sizeof(*wk));
-	tid = calloc((size_t)threads, sizeof(*tid));
-	if (!wk || !tid)
+	if (!wk)
 		return EX_OSERR;
 	for (long i = 0; i < threads; i++) {
-		wk[i].lfd = app_listen(listen_at, 1);
-		if (wk[i].lfd < 0) {
-			fprintf(stderr, "%s: cannot listen on %s: %s\n", prog,
-				listen_at, strerror(errno));
-			return EX_UNAVAILABLE;
-		}
-		wk[i].ep = epoll_create1(EPOLL_CLOEXEC);
+		r = cl_listen(&wk[i].cl, &ops, prog, listen_at);
+		if (r)
+			return r;
 		wk[i].st = infer_stage_open(p, err, sizeof(err));
 		if (!wk[i].st) {
 			fprintf(stderr, "%s: %s\n", prog, err);
@@ -628,18 +451,13 @@ int main(int argc, char **argv)
 		}
 	}
 	free(p);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 	printf("%s: listening on %s (%ld threads, %s stage, ESPCN x3 over HTTP/1.1)\n",
 	       prog, listen_at, threads, infer_stage_name());
 	fflush(stdout);
-	for (long i = 0; i < threads; i++)
-		pthread_create(&tid[i], NULL, loop, &wk[i]);
+	cl_serve(&wk[0].cl, sizeof(*wk), (unsigned)threads);
 	for (long i = 0; i < threads; i++) {
-		pthread_join(tid[i], NULL);
 		reqs += wk[i].requests;
-		conns += wk[i].conns_seen;
+		conns += wk[i].cl.conns_seen;
 		refused += wk[i].refused;
 	}
 	printf("%s: served %llu pictures on %llu connections (%llu requests refused)\n",
