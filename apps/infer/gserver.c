@@ -94,7 +94,7 @@ GSOCK_DEVICE long ig_head(struct gsock_dev gs, struct gsrv *s, int fd,
 
 	if (r == -EMSGSIZE || r > INFER_HEAD_MAX)
 		return ig_refuse(gs, s, fd, c, INFER_E_HEAD_SIZE);
-	if (r <= 0 || r < 4 || k->data[at + r - 3] != '\n')
+	if (r < 4 || !infer_is((const char *)k->data + at + r - 4, 4, "\r\n\r\n"))
 		return r < 0 ? r : 0; /* ended, maybe mid-head: nothing to answer */
 	if (gs_tid() == 0)
 		e = ig_check((const char *)k->data + at, (uint32_t)r, k);
