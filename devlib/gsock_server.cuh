@@ -25,8 +25,8 @@
  * the accept loop and the gpoll over the block's connections; it hands
  * out one connection at a time: a new one as soon as it is accepted (so
  * that a server may speak first), then whenever it has something to
- * read, or its end.
- * gsrv_done() says what became of it: kept, or closed and counted.
+ * read, or its end, or when a wake-up its handler set (gsrv_wake_at)
+ * comes. gsrv_done() says what became of it: kept, or closed and counted.
  */
 #ifndef GSOCK_SERVER_CUH
 #define GSOCK_SERVER_CUH
@@ -63,6 +63,12 @@ GSOCK_DEVICE int32_t *gs_srv_slots(struct gsock_dev gs, const struct gsrv *s)
 GSOCK_DEVICE uint64_t *gs_srv_last(struct gsock_dev gs, const struct gsrv *s)
 {
 	return (uint64_t *)(gs_srv_region(gs, s) + s->last_off);
+}
+
+/* When each connection is to be handed out (gsrv_wake_at), by slot; 0 none. */
+GSOCK_DEVICE uint64_t *gs_srv_wake(struct gsock_dev gs, const struct gsrv *s)
+{
+	return (uint64_t *)(gs_srv_region(gs, s) + s->wake_off);
 }
 
 /* This block's (or group's) buffer: s->bufsize bytes of device memory. */
@@ -374,6 +380,7 @@ GSOCK_DEVICE void gs_srv_hold_t0(struct gsock_dev gs, struct gsrv *s, int c)
 
 	gs_srv_pfd(gs, s)[b->n] = (struct gpollfd){ c, POLLIN, 0 };
 	gs_srv_last(gs, s)[gs_srv_slots(gs, s)[b->n]] = gs_now_ns();
+	gs_srv_wake(gs, s)[gs_srv_slots(gs, s)[b->n]] = 0;
 	b->n++;
 }
 
@@ -495,6 +502,36 @@ GSOCK_DEVICE long gs_srv_reap(struct gsock_dev gs, struct gsrv *s)
 }
 
 /*
+ * Thread 0 marks the connections whose gsrv_wake_at time has come for
+ * handing out (their revents, from the first): whether any was; else
+ * lowers *wait (microseconds, -1 none) to the next wake-up's.
+ */
+GSOCK_DEVICE int gs_srv_wakes(struct gsock_dev gs, struct gsrv *s, long *wait)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	struct gpollfd *p = gs_srv_pfd(gs, s);
+	long due = 0, w = *wait;
+
+	if (gs_tid() == 0) {
+		uint64_t now = gs_now_ns(), *wake = gs_srv_wake(gs, s);
+
+		for (int k = 0; k < b->n; k++) {
+			uint64_t t = wake[gs_srv_slots(gs, s)[k]];
+			long left = t > now ? (long)((t - now) / 1000) + 1 : 0;
+
+			p[k].revents = t && !left ? POLLIN : 0;
+			due |= t && !left;
+			if (left && (w < 0 || left < w))
+				w = left;
+		}
+		if (due)
+			b->k = 0;
+	}
+	*wait = gs_bcast(w);
+	return (int)gs_bcast(due);
+}
+
+/*
  * A block that holds its one connection and no room for more waits for
  * it as grecv does, on the ring's own counter, not on gpoll's wake word:
  * one PCIe read a turn, and no gsockd work per wake-up. At bytes, the
@@ -555,6 +592,7 @@ GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
 				b->t_next = b->t_step = gs_now_ns();
 				gs_srv_last(gs, s)[gs_srv_slots(gs, s)[k]] =
 					b->t_next;
+				gs_srv_wake(gs, s)[gs_srv_slots(gs, s)[k]] = 0;
 			}
 			gs_sync();
 			return p[k].fd;
@@ -593,7 +631,11 @@ GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
 		if (s->idle_ns) {
 			wait = gs_srv_reap(gs, s);
 			room = b->n < (int)s->per_block;
-		} else if (b->n == 1 && !room) { /* one connection, no room */
+		}
+		if (gs_srv_wakes(gs, s, &wait))
+			continue;
+		if (!s->idle_ns && wait < 0 && b->n == 1 &&
+		    !room) { /* one connection, no room, no wake-up */
 			gs_srv_wait_one(gs, s);
 			continue;
 		}
@@ -612,6 +654,23 @@ GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
 		}
 		gs_sync();
 	}
+}
+
+/*
+ * Hand the connection being served out again at t_ns (gs_now_ns()'s
+ * clock) even if nothing comes from it; 0: no wake-up. For a handler's
+ * own deadlines: a request that must arrive whole in time, say. Once:
+ * every hand-out clears it, so a handler that still waits sets it again.
+ */
+GSOCK_DEVICE void gsrv_wake_at(struct gsock_dev gs, const struct gsrv *s,
+			       uint64_t t_ns)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+
+	gs_sync();
+	if (gs_tid() == 0 && b->cur >= 0)
+		gs_srv_wake(gs, s)[gs_srv_slots(gs, s)[b->cur]] = t_ns;
+	gs_sync();
 }
 
 /*

@@ -122,6 +122,7 @@ struct gs_srv_blk {
  *   | pfd_off     | struct gpollfd[per_block + 1]            |
  *   | slot_off    | int32_t[per_block]: state slot of each   |
  *   | last_off    | uint64_t[per_block]: last use, by slot   |
+ *   | wake_off    | uint64_t[per_block]: wake-up, by slot    |
  *   | state_off   | per_block x conn_size: connection state  |
  *   | buf_off     | bufsize bytes: the block's buffer        |
  */
@@ -134,7 +135,8 @@ struct gsrv {
 	uint32_t group_blocks; /* blocks per group (1: every block serves) */
 	uint32_t bufsize; /* bytes of each block's buffer */
 	uint32_t conn_size; /* bytes of state per connection (zeroed) */
-	uint32_t blk_stride, pfd_off, slot_off, last_off, state_off, buf_off;
+	uint32_t blk_stride, pfd_off, slot_off, last_off, wake_off, state_off,
+		buf_off;
 	uint64_t idle_ns; /* close a connection quiet this long (0: never) */
 	uint8_t *blk; /* device memory: blocks x blk_stride */
 	struct gsrv_stats *stats; /* device memory: serving blocks, pipes */

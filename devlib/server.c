@@ -224,7 +224,8 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	s->pfd_off = (sizeof(struct gs_srv_blk) + 15) & ~15u;
 	s->slot_off = s->pfd_off + ((8 * (s->per_block + 1) + 15) & ~15u);
 	s->last_off = s->slot_off + ((4 * s->per_block + 15) & ~15u);
-	s->state_off = s->last_off + ((8 * s->per_block + 15) & ~15u);
+	s->wake_off = s->last_off + ((8 * s->per_block + 15) & ~15u);
+	s->state_off = s->wake_off + ((8 * s->per_block + 15) & ~15u);
 	/*
 	 * The buffer on 256 bytes: with an odd per_block it sat 8 bytes off
 	 * 16, and every copy from a ring into it took gs_copy's slower

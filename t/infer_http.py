@@ -7,6 +7,8 @@
   infer_http.py truncated PORT PGM  the head and half the body, then close
   infer_http.py endless PORT SECS   a head that never ends: a byte every
                                     0.2 s for at most SECS
+  infer_http.py stall PORT          half a head, then nothing (the answer
+                                    waited for at most 10 s)
   infer_http.py slow PORT PGM SECS  the request a byte a second, at most SECS
   infer_http.py half PORT PGM       the head and half the body, then sleep
                                     (for the test to kill it)
@@ -126,6 +128,10 @@ def main():
             time.sleep(0.2)
         s.setblocking(True)
         s.settimeout(2)
+        print(r.rest(1))
+    elif what == "stall":
+        s.sendall(b"POST /v1/upscale HTTP/1.1\r\nHost: t\r\n")
+        s.settimeout(10)
         print(r.rest(1))
     elif what == "slow":
         q = request(sys.argv[3])
