@@ -14,6 +14,10 @@
                                     (for the test to kill it)
   infer_http.py pipelined PORT PGM  three requests in one send, the last
                                     with "Connection: close"
+  infer_http.py paced PORT PGM     two pipelined requests, the second
+                                    with "Connection: close", sent in three
+                                    parts 0.6 s apart: each arrives within
+                                    a second, both take 1.2 s
   infer_http.py keepalive PORT PGM N  N requests, one at a time, on one
                                     connection
 Prints what happened as one line: each answer's status, then "eof" if
@@ -149,6 +153,14 @@ def main():
         q = request(sys.argv[3])
         s.sendall(q + q + request(sys.argv[3], extra=b"Connection: close\r\n"))
         print(r.rest(3))
+    elif what == "paced":
+        q, last = request(sys.argv[3]), request(sys.argv[3], extra=b"Connection: close\r\n")
+        s.sendall(q[:-10])
+        time.sleep(0.6)
+        s.sendall(q[-10:] + last[:20])
+        time.sleep(0.6)
+        s.sendall(last[20:])
+        print(r.rest(2))
     elif what == "keepalive":
         n = int(sys.argv[4])
         got = []

@@ -131,8 +131,9 @@ GSOCK_DEVICE long ig_request(struct gsock_dev gs, struct gsrv *s, int fd,
 	if (e)
 		return ig_refuse(gs, s, fd, c, (int)e);
 	gs_sync();
-	if (gs_tid() == 0) {
+	if (gs_tid() == 0) { /* the next request's time starts afresh */
 		k->body = 0;
+		k->since = 0;
 		b->job = (struct espcn_job){ 0, 0, 0, (uint16_t)w, (uint16_t)h };
 		b->in = k->data + at + px;
 		hl = infer_reply_head(b->head, 200, 9ull * w * h, k->q.keep_alive,
