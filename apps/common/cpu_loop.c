@@ -94,6 +94,8 @@ int cl_put(struct cl_conn *c, const void *p, size_t n)
 {
 	if (c->dead)
 		return -1;
+	if (c->out_off == c->out_len) /* its wait for the peer starts now */
+		c->moved = cl_now_ns();
 	if (c->out_off) { /* a send left part unsent: move it to the front */
 		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
 		c->out_len -= c->out_off;
@@ -122,6 +124,13 @@ int cl_put(struct cl_conn *c, const void *p, size_t n)
 	return 0;
 }
 
+int cl_backlogged(const struct cl_conn *c)
+{
+	size_t pause = c->wk->ops->out_pause;
+
+	return pause && c->out_len - c->out_off > pause;
+}
+
 void cl_flush(struct cl_conn *c)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
@@ -133,8 +142,10 @@ void cl_flush(struct cl_conn *c)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			/* closing: nothing more to read, wait only for room */
-			ev.events = c->closing ? EPOLLOUT : EPOLLIN | EPOLLOUT;
+			/* closing or backlogged: read nothing, wait for room */
+			ev.events = c->closing || cl_backlogged(c) ?
+					    EPOLLOUT :
+					    EPOLLIN | EPOLLOUT;
 			epoll_ctl(c->wk->ep, EPOLL_CTL_MOD, c->fd, &ev);
 			return;
 		}
@@ -143,6 +154,7 @@ void cl_flush(struct cl_conn *c)
 			return;
 		}
 		c->out_off += (size_t)n;
+		c->moved = cl_now_ns();
 	}
 	if (c->dead)
 		return;
@@ -188,6 +200,20 @@ static void cl_accept_all(struct cl_worker *wk)
 	}
 }
 
+/* Close the connections whose answers have waited stall_ns unmoved. */
+static void cl_sweep_stalled(struct cl_worker *wk)
+{
+	uint64_t now = cl_now_ns();
+	struct cl_conn *c, *next;
+
+	for (c = wk->conns; c && wk->ops->stall_ns; c = next) {
+		next = c->next;
+		if (c->out_off < c->out_len &&
+		    now - c->moved > wk->ops->stall_ns)
+			cl_kill(c);
+	}
+}
+
 static void *cl_loop(void *arg)
 {
 	struct cl_worker *wk = arg;
@@ -212,8 +238,10 @@ static void *cl_loop(void *arg)
 		}
 		if (wk->ops->wakeup)
 			wk->ops->wakeup(wk);
-		if (wk->ops->tick && cl_now_ns() - ticked > 100000000ull) {
-			wk->ops->tick(wk);
+		if (cl_now_ns() - ticked > 100000000ull) {
+			cl_sweep_stalled(wk);
+			if (wk->ops->tick)
+				wk->ops->tick(wk);
 			ticked = cl_now_ns();
 		}
 		cl_reap(wk);

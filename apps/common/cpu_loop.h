@@ -6,7 +6,10 @@
  * buffer of answers not yet sent that waits for EPOLLOUT when the socket
  * is full. The application reads and parses (its read hook), batches
  * what a wake-up brought (its wakeup hook, after each epoll_wait's
- * events), and queues answers with cl_put.
+ * events), and queues answers with cl_put. A connection whose answers
+ * pile up is not read (out_pause) and one that takes none of them for
+ * stall_ns is closed, so that a client that sends and never reads holds
+ * neither memory nor its place.
  *
  * A connection closed by cl_kill stays allocated (dead) until the end of
  * the wake-up, so that a batch that names it may still look at it.
@@ -26,6 +29,7 @@ struct cl_conn {
 	int dead; /* closed; freed at the end of the wake-up */
 	unsigned pending; /* the application's: its requests in the batch */
 	uint64_t last; /* when its last bytes came (cl_now_ns) */
+	uint64_t moved; /* when its answers last moved: queued or sent */
 	struct cl_worker *wk;
 	uint8_t *out; /* answers not yet sent: out[out_off, out_len) */
 	size_t out_off, out_len, out_cap;
@@ -37,6 +41,10 @@ struct cl_conn {
 struct cl_ops {
 	size_t conn_size; /* its connection's bytes (zeroed), cl_conn first */
 	size_t out_max; /* answer bytes a connection may leave unread */
+	/* Stop reading a connection while this many answer bytes wait (0). */
+	size_t out_pause;
+	/* Close one whose waiting answers have not moved this long (0). */
+	uint64_t stall_ns;
 	/* A new connection: 0, or -1 to close it (out of memory). */
 	int (*accepted)(struct cl_conn *c);
 	/* The connection is readable (or its end or an error came). */
@@ -74,6 +82,8 @@ void cl_serve(struct cl_worker *first, size_t stride, unsigned n);
 int cl_put(struct cl_conn *c, const void *p, size_t n);
 /* Send what c holds; wait for EPOLLOUT when the socket is full. */
 void cl_flush(struct cl_conn *c);
+/* Whether c's unsent answers are over out_pause: read no more of it. */
+int cl_backlogged(const struct cl_conn *c);
 /* Close c (it is freed at the end of the wake-up). */
 void cl_kill(struct cl_conn *c);
 

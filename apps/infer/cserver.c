@@ -12,8 +12,10 @@
  * requests form one batch that the stage runs at once, and the answers
  * go out in request order. A request must arrive within --timeout of
  * its first bytes (408), a connection that sends nothing for --idle is
- * closed, and one that leaves more than CONN_OUT bytes of answers unread
- * is cut off.
+ * closed, one that leaves more than CONN_PAUSE bytes of answers unread
+ * is not read until they go, one whose answers do not move for
+ * --timeout is closed (Connection: close or not), and one that leaves
+ * more than CONN_OUT bytes unread is cut off.
  */
 #include <config.h>
 
@@ -33,6 +35,7 @@
 #include "stage.h"
 
 #define CONN_OUT (64u << 20) /* answer bytes a connection may leave unread */
+#define CONN_PAUSE (256u << 10) /* answer bytes past which it is not read */
 #define FIELD_MAX 64 /* bytes kept of a field name, of a value we read */
 
 struct conn {
@@ -289,7 +292,7 @@ static void conn_read(struct cl_conn *cc)
 	struct conn *c = (struct conn *)cc;
 	char buf[65536];
 
-	while (!cc->dead && !cc->closing) {
+	while (!cc->dead && !cc->closing && !cl_backlogged(cc)) {
 		ssize_t n = recv(cc->fd, buf, sizeof(buf), 0);
 		size_t used;
 
@@ -353,9 +356,10 @@ static void sweep(struct cl_worker *wk)
 	}
 }
 
-static const struct cl_ops ops = {
+static struct cl_ops ops = {
 	.conn_size = sizeof(struct conn),
 	.out_max = CONN_OUT,
+	.out_pause = CONN_PAUSE,
 	.accepted = conn_accepted,
 	.read = conn_read,
 	.wakeup = run_batch,
@@ -371,7 +375,8 @@ static void usage(FILE *f)
 		"  -l, --listen ADDR     HOST:PORT, [V6]:PORT or PORT (default 7400); the port is\n"
 		"                        always shared (SO_REUSEPORT), also with an infer-gserver -P\n"
 		"  -t, --threads N       server threads, each with its own stage (default 1)\n"
-		"  -T, --timeout MS      bound on a request's arrival (default %d)\n"
+		"  -T, --timeout MS      bound on a request's arrival and on an answer's\n"
+		"                        standstill (default %d)\n"
 		"  -I, --idle MS         close a connection quiet this long (default 60000; 0 never)\n",
 		prog, INFER_TIMEOUT_MS);
 }
@@ -431,6 +436,7 @@ int main(int argc, char **argv)
 		return EX_USAGE;
 	}
 	timeout_ns = (uint64_t)timeout_ms * 1000000ull;
+	ops.stall_ns = timeout_ns;
 	idle_ns = (uint64_t)idle_ms * 1000000ull;
 	p = espcn_weights_load(weights, err, sizeof(err));
 	if (!p) {
