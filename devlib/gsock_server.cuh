@@ -776,18 +776,20 @@ GSOCK_DEVICE long gsrv_recv_all(struct gsock_dev gs, int fd, void *buf,
 }
 
 /*
- * Send all n bytes, each wait for ring space at most timeout_us (< 0: no
- * limit). Returns n or a negative errno (-ETIMEDOUT: the peer does not
- * read).
+ * Send all n bytes by by_ns (gs_now_ns()'s clock; 0: no limit), each
+ * wait for ring space at most timeout_us (< 0: no limit). Returns n or a
+ * negative errno (-ETIMEDOUT: the peer does not read, or too slowly to
+ * be done by by_ns). A per-wait bound alone lets a reader that takes a
+ * byte now and then hold the block for as long as it likes.
  */
-GSOCK_DEVICE long gsrv_send_all(struct gsock_dev gs, int fd, const void *buf,
-				uint64_t n, long timeout_us)
+GSOCK_DEVICE long gsrv_send_by(struct gsock_dev gs, int fd, const void *buf,
+			       uint64_t n, long timeout_us, uint64_t by_ns)
 {
 	uint64_t sent = 0;
 
 	while (sent < n) {
 		long r = gsend(gs, fd, (const uint8_t *)buf + sent, n - sent,
-			       MSG_DONTWAIT);
+			       MSG_DONTWAIT), wait = timeout_us;
 
 		if (r > 0) {
 			sent += (uint64_t)r;
@@ -795,11 +797,31 @@ GSOCK_DEVICE long gsrv_send_all(struct gsock_dev gs, int fd, const void *buf,
 		}
 		if (r != -EAGAIN)
 			return r;
-		r = gsrv_wait(gs, fd, POLLOUT, timeout_us);
+		if (by_ns) { /* the wait ends by by_ns too */
+			uint64_t now = (uint64_t)gs_bcast((long)gs_now_ns());
+			long left = now < by_ns ? (long)((by_ns - now) / 1000) + 1 : 0;
+
+			if (!left)
+				return -ETIMEDOUT;
+			if (wait < 0 || left < wait)
+				wait = left;
+		}
+		r = gsrv_wait(gs, fd, POLLOUT, wait);
 		if (r < 0)
 			return r;
 	}
 	return (long)n;
+}
+
+/*
+ * Send all n bytes, each wait for ring space at most timeout_us (< 0: no
+ * limit). Returns n or a negative errno (-ETIMEDOUT: the peer does not
+ * read).
+ */
+GSOCK_DEVICE long gsrv_send_all(struct gsock_dev gs, int fd, const void *buf,
+				uint64_t n, long timeout_us)
+{
+	return gsrv_send_by(gs, fd, buf, n, timeout_us, 0);
 }
 
 /*

@@ -19,9 +19,12 @@
 #include "gsock_server.cuh"
 #include "infer.h"
 
+/* The slowest a reader may take an answer: past it the block moves on. */
+#define IG_SEND_RATE_MIN (1u << 20) /* bytes a second */
+
 struct ig_conf {
 	const float *weights; /* device memory */
-	long timeout_us; /* bound on a request's arrival, on each send's wait */
+	long timeout_us; /* bound on a request's arrival, an answer's send */
 };
 
 /* A connection's state (gsrv_state): its input, how far its request is. */
@@ -52,6 +55,21 @@ GSOCK_DEVICE void ig_part(struct ig_conf *c, struct gsrv *s, struct ig_buf *b,
 			 s->group_blocks);
 }
 
+/*
+ * Send n bytes of answer within -T plus n at IG_SEND_RATE_MIN, so that a
+ * reader that takes a byte now and then cannot hold the block's other
+ * connections for long: n or a negative errno (-ETIMEDOUT: too slow).
+ */
+GSOCK_DEVICE long ig_send(struct gsock_dev gs, int fd, struct ig_conf *c,
+			  const void *p, uint64_t n)
+{
+	uint64_t by = (uint64_t)gs_bcast((long)gs_now_ns()) +
+		      c->timeout_us * 1000ull +
+		      n * (1000000000ull / IG_SEND_RATE_MIN);
+
+	return gsrv_send_by(gs, fd, p, n, c->timeout_us, by);
+}
+
 /* Answer why the request is refused; -EPROTO closes the connection. */
 GSOCK_DEVICE long ig_refuse(struct gsock_dev gs, struct gsrv *s, int fd,
 			    struct ig_conf *c, int e)
@@ -62,7 +80,7 @@ GSOCK_DEVICE long ig_refuse(struct gsock_dev gs, struct gsrv *s, int fd,
 	gs_sync();
 	if (gs_tid() == 0)
 		n = infer_error(b->head, e);
-	gsrv_send_all(gs, fd, b->head, (uint64_t)gs_bcast(n), c->timeout_us);
+	ig_send(gs, fd, c, b->head, (uint64_t)gs_bcast(n));
 	return -EPROTO;
 }
 
@@ -101,8 +119,7 @@ GSOCK_DEVICE long ig_head(struct gsock_dev gs, struct gsrv *s, int fd,
 	if (gs_bcast(e))
 		return ig_refuse(gs, s, fd, c, (int)e);
 	if (k->q.expect_continue)
-		gsrv_send_all(gs, fd, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1,
-			      c->timeout_us);
+		ig_send(gs, fd, c, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1);
 	gs_sync();
 	if (gs_tid() == 0)
 		k->body = 1;
@@ -148,8 +165,8 @@ GSOCK_DEVICE long ig_request(struct gsock_dev gs, struct gsrv *s, int fd,
 		ig_refuse(gs, s, fd, c, INFER_E_UNAVAILABLE);
 		return r;
 	}
-	r = gsrv_send_all(gs, fd, b->out + INFER_REPLY_HEAD_MAX - hl,
-			  hl + 9ull * w * h, c->timeout_us);
+	r = ig_send(gs, fd, c, b->out + INFER_REPLY_HEAD_MAX - hl,
+		    hl + 9ull * w * h);
 	return r < 0 ? r : k->q.keep_alive ? 1 : 0;
 }
 
@@ -282,8 +299,8 @@ int main(int argc, char **argv)
 	app.usage =
 		"  -w, --weights FILE    the model's weights (infer-ref weights writes them)\n"
 		"  -k, --group-blocks N  blocks that compute each picture (default 1)\n"
-		"  -T, --timeout MS      bound on a request's arrival and each send's wait\n"
-		"                        (default 5000)\n";
+		"  -T, --timeout MS      bound on a request's arrival and on an answer's send\n"
+		"                        (plus 1 s a MiB; default 5000)\n";
 	app.option = option;
 	app.setup = setup;
 	app.teardown = teardown;
