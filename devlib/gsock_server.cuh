@@ -926,7 +926,7 @@ GSOCK_DEVICE long gsrv_send_frame(struct gsock_dev gs, int fd, void *buf,
 struct gsrv_lines {
 	uint32_t off, have;
 	uint32_t found; /* scratch: where the delimiter is */
-	uint32_t pad;
+	uint32_t scan; /* gsrv_recv_until: no delimiter starts in [off, scan) */
 };
 
 /* The block: move data[off, have) to the front of data. */
@@ -947,6 +947,7 @@ GSOCK_DEVICE void gs_srv_lines_front(struct gsock_dev gs, struct gsrv_lines *lb,
 	gs_sync();
 	if (gs_tid() == 0) {
 		lb->have = have - off;
+		lb->scan = lb->scan > off ? lb->scan - off : 0;
 		lb->off = 0;
 	}
 	gs_sync();
@@ -987,7 +988,9 @@ GSOCK_DEVICE long gs_srv_lines_fill(struct gsock_dev gs, int fd,
  * last piece without the delimiter is handed out first); -EMSGSIZE when
  * cap bytes hold no delimiter; -EAGAIN (flags MSG_DONTWAIT) when no
  * whole piece is there yet; another negative errno. Each wait is bounded
- * by timeout_us. The piece stays valid until the next call.
+ * by timeout_us. The piece stays valid until the next call. A call goes
+ * on scanning where the last one stopped (so a piece that comes in many
+ * parts is scanned once): until a piece is handed out, keep its delimiter.
  */
 GSOCK_DEVICE long gsrv_recv_until(struct gsock_dev gs, int fd,
 				  struct gsrv_lines *lb, uint8_t *data,
@@ -997,13 +1000,19 @@ GSOCK_DEVICE long gsrv_recv_until(struct gsock_dev gs, int fd,
 {
 	for (;;) {
 		uint32_t off = lb->off, have = lb->have, found;
+		uint32_t from = lb->scan > off ? lb->scan : off;
 		long r;
 
 		gs_sync();
-		if (gs_tid() == 0)
+		if (gs_tid() == 0) {
 			lb->found = have;
+			/* the next scan starts where this one stops */
+			lb->scan = have >= dlen && have - dlen + 1 > from ?
+					   have - dlen + 1 :
+					   from;
+		}
 		gs_sync();
-		for (uint32_t i = off + gs_tid(); i + dlen <= have;
+		for (uint32_t i = from + gs_tid(); i + dlen <= have;
 		     i += gs_bdim()) {
 			uint32_t cur, d = 0;
 
@@ -1022,7 +1031,7 @@ GSOCK_DEVICE long gsrv_recv_until(struct gsock_dev gs, int fd,
 		if (found < have) {
 			gs_sync();
 			if (gs_tid() == 0)
-				lb->off = found + dlen;
+				lb->off = lb->scan = found + dlen;
 			gs_sync();
 			*at = off;
 			return (long)(found + dlen - off);
@@ -1039,7 +1048,7 @@ GSOCK_DEVICE long gsrv_recv_until(struct gsock_dev gs, int fd,
 		if (r == 0) { /* at the end, the last piece has no delimiter */
 			gs_sync();
 			if (gs_tid() == 0)
-				lb->have = 0;
+				lb->have = lb->scan = 0;
 			gs_sync();
 			*at = 0;
 			return (long)have;

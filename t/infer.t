@@ -5,13 +5,14 @@
 # espcn_run_cpu does (host backend; the cuda backend within infer.h's
 # tolerance), and P (OpenBLAS) within the tolerance; curl gets the
 # reference's bytes, with and without "Expect: 100-continue"; a bad
-# request line, a terabyte's Content-Length, another path, a head that
-# never ends, half a head and then silence get 400, 413, 404, 408 and a
-# close; three pipelined requests
-# are answered in order, and so are two that each arrive in time but
-# together take longer than the bound; a truncated body, a client killed mid-body and a
-# client sending a byte a second cost the others nothing; 24 keep-alive
-# connections at once are all served; the servers stop cleanly.
+# request line, a terabyte's Content-Length, another path, a head past
+# 8 KiB, a head that never ends, half a head and then silence get 400,
+# 413, 404, 431, 408 and a close; three pipelined requests are answered
+# in order, and so are two that each arrive in time but together take
+# longer than the bound; a truncated body, a client killed mid-body and
+# a client sending a byte a second cost the others nothing; 24
+# keep-alive connections at once are all served; the servers stop
+# cleanly.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 IN=$GSOCK_BUILD/apps/infer
@@ -20,7 +21,7 @@ C=$IN/infer-cserver-$BACKEND
 P=$IN/infer-pserver
 [ -x "$G" ] || skip_all "infer-gserver-$BACKEND is not built"
 time_limit 90
-plan 38
+plan 40
 
 HTTP="python3 $GSOCK_SRC/t/infer_http.py"
 EXACT=-x
@@ -114,6 +115,11 @@ refusals() { # NAME PORT
 	is "$($HTTP path "$2" "$TMP/in.pgm")" "404 eof: no such resource: POST a picture to /v1/upscale" \
 		"$1: another path gets 404"
 	t0=$(now_ms)
+	got=$($HTTP bighead "$2" 20000)
+	t=$(( $(now_ms) - t0 ))
+	[ "$got" = "431 eof: the request head is over 8192 bytes" ] && [ $t -lt 800 ]
+	ok $? "$1: a head past 8 KiB, not yet ended, gets 431 at once ($got after $t ms)"
+	t0=$(now_ms)
 	got=$($HTTP endless "$2" 10)
 	t=$(( $(now_ms) - t0 ))
 	[ "$got" = "408 eof: the request did not arrive in time" ] && [ $t -lt 4000 ]
@@ -133,7 +139,7 @@ refusals() { # NAME PORT
 }
 refusals G "$GPORT"
 if [ $have_c = 1 ]; then refusals C "$CPORT"; else
-	for i in 1 2 3 4 5 6 7 8; do ok 0 "# SKIP C: $why_c"; done
+	for i in 1 2 3 4 5 6 7 8 9; do ok 0 "# SKIP C: $why_c"; done
 fi
 
 slow() { # NAME PORT: a byte a second beside quick clients

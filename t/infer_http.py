@@ -9,6 +9,9 @@
                                     0.2 s for at most SECS
   infer_http.py stall PORT          half a head, then nothing (the answer
                                     waited for at most 10 s)
+  infer_http.py bighead PORT N     a head whose field is N bytes long, its
+                                    end not sent (the answer waited for at
+                                    most 10 s)
   infer_http.py slow PORT PGM SECS  the request a byte a second, at most SECS
   infer_http.py half PORT PGM       the head and half the body, then sleep
                                     (for the test to kill it)
@@ -135,6 +138,10 @@ def main():
         print(r.rest(1))
     elif what == "stall":
         s.sendall(b"POST /v1/upscale HTTP/1.1\r\nHost: t\r\n")
+        s.settimeout(10)
+        print(r.rest(1))
+    elif what == "bighead":
+        s.sendall(b"POST /v1/upscale HTTP/1.1\r\nX-Big: " + b"a" * int(sys.argv[3]))
         s.settimeout(10)
         print(r.rest(1))
     elif what == "slow":

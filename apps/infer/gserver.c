@@ -110,7 +110,9 @@ GSOCK_DEVICE long ig_head(struct gsock_dev gs, struct gsrv *s, int fd,
 	long e = 0, r = gsrv_recv_until(gs, fd, &k->lb, k->data, sizeof(k->data),
 					"\r\n\r\n", 4, &at, MSG_DONTWAIT, 0);
 
-	if (r == -EMSGSIZE || r > INFER_HEAD_MAX)
+	/* too long a head, or the start of one without its end yet */
+	if (r == -EMSGSIZE || r > INFER_HEAD_MAX ||
+	    (r == -EAGAIN && k->lb.have - k->lb.off > INFER_HEAD_MAX))
 		return ig_refuse(gs, s, fd, c, INFER_E_HEAD_SIZE);
 	if (r < 4 || !infer_is((const char *)k->data + at + r - 4, 4, "\r\n\r\n"))
 		return r < 0 ? r : 0; /* ended, maybe mid-head: nothing to answer */
