@@ -2,9 +2,9 @@
 /*
  * The inference servers' shared code on the host, against its
  * references: the model as the servers run it (apps/infer/espcn_gpu.h,
- * built here with a small scratch so that pictures split into several
- * bands) gives espcn_run_cpu()'s pixels bit for bit, for a batch of
- * pictures of different sizes; request bodies are taken or refused with
+ * built here with the smallest scratch it allows, so that wide pictures
+ * split into several bands) gives espcn_run_cpu()'s pixels bit for bit,
+ * for a batch of pictures of different sizes; request bodies are taken or refused with
  * the right status; the server layer's HTTP head parser
  * (devlib/gsock_http.cuh) takes good heads and refuses bad ones; an
  * answer's head is what infer.h draws. Prints TAP.
@@ -15,14 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ESPCN_SCRATCH (1u << 15) /* 2 rows a band at 64 pixels wide */
+/* the least espcn_gpu.h allows: a row a band at 1024 wide, 3 at 640 */
+#define ESPCN_SCRATCH (416u * 1024)
 #include "../apps/infer/espcn_gpu.h"
 #include "../apps/infer/infer.h"
 #include "gsock_http.cuh"
 #include "tap.h"
 
-static const uint32_t sizes[][2] = { { 64, 9 }, { 4, 4 }, { 40, 23 },
-				     { 13, 30 }, { 5, 7 }, { 78, 5 } };
+static const uint32_t sizes[][2] = { { 1024, 3 }, { 4, 4 }, { 640, 9 },
+				     { 13, 30 }, { 5, 7 }, { 500, 7 },
+				     { 300, 20 } };
 #define NPICS (sizeof(sizes) / sizeof(sizes[0]))
 
 static int parse(const char *head, struct gsrv_http *q)
@@ -75,9 +77,9 @@ int main(void)
 	memset(out, 0, out_cap);
 	for (uint32_t part = 0; part < 3; part++) /* as a group of 3 would */
 		espcn_batch_part(p, jobs, NPICS, in, out, scratch, part, 3);
-	ref = malloc(64 * 9 * 9);
-	espcn_run_cpu(p, in, 64, 9, ref);
-	ok(!memcmp(ref, out, 64 * 9 * 9), "three parts of a batch make the same picture");
+	ref = malloc(1024 * 3 * 9);
+	espcn_run_cpu(p, in, 1024, 3, ref);
+	ok(!memcmp(ref, out, 1024 * 3 * 9), "three parts of a batch make the same picture");
 
 	ok(body("P5\n6 5\n255\n012345678901234567890123456789", 0, 0, &w, &h) == 0 &&
 		   w == 6 && h == 5 &&

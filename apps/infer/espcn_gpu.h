@@ -34,6 +34,10 @@
 #ifndef ESPCN_SCRATCH
 #define ESPCN_SCRATCH (1u << 20)
 #endif
+/* A band is at least one row: w x (96 + 320) floats at the widest w. */
+#if ESPCN_SCRATCH < 416 * ESPCN_MAX_SIDE
+#error "ESPCN_SCRATCH must hold a band of one row at ESPCN_MAX_SIDE: 416 x ESPCN_MAX_SIDE floats"
+#endif
 #define ESPCN_THREADS 256 /* threads a block the GPU code is written for */
 
 /* One picture of a batch: its bytes, its output's, its first band. */
