@@ -24,7 +24,7 @@ struct gsrv_http {
 	uint32_t keep_alive; /* the connection may stay open after the answer */
 	uint32_t expect_continue; /* "Expect: 100-continue": answer 100 first */
 	uint32_t chunked; /* Transfer-Encoding given: its body is not framed here */
-	uint32_t pad;
+	uint32_t close; /* "Connection: close" came: keep_alive stays 0 */
 };
 
 /* The longest Content-Length taken as a number; longer ones read as this. */
@@ -101,9 +101,10 @@ GSOCK_HD int gs_http_use(const char *h, uint32_t at, uint32_t nlen,
 					    len;
 	} else if (gs_http_is(h + at, nlen, "connection")) {
 		if (gs_http_has(v, vlen, "close"))
-			q->keep_alive = 0;
+			q->close = 1;
 		else if (gs_http_has(v, vlen, "keep-alive"))
 			q->keep_alive = 1;
+		q->keep_alive &= !q->close; /* close wins, before or after */
 	} else if (gs_http_is(h + at, nlen, "expect")) {
 		q->expect_continue = gs_http_is(v, vlen, "100-continue");
 	} else if (gs_http_is(h + at, nlen, "transfer-encoding")) {
@@ -116,9 +117,9 @@ GSOCK_HD int gs_http_use(const char *h, uint32_t at, uint32_t nlen,
  * Walk the field lines of head h[0, n) from i: with name, stop at the
  * first field so named (lowercase): its value's offset, optional
  * whitespace trimmed, and its length at *len; with q, apply each field
- * to q. -1 at the end of the fields; -2 at a line that is not a field
- * (a folded line, a space before ':', a control byte) or a value q
- * cannot take.
+ * to q. -1 at the blank line that ends the fields; -2 at a line that
+ * is not a field (a folded line, a space before ':', a control byte), a
+ * value q cannot take, or a head that ends without its blank line.
  */
 GSOCK_HD long gs_http_fields(const char *h, uint32_t n, uint32_t i,
 			     const char *name, uint32_t *len,
@@ -150,7 +151,7 @@ GSOCK_HD long gs_http_fields(const char *h, uint32_t n, uint32_t i,
 			return -2;
 		i += 2;
 	}
-	return -1;
+	return i + 1 < n ? -1 : -2; /* the blank line, or a head cut short */
 }
 
 /* Where the field lines of a head start: after the request line's CRLF. */

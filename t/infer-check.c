@@ -53,7 +53,7 @@ int main(void)
 	uint32_t w, h, len;
 	long v;
 
-	tap_plan(13);
+	tap_plan(15);
 	espcn_weights_make(p, 7);
 	for (uint32_t j = 0; j < NPICS; j++) {
 		added &= !espcn_job_add(jobs, j, sizes[j][0], sizes[j][1],
@@ -126,6 +126,15 @@ int main(void)
 		   parse("POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", &q) == 400 &&
 		   parse("POST / HTTP/2.0\r\n\r\n", &q) == 505,
 	   "bad fields, bad or repeated lengths, both framings are 400; HTTP/2.0 is 505");
+	ok(parse("POST / HTTP/1.1\r\nA: b\r\n", &q) == 400 &&
+		   parse("POST / HTTP/1.1\r\nA: b\r\n\r", &q) == 400 &&
+		   parse("POST / HTTP/1.1\r\n", &q) == 400,
+	   "a head without its blank line is 400");
+	ok(parse("POST / HTTP/1.1\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n", &q) == 0 &&
+		   !q.keep_alive &&
+		   parse("POST / HTTP/1.0\r\nConnection: close, keep-alive\r\n\r\n", &q) == 0 &&
+		   !q.keep_alive,
+	   "Connection: close wins over a keep-alive before or after it");
 	ok(parse("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", &q) == 0 &&
 		   q.content_length == GSRV_HTTP_LENGTH_MAX,
 	   "a huge Content-Length reads as the largest, for a 413");
