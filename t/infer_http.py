@@ -24,8 +24,9 @@
   infer_http.py keepalive PORT PGM N  N requests, one at a time, on one
                                     connection
 Prints what happened as one line: each answer's status, then "eof" if
-the server closed the connection, or "open"; the first error answer's
-body line after a colon; "closed" when no answer came before the end.
+the server closed the connection, or "open" (a wait for more timed
+out); the first error answer's body line after a colon; "closed" when
+no answer came before the end, "open" when none came in time.
 """
 import socket
 import sys
@@ -49,9 +50,14 @@ class Reader:
         self.s, self.buf, self.eof = s, b"", False
 
     def fill(self):
+        """More bytes: whether some came. At the end (or a reset) eof is
+        set; a wait that times out leaves it clear: the connection is
+        open, and a check for a close must fail."""
         try:
             chunk = self.s.recv(65536)
-        except (ConnectionResetError, socket.timeout):
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
             chunk = b""
         if not chunk:
             self.eof = True
@@ -93,9 +99,9 @@ class Reader:
                 self.fill()
             except OSError:
                 pass
-        words = out + ["eof" if self.eof or len(out) < want else "open"]
+        words = out + ["eof" if self.eof else "open"]
         if not out:
-            words = ["closed"]
+            words = ["closed" if self.eof else "open"]
         return " ".join(words) + (": " + why if why else "")
 
 
