@@ -21,6 +21,12 @@
                                     with "Connection: close", sent in three
                                     parts 0.6 s apart: each arrives within
                                     a second, both take 1.2 s
+  infer_http.py continue PORT PGM  a request, then in the same send the
+                                    head of one with "Expect: 100-continue"
+                                    and "Connection: close"; its body 0.3 s
+                                    later
+  infer_http.py continue10 PORT PGM  an HTTP/1.0 request with "Expect:
+                                    100-continue", its body 0.3 s later
   infer_http.py keepalive PORT PGM N  N requests, one at a time, on one
                                     connection
 Prints what happened as one line: each answer's status, then "eof" if
@@ -174,6 +180,15 @@ def main():
         time.sleep(0.6)
         s.sendall(last[20:])
         print(r.rest(2))
+    elif what in ("continue", "continue10"):
+        body = open(sys.argv[3], "rb").read()
+        head = (b"POST /v1/upscale HTTP/1.%d\r\nContent-Length: %d\r\n"
+                b"Expect: 100-continue\r\nConnection: close\r\n\r\n"
+                % (what == "continue", len(body)))
+        s.sendall((request(sys.argv[3]) if what == "continue" else b"") + head)
+        time.sleep(0.3)
+        s.sendall(body)
+        print(r.rest(3 if what == "continue" else 2))
     elif what == "keepalive":
         n = int(sys.argv[4])
         got = []

@@ -227,10 +227,15 @@ static int on_headers_complete(http_parser *hp)
 		else
 			c->body = b, c->body_cap = (size_t)len;
 	}
-	if (c->err)
+	if (c->err) {
 		http_parser_pause(hp, 1);
-	else if (c->expect)
-		cl_put(&c->cl, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1);
+		return 0;
+	}
+	if (!c->expect || hp->http_minor < 1) /* none to HTTP/1.0: RFC 9110 */
+		return 0;
+	if (c->cl.pending) /* after the answers to the requests before it */
+		run_batch(c->cl.wk);
+	cl_put(&c->cl, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1);
 	return 0;
 }
 

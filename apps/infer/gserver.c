@@ -120,7 +120,7 @@ GSOCK_DEVICE long ig_head(struct gsock_dev gs, struct gsrv *s, int fd,
 		e = ig_check((const char *)k->data + at, (uint32_t)r, k);
 	if (gs_bcast(e))
 		return ig_refuse(gs, s, fd, c, (int)e);
-	if (k->q.expect_continue)
+	if (k->q.expect_continue && k->q.minor >= 1) /* RFC 9110 10.1.1 */
 		ig_send(gs, fd, c, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1);
 	gs_sync();
 	if (gs_tid() == 0)
