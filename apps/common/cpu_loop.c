@@ -27,6 +27,11 @@ static void cl_on_signal(int sig)
 	cl_stopping = 1;
 }
 
+void cl_stop(void)
+{
+	cl_stopping = 1;
+}
+
 uint64_t cl_now_ns(void)
 {
 	struct timespec ts;

@@ -84,6 +84,8 @@ int cl_put(struct cl_conn *c, const void *p, size_t n);
 void cl_flush(struct cl_conn *c);
 /* Whether c's unsent answers are over out_pause: read no more of it. */
 int cl_backlogged(const struct cl_conn *c);
+/* Stop cl_serve, as SIGTERM does (any thread may call it). */
+void cl_stop(void);
 /* Close c (it is freed at the end of the wake-up). */
 void cl_kill(struct cl_conn *c);
 

@@ -65,6 +65,7 @@ struct worker {
 	unsigned njobs;
 	struct job jobs[INFER_STAGE_JOBS];
 	uint64_t requests, refused;
+	char broken[128]; /* why its stage failed for good (main says it) */
 };
 
 static const char *prog;
@@ -77,7 +78,8 @@ static void run_batch(struct cl_worker *cw)
 {
 	struct worker *wk = (struct worker *)cw;
 	unsigned n = wk->njobs;
-	int failed = n && infer_stage_run(wk->st, n) < 0;
+	int r = infer_stage_run(wk->st, n, wk->broken, sizeof(wk->broken));
+	int failed = r < 0;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct job *j = &wk->jobs[i];
@@ -101,6 +103,8 @@ static void run_batch(struct cl_worker *cw)
 	for (unsigned i = 0; i < n; i++)
 		cl_flush(&wk->jobs[i].c->cl);
 	wk->njobs = 0;
+	if (r == -2)
+		cl_stop(); /* its 503s go out; no stage to run more */
 }
 
 /* Refuse c's request for e: answered after its earlier ones, then closed. */
@@ -474,5 +478,12 @@ int main(int argc, char **argv)
 	printf("%s: served %llu pictures on %llu connections (%llu requests refused)\n",
 	       prog, (unsigned long long)reqs, (unsigned long long)conns,
 	       (unsigned long long)refused);
+	for (long i = 0; i < threads; i++) {
+		if (!wk[i].broken[0])
+			continue;
+		fprintf(stderr, "%s: the %s stage failed for good: %s (the device is unusable from this process; restart it, and see dmesg for why)\n",
+			prog, infer_stage_name(), wk[i].broken);
+		return EX_SOFTWARE;
+	}
 	return 0;
 }

@@ -32,8 +32,13 @@ struct infer_stage *infer_stage_open(const float *p, char *err, size_t errlen);
  */
 uint8_t *infer_stage_add(struct infer_stage *s, unsigned i, uint32_t w,
 			 uint32_t h);
-/* Upscale jobs [0, n): 0 or -1. */
-int infer_stage_run(struct infer_stage *s, unsigned n);
+/*
+ * Upscale jobs [0, n): 0; -1 this batch failed (its requests get 503);
+ * -2 the stage is broken for good (a sticky CUDA error: every later call
+ * would fail too), err says why and the server must stop.
+ */
+int infer_stage_run(struct infer_stage *s, unsigned n, char *err,
+		    size_t errlen);
 /* Job i's output (3w x 3h), valid until the next batch's first add. */
 const uint8_t *infer_stage_out(struct infer_stage *s, unsigned i);
 

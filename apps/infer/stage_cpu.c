@@ -63,8 +63,11 @@ uint8_t *infer_stage_add(struct infer_stage *s, unsigned i, uint32_t w,
 	return s->in + s->jobs[i].in_at;
 }
 
-int infer_stage_run(struct infer_stage *s, unsigned n)
+int infer_stage_run(struct infer_stage *s, unsigned n, char *err,
+		    size_t errlen)
 {
+	(void)err;
+	(void)errlen;
 	int r = 0;
 
 #if defined(INFER_STAGE_HOST)

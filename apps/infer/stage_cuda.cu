@@ -87,21 +87,44 @@ extern "C" uint8_t *infer_stage_add(struct infer_stage *s, unsigned i,
 	return s->in + s->jobs[i].in_at;
 }
 
-extern "C" int infer_stage_run(struct infer_stage *s, unsigned n)
+/*
+ * Every copy and the launch checked: a batch that failed is never
+ * answered with the last batch's pixels. After a failure, one that the
+ * device still reports once the error is cleared is sticky (an illegal
+ * address, a launch failure: the context is lost), and -2 stops the
+ * server rather than answer 503 for ever.
+ */
+extern "C" int infer_stage_run(struct infer_stage *s, unsigned n, char *err,
+			       size_t errlen)
 {
 	cudaStream_t st = s->stream;
 	uint32_t bands = espcn_batch_bands(s->jobs, n);
+	cudaError_t e;
 
 	if (!n)
 		return 0;
-	cudaMemcpyAsync(s->djobs, s->jobs, sizeof(struct espcn_job) * n,
-			cudaMemcpyHostToDevice, st);
-	cudaMemcpyAsync(s->din, s->in, s->in_used, cudaMemcpyHostToDevice, st);
-	espcn_batch_kernel<<<bands < STAGE_BLOCKS ? bands : STAGE_BLOCKS,
-			     ESPCN_THREADS, 0, st>>>(s->dp, s->djobs, n, s->din,
-						     s->dout, s->dscratch);
-	cudaMemcpyAsync(s->out, s->dout, s->out_used, cudaMemcpyDeviceToHost, st);
-	return cudaStreamSynchronize(st) == cudaSuccess ? 0 : -1;
+	e = cudaMemcpyAsync(s->djobs, s->jobs, sizeof(struct espcn_job) * n,
+			    cudaMemcpyHostToDevice, st);
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(s->din, s->in, s->in_used,
+				    cudaMemcpyHostToDevice, st);
+	if (e == cudaSuccess) {
+		espcn_batch_kernel<<<bands < STAGE_BLOCKS ? bands : STAGE_BLOCKS,
+				     ESPCN_THREADS, 0, st>>>(s->dp, s->djobs, n,
+							     s->din, s->dout,
+							     s->dscratch);
+		e = cudaGetLastError();
+	}
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(s->out, s->dout, s->out_used,
+				    cudaMemcpyDeviceToHost, st);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(st);
+	if (e == cudaSuccess)
+		return 0;
+	snprintf(err, errlen, "CUDA: %s", cudaGetErrorString(e));
+	cudaGetLastError(); /* clear what can be cleared */
+	return cudaDeviceSynchronize() == cudaSuccess ? -1 : -2;
 }
 
 extern "C" const uint8_t *infer_stage_out(struct infer_stage *s, unsigned i)
