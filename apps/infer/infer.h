@@ -30,7 +30,9 @@
  * first bytes came is answered 408.
  *
  * Outputs agree with espcn_run_cpu(): bit for bit where the arithmetic
- * is the same (the host backend, C's host stage, P without OpenBLAS);
+ * is the same (the host backend, C's host stage, P without OpenBLAS:
+ * Makefile.am builds them and the reference with -ffp-contract=off, so
+ * no compiler fuses a multiply and an add in one and not the other);
  * on the GPU (FMA contraction, CUDA's tanhf) and with OpenBLAS (another
  * summation order) a pixel may be one grey level off, in at most
  * INFER_OFF_PER_MILLE pixels in a thousand, plus one (infer_agrees).
