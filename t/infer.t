@@ -23,7 +23,7 @@ C=$IN/infer-cserver-$BACKEND
 P=$IN/infer-pserver
 [ -x "$G" ] || skip_all "infer-gserver-$BACKEND is not built"
 time_limit 90
-plan 44
+plan 47
 
 HTTP="python3 $GSOCK_SRC/t/infer_http.py"
 EXACT=-x
@@ -88,6 +88,12 @@ load "$GPORT" $EXACT -c 4 -n 3 -S 5x7,24x16,40x9,4x30
 ok $? "G: 12 pictures of 4 sizes, every pixel checked: $(cat "$TMP/load")"
 load "$GPORT" $EXACT -c 2 -n 2 -R -S 13x11,30x4
 ok $? "G: raw bodies with X-Width and X-Height"
+KPORT=$(free_port)
+start_srv ksrv "$G" -l "127.0.0.1:$KPORT" -b 1 -k 3 -T 1000 -w "$TMP/w" &&
+	load "$KPORT" $EXACT -c 1 -n 1 -S 1024x15
+ok $? "G with -k 3: a picture of three bands computed by a group of three blocks, every pixel checked"
+kill -TERM "$ksrv_PID"
+wait "$ksrv_PID"
 
 # each check on G, then on C (or its skip)
 on_c() { # DESCRIPTION COMMAND...: run the check on C, or skip it
@@ -149,13 +155,14 @@ refusals() { # NAME PORT
 		"$1: \"100 Continue\" comes after the answers to earlier pipelined requests"
 	is "$($HTTP continue10 "$2" "$TMP/in.pgm")" "200 eof" \
 		"$1: an HTTP/1.0 client gets no \"100 Continue\""
-	$HTTP truncated "$2" "$TMP/in.pgm" >/dev/null
+	is "$($HTTP truncated "$2" "$TMP/in.pgm")" "closed" \
+		"$1: a body cut short by the client's end gets no answer, and a close"
 	load "$2" $EXACT -c 2 -n 2 -S 9x9
 	ok $? "$1: after a truncated body and its close, pictures are still right"
 }
 refusals G "$GPORT"
 if [ $have_c = 1 ]; then refusals C "$CPORT"; else
-	for i in $(seq 11); do ok 0 "# SKIP C: $why_c"; done
+	for i in $(seq 12); do ok 0 "# SKIP C: $why_c"; done
 fi
 
 slow() { # NAME PORT: a byte a second beside quick clients
@@ -187,7 +194,9 @@ many() { # NAME PORT
 	kill -9 $half_pid
 	wait $half_pid 2>/dev/null
 	load "$2" $EXACT -c 2 -n 2 -S 10x10
-	ok $? "$1: after a client killed mid-body, pictures are still right"
+	r=$?
+	grep -q sent "$TMP/half" && [ $r = 0 ]
+	ok $? "$1: after a client killed mid-body ($(cat "$TMP/half")), pictures are still right"
 }
 many G "$GPORT"
 if [ $have_c = 1 ]; then many C "$CPORT"; else

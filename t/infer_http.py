@@ -4,7 +4,8 @@
   infer_http.py badline PORT        "GARBAGE" as a request line
   infer_http.py huge PORT           a Content-Length of a terabyte, no body
   infer_http.py path PORT PGM       the picture POSTed to /v2/upscale
-  infer_http.py truncated PORT PGM  the head and half the body, then close
+  infer_http.py truncated PORT PGM  the head and most of the body, then the
+                                    end of what it sends
   infer_http.py endless PORT SECS   a head that never ends: a byte every
                                     0.2 s for at most SECS
   infer_http.py stall PORT          half a head, then nothing (the answer
@@ -13,7 +14,7 @@
                                     end not sent (the answer waited for at
                                     most 10 s)
   infer_http.py slow PORT PGM SECS  the request a byte a second, at most SECS
-  infer_http.py half PORT PGM       the head and half the body, then sleep
+  infer_http.py half PORT PGM       the head and most of the body, then sleep
                                     (for the test to kill it)
   infer_http.py pipelined PORT PGM  three requests in one send, the last
                                     with "Connection: close"
@@ -130,8 +131,9 @@ def main():
         if what == "half":
             print("sent", flush=True)
             time.sleep(60)
-        s.close()
-        print("closed")
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(5)
+        print(r.rest(1))
     elif what == "endless":
         s.sendall(b"POST /v1/upscale HTTP/1.1\r\nX-Endless: ")
         end = time.time() + float(sys.argv[3])
