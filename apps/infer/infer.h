@@ -26,8 +26,10 @@
  * the connection. Otherwise HTTP/1.1 connections stay open unless the
  * request says "Connection: close" (HTTP/1.0: unless "keep-alive").
  * "Expect: 100-continue" is answered "100 Continue" before the body is
- * read. A request that is not all there INFER_TIMEOUT_MS after its
- * first bytes came is answered 408.
+ * read (HTTP/1.1 only: RFC 9110 sends none to 1.0), after the answers to
+ * the requests before it. A request that is not all there -T
+ * (INFER_TIMEOUT_MS) after its first bytes came is answered 408 then,
+ * also when the client has sent nothing since.
  *
  * Outputs agree with espcn_run_cpu(): bit for bit where the arithmetic
  * is the same (the host backend, C's host stage, P without OpenBLAS:
@@ -38,7 +40,8 @@
  * INFER_OFF_PER_MILLE pixels in a thousand, plus one (infer_agrees).
  * Measured on 96x96 pictures of three weight seeds, the reference built
  * with FMA contraction was off at 2 pixels of 82944, OpenBLAS's GEMM at
- * 4 (one level each): the bound leaves 20 times that.
+ * 4 (one level each): the bound leaves 20 times that. On a GPU the
+ * bound is expected to hold, not yet measured there.
  */
 #ifndef INFER_H
 #define INFER_H
