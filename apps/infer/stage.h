@@ -42,9 +42,19 @@ int infer_stage_run(struct infer_stage *s, unsigned n, char *err,
 /* Job i's output (3w x 3h), valid until the next batch's first add. */
 const uint8_t *infer_stage_out(struct infer_stage *s, unsigned i);
 
+/*
+ * P's buffers (zeroed at first): the planes of the largest picture so
+ * far and the im2col columns, kept from picture to picture, so that a
+ * 1024x1024 request does not cost 440 MB of malloc and page faults each.
+ */
+struct espcn_blas {
+	float *x, *a, *b, *c, *col;
+	size_t px; /* pixels x, a, b and c have room for */
+};
+
 /* P's model: im2col and OpenBLAS (stage_blas.c); 0, or -1 out of memory. */
-int espcn_run_blas(const float *p, const uint8_t *in, uint32_t w, uint32_t h,
-		   uint8_t *out);
+int espcn_run_blas(struct espcn_blas *ws, const float *p, const uint8_t *in,
+		   uint32_t w, uint32_t h, uint8_t *out);
 
 #ifdef __cplusplus
 }

@@ -57,30 +57,41 @@ static void conv_gemm(const float *in, uint32_t cin, float *out, uint32_t cout,
 	}
 }
 
-int espcn_run_blas(const float *p, const uint8_t *in, uint32_t w, uint32_t h,
-		   uint8_t *out)
+/* Room in ws for a picture of px pixels: 0, or -1 out of memory. */
+static int blas_room(struct espcn_blas *ws, size_t px)
+{
+	float **plane[] = { &ws->x, &ws->a, &ws->b, &ws->c };
+	const size_t per[] = { 1, ESPCN_C1, ESPCN_C2, ESPCN_C3 };
+
+	if (!ws->col)
+		ws->col = malloc(INFER_COL_FLOATS * sizeof(float));
+	if (!ws->col)
+		return -1;
+	if (px <= ws->px)
+		return 0;
+	for (int i = 0; i < 4; i++) { /* free first: no old and new at once */
+		free(*plane[i]);
+		*plane[i] = malloc(px * per[i] * sizeof(float));
+	}
+	ws->px = ws->x && ws->a && ws->b && ws->c ? px : 0;
+	return ws->px ? 0 : -1;
+}
+
+int espcn_run_blas(struct espcn_blas *ws, const float *p, const uint8_t *in,
+		   uint32_t w, uint32_t h, uint8_t *out)
 {
 	size_t px = (size_t)w * h;
-	float *x = malloc(px * sizeof(float));
-	float *a = malloc(px * ESPCN_C1 * sizeof(float));
-	float *b = malloc(px * ESPCN_C2 * sizeof(float));
-	float *c = malloc(px * ESPCN_C3 * sizeof(float));
-	float *col = malloc(INFER_COL_FLOATS * sizeof(float));
-	int r = -1;
 
-	if (x && a && b && c && col) {
-		for (size_t i = 0; i < px; i++)
-			x[i] = in[i] / 255.0f;
-		conv_gemm(x, 1, a, ESPCN_C1, w, h, p + ESPCN_W1, p + ESPCN_B1, 5, 1, col);
-		conv_gemm(a, ESPCN_C1, b, ESPCN_C2, w, h, p + ESPCN_W2, p + ESPCN_B2, 3, 1, col);
-		conv_gemm(b, ESPCN_C2, c, ESPCN_C3, w, h, p + ESPCN_W3, p + ESPCN_B3, 3, 0, col);
-		espcn_shuffle(c, w, h, out);
-		r = 0;
-	}
-	free(x);
-	free(a);
-	free(b);
-	free(c);
-	free(col);
-	return r;
+	if (blas_room(ws, px))
+		return -1;
+	for (size_t i = 0; i < px; i++)
+		ws->x[i] = in[i] / 255.0f;
+	conv_gemm(ws->x, 1, ws->a, ESPCN_C1, w, h, p + ESPCN_W1, p + ESPCN_B1, 5,
+		  1, ws->col);
+	conv_gemm(ws->a, ESPCN_C1, ws->b, ESPCN_C2, w, h, p + ESPCN_W2,
+		  p + ESPCN_B2, 3, 1, ws->col);
+	conv_gemm(ws->b, ESPCN_C2, ws->c, ESPCN_C3, w, h, p + ESPCN_W3,
+		  p + ESPCN_B3, 3, 0, ws->col);
+	espcn_shuffle(ws->c, w, h, out);
+	return 0;
 }

@@ -21,6 +21,9 @@ struct infer_stage {
 	uint64_t in_used, out_used;
 	uint8_t *in, *out;
 	float *scratch; /* INFER_STAGE_HOST: the block's */
+#if defined(INFER_STAGE_BLAS)
+	struct espcn_blas blas; /* its buffers, kept */
+#endif
 };
 
 const char *infer_stage_name(void)
@@ -66,10 +69,10 @@ uint8_t *infer_stage_add(struct infer_stage *s, unsigned i, uint32_t w,
 int infer_stage_run(struct infer_stage *s, unsigned n, char *err,
 		    size_t errlen)
 {
-	(void)err;
-	(void)errlen;
 	int r = 0;
 
+	(void)err;
+	(void)errlen;
 #if defined(INFER_STAGE_HOST)
 	espcn_batch_part(s->p, s->jobs, n, s->in, s->out, s->scratch, 0, 1);
 #else
@@ -77,8 +80,8 @@ int infer_stage_run(struct infer_stage *s, unsigned n, char *err,
 		const struct espcn_job *j = &s->jobs[i];
 
 #if defined(INFER_STAGE_BLAS)
-		r = espcn_run_blas(s->p, s->in + j->in_at, j->w, j->h,
-				   s->out + j->out_at);
+		r = espcn_run_blas(&s->blas, s->p, s->in + j->in_at, j->w,
+				   j->h, s->out + j->out_at);
 #else
 		r = espcn_run_cpu(s->p, s->in + j->in_at, j->w, j->h,
 				  s->out + j->out_at);
