@@ -23,7 +23,7 @@ C=$IN/infer-cserver-$BACKEND
 P=$IN/infer-pserver
 [ -x "$G" ] || skip_all "infer-gserver-$BACKEND is not built"
 time_limit 90
-plan 47
+plan 49
 
 HTTP="python3 $GSOCK_SRC/t/infer_http.py"
 EXACT=-x
@@ -132,6 +132,8 @@ refusals() { # NAME PORT
 		"$1: a terabyte's Content-Length gets 413 before any body"
 	is "$($HTTP path "$2" "$TMP/in.pgm")" "404 eof: no such resource: POST a picture to /v1/upscale" \
 		"$1: another path gets 404"
+	is "$($HTTP fields "$2" "$TMP/in.pgm" 1360)" "431 eof: the request head is over 8192 bytes" \
+		"$1: a head of 8 KiB and more in short fields gets 431 (the whole head counts)"
 	t0=$(now_ms)
 	got=$($HTTP bighead "$2" 20000)
 	t=$(( $(now_ms) - t0 ))
@@ -162,7 +164,7 @@ refusals() { # NAME PORT
 }
 refusals G "$GPORT"
 if [ $have_c = 1 ]; then refusals C "$CPORT"; else
-	for i in $(seq 12); do ok 0 "# SKIP C: $why_c"; done
+	for i in $(seq 13); do ok 0 "# SKIP C: $why_c"; done
 fi
 
 slow() { # NAME PORT: a byte a second beside quick clients

@@ -13,6 +13,7 @@
   infer_http.py bighead PORT N     a head whose field is N bytes long, its
                                     end not sent (the answer waited for at
                                     most 10 s)
+  infer_http.py fields PORT PGM N  the picture with N more "A: b" fields
   infer_http.py slow PORT PGM SECS  the request a byte a second, at most SECS
   infer_http.py half PORT PGM       the head and most of the body, then sleep
                                     (for the test to kill it)
@@ -157,6 +158,9 @@ def main():
     elif what == "bighead":
         s.sendall(b"POST /v1/upscale HTTP/1.1\r\nX-Big: " + b"a" * int(sys.argv[3]))
         s.settimeout(10)
+        print(r.rest(1))
+    elif what == "fields":
+        s.sendall(request(sys.argv[3], extra=b"A: b\r\n" * int(sys.argv[4])))
         print(r.rest(1))
     elif what == "slow":
         q = request(sys.argv[3])

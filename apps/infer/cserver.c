@@ -44,7 +44,9 @@ struct conn {
 	uint64_t since; /* when its unfinished request began (ns), 0: none */
 	/* the request being parsed */
 	int err; /* why it is refused (infer_err), once known */
-	uint32_t head; /* bytes of its head so far */
+	uint64_t fed; /* bytes of the stream given to the parser */
+	uint64_t head_at; /* where its head began in the stream */
+	int in_head, mark; /* in its head; paused at its begin or head's end */
 	char url[FIELD_MAX + 1];
 	char field[FIELD_MAX + 1], value[FIELD_MAX + 1];
 	int in_value; /* the parser is in a value: the next name is new */
@@ -128,7 +130,9 @@ static int on_message_begin(http_parser *hp)
 	struct conn *c = hp->data;
 
 	c->err = INFER_OK;
-	c->head = 0;
+	c->in_head = 1;
+	c->mark = 1; /* conn_feed notes where it began */
+	http_parser_pause(hp, 1);
 	c->url[0] = c->field[0] = c->value[0] = 0;
 	c->in_value = 0;
 	c->raw_w = c->raw_h = c->have_w = c->have_h = c->expect = 0;
@@ -148,23 +152,10 @@ static void keep(char *s, const char *at, size_t n)
 	s[have + n] = 0;
 }
 
-/* Bytes of the head so far; over INFER_HEAD_MAX, the request is refused. */
-static int head_bytes(http_parser *hp, size_t n)
-{
-	struct conn *c = hp->data;
-
-	c->head += (uint32_t)n;
-	if (c->head <= INFER_HEAD_MAX)
-		return 0;
-	c->err = INFER_E_HEAD_SIZE;
-	http_parser_pause(hp, 1);
-	return 0;
-}
-
 static int on_url(http_parser *hp, const char *at, size_t n)
 {
 	keep(((struct conn *)hp->data)->url, at, n);
-	return head_bytes(hp, n);
+	return 0;
 }
 
 /* A whole field: the ones this server reads. */
@@ -191,7 +182,7 @@ static int on_header_field(http_parser *hp, const char *at, size_t n)
 		field_done(c);
 	c->in_value = 0;
 	keep(c->field, at, n);
-	return head_bytes(hp, n);
+	return 0;
 }
 
 static int on_header_value(http_parser *hp, const char *at, size_t n)
@@ -200,7 +191,7 @@ static int on_header_value(http_parser *hp, const char *at, size_t n)
 
 	c->in_value = 1;
 	keep(c->value, at, n);
-	return head_bytes(hp, n);
+	return 0;
 }
 
 static int on_headers_complete(http_parser *hp)
@@ -215,6 +206,9 @@ static int on_headers_complete(http_parser *hp)
 
 	if (c->in_value)
 		field_done(c);
+	c->in_head = 0;
+	c->mark = 2; /* conn_feed counts the whole head, as G does */
+	http_parser_pause(hp, 1);
 	if (c->err)
 		return 0;
 	c->err = infer_check(m, (uint32_t)strlen(m), c->url,
@@ -295,6 +289,38 @@ static int parse_error(enum http_errno e)
 	       e == HPE_INVALID_VERSION ? INFER_E_VERSION :
 					  INFER_E_HEAD;
 }
+/*
+ * Parse n bytes (0: the end) past the pauses on_message_begin and
+ * on_headers_complete make to say where a head begins and ends: the bytes
+ * used. The whole head counts, request line to blank line, against
+ * INFER_HEAD_MAX (431), also one that has not ended yet.
+ */
+static size_t conn_feed(struct conn *c, const char *buf, size_t n)
+{
+	size_t done = 0;
+
+	for (;;) {
+		size_t used = http_parser_execute(&c->hp, &parser_settings,
+						  buf + done, n - done);
+
+		done += used;
+		c->fed += used;
+		if (c->mark == 1) /* paused past the head's first byte */
+			c->head_at = c->fed - 1;
+		else if (c->mark == 2 && !c->err && /* before its last LF */
+			 c->fed + 1 - c->head_at > INFER_HEAD_MAX)
+			c->err = INFER_E_HEAD_SIZE;
+		if (c->in_head && !c->err && c->fed - c->head_at > INFER_HEAD_MAX)
+			c->err = INFER_E_HEAD_SIZE;
+		c->mark = 0;
+		if (c->err || HTTP_PARSER_ERRNO(&c->hp) != HPE_PAUSED)
+			return done;
+		http_parser_pause(&c->hp, 0);
+		if (done == n)
+			return done;
+	}
+}
+
 /* Read what c has; its complete requests join the batch. */
 static void conn_read(struct cl_conn *cc)
 {
@@ -312,8 +338,7 @@ static void conn_read(struct cl_conn *cc)
 		cc->last = cl_now_ns();
 		/* the end: http_parser_execute with 0 bytes says whether a
 		 * request was cut off; either way nothing is left to answer */
-		used = http_parser_execute(&c->hp, &parser_settings, buf,
-					   n > 0 ? (size_t)n : 0);
+		used = conn_feed(c, buf, n > 0 ? (size_t)n : 0);
 		if (n <= 0) {
 			cc->closing = 1;
 			break;
