@@ -406,7 +406,7 @@ GSOCK_DEVICE int gs_srv_begin(struct gsock_dev gs, struct gsrv *s)
 		gs_srv_slots(gs, s)[i] = (int32_t)i;
 	if (gs_tid() == 0) {
 		b->lfd = lfd;
-		b->n = b->k = b->lrev = 0;
+		b->n = b->k = b->lrev = b->wakes = 0;
 		b->cur = -1;
 		b->end = lfd < 0 ? lfd : 0;
 		b->started = 1;
@@ -504,7 +504,9 @@ GSOCK_DEVICE long gs_srv_reap(struct gsock_dev gs, struct gsrv *s)
 /*
  * Thread 0 marks the connections whose gsrv_wake_at time has come for
  * handing out (their revents, from the first): whether any was; else
- * lowers *wait (microseconds, -1 none) to the next wake-up's.
+ * lowers *wait (microseconds, -1 none) to the next wake-up's. A block
+ * whose handler never set one (b->wakes, written before a barrier)
+ * skips it all: no loop, no broadcast before its gpoll.
  */
 GSOCK_DEVICE int gs_srv_wakes(struct gsock_dev gs, struct gsrv *s, long *wait)
 {
@@ -512,8 +514,12 @@ GSOCK_DEVICE int gs_srv_wakes(struct gsock_dev gs, struct gsrv *s, long *wait)
 	struct gpollfd *p = gs_srv_pfd(gs, s);
 	long due = 0, w = *wait;
 
+	if (!b->wakes)
+		return 0;
+	gs_sync(); /* every thread has read b->k and revents this turn */
 	if (gs_tid() == 0) {
 		uint64_t now = gs_now_ns(), *wake = gs_srv_wake(gs, s);
+		int set = 0;
 
 		for (int k = 0; k < b->n; k++) {
 			uint64_t t = wake[gs_srv_slots(gs, s)[k]];
@@ -521,11 +527,14 @@ GSOCK_DEVICE int gs_srv_wakes(struct gsock_dev gs, struct gsrv *s, long *wait)
 
 			p[k].revents = t && !left ? POLLIN : 0;
 			due |= t && !left;
+			set |= t != 0;
 			if (left && (w < 0 || left < w))
 				w = left;
 		}
 		if (due)
 			b->k = 0;
+		if (!set)
+			b->wakes = 0;
 	}
 	*wait = gs_bcast(w);
 	return (int)gs_bcast(due);
@@ -668,8 +677,11 @@ GSOCK_DEVICE void gsrv_wake_at(struct gsock_dev gs, const struct gsrv *s,
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
 
 	gs_sync();
-	if (gs_tid() == 0 && b->cur >= 0)
+	if (gs_tid() == 0 && b->cur >= 0) {
 		gs_srv_wake(gs, s)[gs_srv_slots(gs, s)[b->cur]] = t_ns;
+		if (t_ns)
+			b->wakes = 1;
+	}
 	gs_sync();
 }
 

@@ -101,6 +101,7 @@ struct gs_srv_blk {
 	int32_t cur; /* the pfd[] handed out, -1 none */
 	int32_t lrev; /* the listener's revents at the last gpoll */
 	int32_t end; /* < 0: the error that ends the block */
+	int32_t wakes; /* a gsrv_wake_at() time may be set: gsrv_next looks */
 	uint32_t gen; /* group: bumped for each work, and at the end */
 	uint32_t arg; /* group: the work's argument */
 	uint32_t stop; /* group: the serving block has ended */
