@@ -26,20 +26,6 @@ start_memcached() {
 	wait_listen "$MCPORT"
 }
 
-# start_fv NAME PROGRAM ARGS...: start a server, wait until it listens.
-start_fv() {
-	_name=$1; shift
-	"$@" >"$TMP/$_name.out" 2>"$TMP/$_name.err" &
-	eval "${_name}_PID=\$!"
-	PIDS="$PIDS $!"
-	for _ in $(seq 400); do
-		grep -q 'listening on' "$TMP/$_name.out" && return 0
-		sleep 0.05
-	done
-	echo "# $_name did not start:"; sed 's/^/#   /' "$TMP/$_name.err"
-	return 1
-}
-
 # client NAME PORT ARGS...: a load run; its summary line goes to $TMP/NAME.
 client() {
 	_name=$1 _port=$2; shift 2
@@ -52,10 +38,10 @@ start_memcached
 ok $? "facever-enrol stores $PEOPLE people in memcached"
 start_gsockd
 GPORT=$(free_port)
-start_fv gsrv "$G" -l "127.0.0.1:$GPORT" -M "$MC" -b 8 -w 500
+start_app gsrv "$G" -l "127.0.0.1:$GPORT" -M "$MC" -b 8 -w 500
 ok $? "facever-gserver ($BACKEND) listens"
 PPORT=$(free_port)
-start_fv psrv "$FV/facever-pserver" -l "127.0.0.1:$PPORT" -M "$MC" -t 2
+start_app psrv "$FV/facever-pserver" -l "127.0.0.1:$PPORT" -M "$MC" -t 2
 ok $? "facever-pserver listens"
 
 # Right verdicts: genuine, impostors, unknown ids, two picture sizes.
@@ -125,8 +111,8 @@ ok $? "with memcached back, G and P answer every request right again"
 
 # All processors on one port: G and P share it (SO_REUSEPORT).
 SPORT=$(free_port)
-start_fv gshare "$G" -l "127.0.0.1:$SPORT" -M "$MC" -b 32 -P
-start_fv pshare "$FV/facever-pserver" -l "127.0.0.1:$SPORT" -M "$MC" -t 2
+start_app gshare "$G" -l "127.0.0.1:$SPORT" -M "$MC" -b 32 -P
+start_app pshare "$FV/facever-pserver" -l "127.0.0.1:$SPORT" -M "$MC" -t 2
 ok $? "G and P listen on the same port $SPORT"
 client share "$SPORT" -c 32 -n 2000
 ok $(( $? != 0 || $(field share failed) != 0 || $(field share ok) != 2000 )) "2000 requests over 32 connections to the shared port, every answer right, none lost"

@@ -41,19 +41,6 @@ sys.exit(len(a) != len(b) or max(d, default=0) > 1 or off > len(a) * int(sys.arg
 ' "$1" "$2" "$PER_MILLE"
 }
 
-# start_srv NAME PROGRAM ARGS...: start a server, wait until it listens.
-start_srv() {
-	_name=$1; shift
-	"$@" >"$TMP/$_name.out" 2>"$TMP/$_name.err" &
-	eval "${_name}_PID=\$!"
-	PIDS="$PIDS $!"
-	for _ in $(seq 400); do
-		grep -q 'listening on' "$TMP/$_name.out" && return 0
-		sleep 0.05
-	done
-	echo "# $_name did not start:"; sed 's/^/#   /' "$TMP/$_name.err"
-	return 1
-}
 load() { # PORT ARGS...: an infer-client run; its line in $TMP/load
 	_port=$1; shift
 	timeout 60 "$IN/infer-client" -s "127.0.0.1:$_port" -w "$TMP/w" "$@" >"$TMP/load" 2>&1
@@ -75,12 +62,12 @@ ok $? "infer-ref: weights and the reference's 69x51 answer to a 23x17 picture"
 start_gsockd
 GPORT=$(free_port)
 # two blocks of 16 connections each, a one-second bound on requests
-start_srv gsrv "$G" -l "127.0.0.1:$GPORT" -b 2 -m 16 -T 1000 -I 5000 -w "$TMP/w"
+start_app gsrv "$G" -l "127.0.0.1:$GPORT" -b 2 -m 16 -T 1000 -I 5000 -w "$TMP/w"
 ok $? "infer-gserver ($BACKEND, 2 blocks of 16 connections) listens"
 have_c=0 have_p=0
 CPORT=$(free_port) PPORT=$(free_port)
-[ -x "$C" ] && start_srv csrv "$C" -l "127.0.0.1:$CPORT" -T 1000 -w "$TMP/w" && have_c=1
-[ -x "$P" ] && OPENBLAS_NUM_THREADS=1 start_srv psrv "$P" -l "127.0.0.1:$PPORT" -t 2 -w "$TMP/w" && have_p=1
+[ -x "$C" ] && start_app csrv "$C" -l "127.0.0.1:$CPORT" -T 1000 -w "$TMP/w" && have_c=1
+[ -x "$P" ] && OPENBLAS_NUM_THREADS=1 start_app psrv "$P" -l "127.0.0.1:$PPORT" -t 2 -w "$TMP/w" && have_p=1
 why_c="infer-cserver-$BACKEND is not built (configure found no libhttp-parser)"
 why_p="infer-pserver is not built (configure found no libhttp-parser)"
 
@@ -89,7 +76,7 @@ ok $? "G: 12 pictures of 4 sizes, every pixel checked: $(cat "$TMP/load")"
 load "$GPORT" $EXACT -c 2 -n 2 -R -S 13x11,30x4
 ok $? "G: raw bodies with X-Width and X-Height"
 KPORT=$(free_port)
-start_srv ksrv "$G" -l "127.0.0.1:$KPORT" -b 1 -k 3 -T 1000 -w "$TMP/w" &&
+start_app ksrv "$G" -l "127.0.0.1:$KPORT" -b 1 -k 3 -T 1000 -w "$TMP/w" &&
 	load "$KPORT" $EXACT -c 1 -n 1 -S 1024x15
 ok $? "G with -k 3: a picture of three bands computed by a group of three blocks, every pixel checked"
 kill -TERM "$ksrv_PID"

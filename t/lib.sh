@@ -116,6 +116,21 @@ start_gsockd() { # [gsockd options]; $GSOCKD_CONF: a conf file (default empty)
 	return 1
 }
 
+# start_app NAME PROGRAM ARGS...: start an application's server (output in
+# $TMP/NAME.out and .err, pid in NAME_PID), wait until it says it listens.
+start_app() {
+	_name=$1; shift
+	"$@" >"$TMP/$_name.out" 2>"$TMP/$_name.err" &
+	eval "${_name}_PID=\$!"
+	PIDS="$PIDS $!"
+	for _ in $(seq 400); do
+		grep -q 'listening on' "$TMP/$_name.out" && return 0
+		sleep 0.05
+	done
+	echo "# $_name did not start:"; sed 's/^/#   /' "$TMP/$_name.err"
+	return 1
+}
+
 # Start the GPU echo server; sets SERVER_PID and PORT (or the unix path).
 start_server() {
 	"$SERVER" "$@" >"$TMP/server.out" 2>"$TMP/server.err" &

@@ -15,19 +15,6 @@ G=$MM/mm-gserver-$BACKEND
 P=$MM/mm-pserver
 RAW="python3 $GSOCK_SRC/t/apps_raw.py"
 
-# start_mm NAME PROGRAM ARGS...: start a server, wait until it listens.
-start_mm() {
-	_name=$1; shift
-	"$@" >"$TMP/$_name.out" 2>"$TMP/$_name.err" &
-	eval "${_name}_PID=\$!"
-	PIDS="$PIDS $!"
-	for _ in $(seq 400); do
-		grep -q 'listening on' "$TMP/$_name.out" && return 0
-		sleep 0.05
-	done
-	echo "# $_name did not start:"; sed 's/^/#   /' "$TMP/$_name.err"
-	return 1
-}
 mm() { # PORT ARGS...: a client run, its summary in $TMP/mm
 	_port=$1; shift
 	timeout 120 "$MM/mm-client" -s "127.0.0.1:$_port" "$@" >"$TMP/mm" 2>&1
@@ -36,12 +23,12 @@ field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" "$TMP/mm"; }
 
 start_gsockd
 GPORT=$(free_port)
-start_mm gsrv "$G" -l "127.0.0.1:$GPORT" -b 2 -k 3 -N 512 -w 1000
+start_app gsrv "$G" -l "127.0.0.1:$GPORT" -b 2 -k 3 -N 512 -w 1000
 ok $? "mm-gserver ($BACKEND, 2 groups of 3 blocks) listens"
 have_p=0
 [ -x "$P" ] && have_p=1
 PPORT=$(free_port)
-[ $have_p = 1 ] && OPENBLAS_NUM_THREADS=1 start_mm psrv "$P" -l "127.0.0.1:$PPORT" -t 4 -N 512
+[ $have_p = 1 ] && OPENBLAS_NUM_THREADS=1 start_app psrv "$P" -l "127.0.0.1:$PPORT" -t 4 -N 512
 
 mm "$GPORT" -c 2 -k 4 -n 1 && mm "$GPORT" -c 2 -k 4 -n 17 &&
 	mm "$GPORT" -c 2 -k 4 -n 64 && mm "$GPORT" -c 2 -k 4 -n 100
@@ -64,8 +51,8 @@ if [ $have_p = 1 ]; then
 	is "$($RAW mm-badsize "$PPORT" 513)" "status -2 eof" "P: a side over --max-n gets MM_E_SIZE and the connection closes"
 	is "$($RAW mm-badmagic "$PPORT")" "status -4 eof" "P: a wrong magic gets MM_E_PROTO and the connection closes"
 	SPORT=$(free_port)
-	start_mm gshare "$G" -l "127.0.0.1:$SPORT" -b 2 -k 2 -N 256 -P &&
-		OPENBLAS_NUM_THREADS=1 start_mm pshare "$P" -l "127.0.0.1:$SPORT" -t 4 -N 256
+	start_app gshare "$G" -l "127.0.0.1:$SPORT" -b 2 -k 2 -N 256 -P &&
+		OPENBLAS_NUM_THREADS=1 start_app pshare "$P" -l "127.0.0.1:$SPORT" -t 4 -N 256
 	ok $? "G and P listen on the same port"
 	mm "$SPORT" -c 24 -k 2 -n 64
 	ok $? "48 products over 24 connections to the shared port, all right"
