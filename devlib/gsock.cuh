@@ -318,14 +318,20 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 	}
 	if (claimed)
 		gs_fence(); /* the claim before the scan (see bridge note_event) */
-	for (;;) {
+	for (int first = 1;; first = 0) {
 		int mine = 0, direct = 0;
 
-		/* What the bridge did before this scan is in it (the sum's
-		 * barriers order these reads before the scan's). */
-		if (gs_tid() == 0)
-			seen = gs_ld64(wake);
-		all = gs_events_all_block(gs);
+		/*
+		 * What the bridge did before this scan is in it (the sum's
+		 * barriers order these reads before the scan's). A scan after
+		 * the wait has both: the wake counter's new value, loaded with
+		 * acquire before the broadcast, and the count it compares.
+		 */
+		if (first) {
+			if (gs_tid() == 0)
+				seen = gs_ld64(wake);
+			all = gs_events_all_block(gs);
+		}
 		for (int k = (int)gs_tid(); k < nfds; k += (int)gs_bdim()) {
 			struct gs_lsock *ls = gs_lsock_of(gs, fds[k].fd);
 
@@ -345,12 +351,21 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 					r = 1; /* timed out */
 					break;
 				}
+				uint64_t v, a;
+
 				r = gs_wait_turn(gs, &turn); /* 0 or -errno */
-				if (r || direct || gs_ld64(wake) != seen)
+				if (r || direct)
 					break;
+				v = gs_ld64(wake);
+				if (v != seen) {
+					seen = v;
+					break;
+				}
 				if (turn % GS_POLL_ALL_TURNS == 0 &&
-				    gs_events_all(gs) != all)
+				    (a = gs_events_all(gs)) != all) {
+					all = a;
 					break;
+				}
 			}
 		}
 		r = gs_bcast(r);
