@@ -325,13 +325,17 @@ void gs_be_world_push(struct gsock_ctx *ctx)
 	cudaStreamSynchronize(s);
 }
 
-int gs_be_start(struct gs_launch *l, const void *kernel, struct gsock_dev dev,
-		unsigned blocks, unsigned threads, void *arg)
+/*
+ * Launch blocks x threads of kernel on stream, every block resident: 0,
+ * -E2BIG (said on stderr) or -EINVAL (the launch failed, said too).
+ */
+static int gs_be_launch(cudaStream_t stream, const void *kernel,
+			struct gsock_dev dev, unsigned blocks,
+			unsigned threads, void *arg)
 {
 	dim3 grid = { blocks, 1, 1 }, block = { threads, 1, 1 };
 	void *args[] = { &dev, &arg };
 	int per_sm = 0, sms = 0, device = 0;
-	cudaStream_t stream;
 	cudaError_t e;
 
 	/*
@@ -351,18 +355,38 @@ int gs_be_start(struct gs_launch *l, const void *kernel, struct gsock_dev dev,
 			blocks, threads, per_sm, sms, per_sm * sms);
 		return -E2BIG;
 	}
-	e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-	if (e != cudaSuccess)
-		return -ENOMEM;
 	e = cudaLaunchKernel(kernel, grid, block, args, 0, stream);
 	if (e != cudaSuccess) {
 		fprintf(stderr, "gsock: kernel launch failed: %s\n",
 			cudaGetErrorString(e));
-		cudaStreamDestroy(stream);
 		return -EINVAL;
+	}
+	return 0;
+}
+
+int gs_be_start(struct gs_launch *l, const void *kernel, struct gsock_dev dev,
+		unsigned blocks, unsigned threads, void *arg)
+{
+	cudaStream_t stream;
+	int r;
+
+	if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) !=
+	    cudaSuccess)
+		return -ENOMEM;
+	r = gs_be_launch(stream, kernel, dev, blocks, threads, arg);
+	if (r) {
+		cudaStreamDestroy(stream);
+		return r;
 	}
 	l->be = stream;
 	return 0;
+}
+
+int gs_be_start_on(void *stream, const void *kernel, struct gsock_dev dev,
+		   unsigned blocks, unsigned threads, void *arg)
+{
+	return gs_be_launch((cudaStream_t)stream, kernel, dev, blocks,
+			    threads, arg);
 }
 
 bool gs_be_started_some(struct gs_launch *l)

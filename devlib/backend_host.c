@@ -200,6 +200,14 @@ int gs_be_start(struct gs_launch *l, const void *kernel, struct gsock_dev dev,
 	return r ? -EAGAIN : 0;
 }
 
+int gs_be_start_on(void *stream, const void *kernel, struct gsock_dev dev,
+		   unsigned blocks, unsigned threads, void *arg)
+{
+	(void)stream, (void)kernel, (void)dev, (void)blocks, (void)threads,
+		(void)arg;
+	return -ENOTSUP; /* no streams, no graphs: blocks are threads */
+}
+
 /*
  * After gs_be_start failed: whether blocks run that gs_be_finish must
  * wait for (threads that started before one could not); else let go of

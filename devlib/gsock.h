@@ -62,6 +62,20 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 int gsock_launch(struct gsock_ctx *ctx, const void *kernel, unsigned blocks,
 		 unsigned threads, void *arg);
 
+/*
+ * cuda: launch kernel on blocks x threads on stream (a cudaStream_t of
+ * the context's GPU, which may be capturing a CUDA graph), its blocks on
+ * command slots [slot, slot + blocks). For kernels the application
+ * launches and waits for itself: the nodes of a graph that launches
+ * itself again, say, which may share slots because they never run at
+ * once. Kernels that do run at once, gsock_launch's too (they take slots
+ * from 0 up), need slots of their own. 0 or a negative errno: -ENOSPC
+ * past nslots, -E2BIG as gsock_launch's, -ENOTSUP on the host backend.
+ */
+int gsock_launch_stream(struct gsock_ctx *ctx, void *stream, unsigned slot,
+			const void *kernel, unsigned blocks, unsigned threads,
+			void *arg);
+
 /* Wait for every launched kernel to end; the host thread sleeps. */
 int gsock_wait(struct gsock_ctx *ctx);
 

@@ -406,7 +406,7 @@ GSOCK_DEVICE int gs_srv_begin(struct gsock_dev gs, struct gsrv *s)
 		gs_srv_slots(gs, s)[i] = (int32_t)i;
 	if (gs_tid() == 0) {
 		b->lfd = lfd;
-		b->n = b->k = b->lrev = b->wakes = 0;
+		b->n = b->k = b->lrev = b->wakes = b->polled = 0;
 		b->cur = -1;
 		b->end = lfd < 0 ? lfd : 0;
 		b->started = 1;
@@ -565,15 +565,41 @@ GSOCK_DEVICE void gs_srv_wait_one(struct gsock_dev gs, struct gsrv *s)
 }
 
 /*
- * The next connection to serve: one just accepted, or one with something
- * to read, or with its end or an error to see (grecv says which): its
- * descriptor. A request handler's grecv(MSG_DONTWAIT) may find nothing
- * yet (-EAGAIN, for gsrv_done to keep it). A negative errno when
- * the server ends: -ECANCELED (gsock_stop), -ECONNABORTED (gsockd gone),
- * or why the listener could not be opened; the block's connections are
- * closed by then. Waits in gpoll while nothing is ready.
+ * gsrv_next_by's turn: at the point where the block would gpoll again,
+ * -EAGAIN once by_ns has passed and the block has polled since its last
+ * -EAGAIN (so that every call that returns -EAGAIN has looked at the
+ * connections once); otherwise the gpoll's timeout, in microseconds, cut
+ * to end by by_ns. Returns 0 to go on polling.
  */
-GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
+GSOCK_DEVICE int gs_srv_by(struct gsock_dev gs, struct gsrv *s,
+			   uint64_t by_ns, long *wait)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	uint64_t now = (uint64_t)gs_bcast((long)gs_now_ns());
+	long left = by_ns > now ? (long)((by_ns - now) / 1000) + 1 : 0;
+
+	if (b->polled && !left) {
+		gs_sync(); /* every thread has read b->polled */
+		if (gs_tid() == 0)
+			b->polled = 0;
+		gs_sync();
+		return -EAGAIN;
+	}
+	if (*wait < 0 || left < *wait)
+		*wait = left;
+	return 0;
+}
+
+/*
+ * The next connection to serve (gsrv_next), or -EAGAIN instead of
+ * waiting past by_ns (gs_now_ns()'s clock; 0: no bound), for a kernel
+ * that must return: a CUDA graph's receive node. Each call that returns
+ * -EAGAIN has polled the block's connections and listener once at least;
+ * its place in the loop (device memory) is where the next call, in this
+ * launch or a later one, goes on.
+ */
+GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
+			      uint64_t by_ns)
 {
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
 	struct gpollfd *p = gs_srv_pfd(gs, s);
@@ -643,7 +669,9 @@ GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
 		}
 		if (gs_srv_wakes(gs, s, &wait))
 			continue;
-		if (!s->idle_ns && wait < 0 && b->n == 1 &&
+		if (by_ns && gs_srv_by(gs, s, by_ns, &wait))
+			return -EAGAIN;
+		if (!by_ns && !s->idle_ns && wait < 0 && b->n == 1 &&
 		    !room) { /* one connection, no room, no wake-up */
 			gs_srv_wait_one(gs, s);
 			continue;
@@ -654,6 +682,7 @@ GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
 		r = gpoll(gs, p, b->n + room, wait);
 		if (gs_tid() == 0) {
 			b->k = 0;
+			b->polled = 1;
 			b->lrev = room ? p[b->n].revents : 0;
 			if (r < 0)
 				b->end = r;
@@ -663,6 +692,48 @@ GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
 		}
 		gs_sync();
 	}
+}
+
+/*
+ * The next connection to serve: one just accepted, or one with something
+ * to read, or with its end or an error to see (grecv says which): its
+ * descriptor. A request handler's grecv(MSG_DONTWAIT) may find nothing
+ * yet (-EAGAIN, for gsrv_done to keep it). A negative errno when
+ * the server ends: -ECANCELED (gsock_stop), -ECONNABORTED (gsockd gone),
+ * or why the listener could not be opened; the block's connections are
+ * closed by then. Waits in gpoll while nothing is ready.
+ */
+GSOCK_DEVICE int gsrv_next(struct gsock_dev gs, struct gsrv *s)
+{
+	return gsrv_next_by(gs, s, 0);
+}
+
+/*
+ * Make the block's connection fd the one being served again, as if
+ * gsrv_next had handed it out (its wake-up cleared), for a handler that
+ * answers later than it read: a graph's send node after the receive
+ * node and the model. gsrv_state, gsrv_wake_at and gsrv_done then act on
+ * it. 0, or -EBADF when the block does not hold fd.
+ */
+GSOCK_DEVICE int gsrv_take(struct gsock_dev gs, struct gsrv *s, int fd)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	struct gpollfd *p = gs_srv_pfd(gs, s);
+	long k = -1;
+
+	gs_sync();
+	if (gs_tid() == 0) {
+		for (int i = 0; i < b->n && k < 0; i++)
+			if (p[i].fd == fd)
+				k = i;
+		if (k >= 0) {
+			b->cur = (int32_t)k;
+			b->t_next = b->t_step = gs_now_ns();
+			gs_srv_last(gs, s)[gs_srv_slots(gs, s)[k]] = b->t_next;
+			gs_srv_wake(gs, s)[gs_srv_slots(gs, s)[k]] = 0;
+		}
+	}
+	return gs_bcast(k) < 0 ? -EBADF : 0;
 }
 
 /*

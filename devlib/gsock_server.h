@@ -102,6 +102,7 @@ struct gs_srv_blk {
 	int32_t lrev; /* the listener's revents at the last gpoll */
 	int32_t end; /* < 0: the error that ends the block */
 	int32_t wakes; /* a gsrv_wake_at() time may be set: gsrv_next looks */
+	int32_t polled; /* gsrv_next_by: a gpoll since its last -EAGAIN */
 	uint32_t gen; /* group: bumped for each work, and at the end */
 	uint32_t arg; /* group: the work's argument */
 	uint32_t stop; /* group: the serving block has ended */
@@ -205,6 +206,21 @@ struct gsrv_app {
 	 */
 	void (*teardown)(struct gsrv_app *app, struct gsock_ctx *ctx,
 			 struct gsrv *s);
+	/*
+	 * A server whose kernels are not one persistent launch (a CUDA
+	 * graph that launches itself again, say) starts them itself: launch
+	 * after setup, with dev_s the struct gsrv its kernels take (device
+	 * memory, ready) and the blocks and threads of the options; 0, or a
+	 * <sysexits.h> status (say why on stderr). wait then sleeps until
+	 * they have ended, which gsock_stop() (SIGINT, SIGTERM) or gsockd's
+	 * end must bring about; 0 or a <sysexits.h> status. NULL: one
+	 * gsock_launch() of kernel, and gsock_wait().
+	 */
+	int (*launch)(struct gsrv_app *app, struct gsock_ctx *ctx,
+		      struct gsrv *s, struct gsrv *dev_s, unsigned blocks,
+		      unsigned threads);
+	int (*wait)(struct gsrv_app *app, struct gsock_ctx *ctx,
+		    struct gsrv *s);
 	/* Added to the "listening on" line, e.g. "sink"; may be NULL. */
 	const char *detail;
 	/*

@@ -680,6 +680,19 @@ out_unlock:
 	return r;
 }
 
+int gsock_launch_stream(struct gsock_ctx *ctx, void *stream, unsigned slot,
+			const void *kernel, unsigned blocks, unsigned threads,
+			void *arg)
+{
+	if (!blocks || !threads)
+		return -EINVAL;
+	if ((uint64_t)slot + blocks > ctx->hdr->nslots)
+		return -ENOSPC;
+	gs_be_use(ctx);
+	return gs_be_start_on(stream, kernel, gs_dev_view(ctx, slot), blocks,
+			      threads, arg);
+}
+
 int gsock_wait(struct gsock_ctx *ctx)
 {
 	struct gs_launch *l, *next;

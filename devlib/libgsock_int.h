@@ -117,6 +117,13 @@ void gs_be_world_push(struct gsock_ctx *ctx);
  */
 int gs_be_start(struct gs_launch *l, const void *kernel, struct gsock_dev dev,
 		unsigned blocks, unsigned threads, void *arg);
+/*
+ * Launch blocks x threads of kernel on the caller's stream (cuda: a
+ * cudaStream_t, capturing or not): 0 or a negative errno (-ENOTSUP on
+ * the host backend).
+ */
+int gs_be_start_on(void *stream, const void *kernel, struct gsock_dev dev,
+		   unsigned blocks, unsigned threads, void *arg);
 /* After gs_be_start failed: whether blocks run that gs_be_finish must end. */
 bool gs_be_started_some(struct gs_launch *l);
 /* Wait for l's blocks; 0 or -EIO (said on stderr). */

@@ -293,10 +293,18 @@ static void *gsrv_serve(void *p)
 	if (g->dev_app)
 		dev.app = g->dev_app;
 	r = gsock_memcpy(g->ctx, g->dev_s, &dev, sizeof(dev));
-	if (!r)
+	if (!r && g->app->launch) {
+		g->status = g->app->launch(g->app, g->ctx, g->s, g->dev_s,
+					   g->blocks, g->threads);
+		if (g->status) {
+			gsock_stop(g->ctx);
+			return NULL;
+		}
+	} else if (!r) {
 		r = gsock_launch(g->ctx, g->app->kernel,
 				 g->blocks * g->s->group_blocks + g->s->pipes,
 				 g->threads, g->dev_s);
+	}
 	if (r) {
 		fprintf(stderr, "%s: cannot launch %u blocks: %s\n", name,
 			g->blocks * g->s->group_blocks + g->s->pipes,
@@ -327,7 +335,13 @@ static void *gsrv_serve(void *p)
 		       detail ? ", " : "", detail ? detail : "");
 		fflush(stdout);
 	}
-	gsock_wait(g->ctx);
+	if (g->app->wait) {
+		r = g->app->wait(g->app, g->ctx, g->s);
+		if (r && !g->status)
+			g->status = r;
+	} else {
+		gsock_wait(g->ctx);
+	}
 	if (gsock_bridge_gone(g->ctx)) {
 		fprintf(stderr, "%s: gsockd went away; exiting\n", name);
 		g->status = EX_UNAVAILABLE;
