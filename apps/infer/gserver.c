@@ -15,12 +15,8 @@
 #include <sysexits.h>
 
 #include "espcn_gpu.h"
+#include "ghttp.cuh"
 #include "gsock.h"
-#include "gsock_server.cuh"
-#include "infer.h"
-
-/* The slowest a reader may take an answer: past it the block moves on. */
-#define IG_SEND_RATE_MIN (1u << 20) /* bytes a second */
 
 struct ig_conf {
 	const float *weights; /* device memory */
@@ -55,21 +51,6 @@ GSOCK_DEVICE void ig_part(struct ig_conf *c, struct gsrv *s, struct ig_buf *b,
 			 s->group_blocks);
 }
 
-/*
- * Send n bytes of answer within -T plus n at IG_SEND_RATE_MIN, so that a
- * reader that takes a byte now and then cannot hold the block's other
- * connections for long: n or a negative errno (-ETIMEDOUT: too slow).
- */
-GSOCK_DEVICE long ig_send(struct gsock_dev gs, int fd, struct ig_conf *c,
-			  const void *p, uint64_t n)
-{
-	uint64_t by = (uint64_t)gs_bcast((long)gs_now_ns()) +
-		      c->timeout_us * 1000ull +
-		      n * (1000000000ull / IG_SEND_RATE_MIN);
-
-	return gsrv_send_by(gs, fd, p, n, c->timeout_us, by);
-}
-
 /* Answer why the request is refused; -EPROTO closes the connection. */
 GSOCK_DEVICE long ig_refuse(struct gsock_dev gs, struct gsrv *s, int fd,
 			    struct ig_conf *c, int e)
@@ -80,26 +61,8 @@ GSOCK_DEVICE long ig_refuse(struct gsock_dev gs, struct gsrv *s, int fd,
 	gs_sync();
 	if (gs_tid() == 0)
 		n = infer_error(b->head, e);
-	ig_send(gs, fd, c, b->head, (uint64_t)gs_bcast(n));
+	ig_send(gs, fd, c->timeout_us, b->head, (uint64_t)gs_bcast(n));
 	return -EPROTO;
-}
-
-/* Thread 0: the head h[0, n) into k: INFER_OK to take its body, or why not. */
-GSOCK_DEVICE int ig_check(const char *h, uint32_t n, struct ig_conn *k)
-{
-	int st = gsrv_http_parse(h, n, &k->q);
-	uint32_t wl = 0, hl = 0;
-	long wv = gsrv_http_field(h, n, "x-width", &wl);
-	long hv = gsrv_http_field(h, n, "x-height", &hl);
-
-	if (st)
-		return st == 505 ? INFER_E_VERSION : INFER_E_HEAD;
-	k->w = wv < 0 ? 0 : infer_dim(h + wv, wl);
-	k->h = hv < 0 ? 0 : infer_dim(h + hv, hl);
-	if ((wv < 0) != (hv < 0) || (wv >= 0 && (!k->w || !k->h)))
-		return INFER_E_DIMS;
-	return infer_check(h, k->q.method_len, h + k->q.target,
-			   k->q.target_len, k->q.content_length, k->q.chunked);
 }
 
 /* The head of k's next request: 1 taken, or what ig_request returns. */
@@ -117,11 +80,12 @@ GSOCK_DEVICE long ig_head(struct gsock_dev gs, struct gsrv *s, int fd,
 	if (r < 4 || !infer_is((const char *)k->data + at + r - 4, 4, "\r\n\r\n"))
 		return r < 0 ? r : 0; /* ended, maybe mid-head: nothing to answer */
 	if (gs_tid() == 0)
-		e = ig_check((const char *)k->data + at, (uint32_t)r, k);
+		e = ig_check((const char *)k->data + at, (uint32_t)r, &k->q,
+			     &k->w, &k->h);
 	if (gs_bcast(e))
 		return ig_refuse(gs, s, fd, c, (int)e);
 	if (k->q.expect_continue && k->q.minor >= 1) /* RFC 9110 10.1.1 */
-		ig_send(gs, fd, c, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1);
+		ig_send(gs, fd, c->timeout_us, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1);
 	gs_sync();
 	if (gs_tid() == 0)
 		k->body = 1;
@@ -167,7 +131,7 @@ GSOCK_DEVICE long ig_request(struct gsock_dev gs, struct gsrv *s, int fd,
 		ig_refuse(gs, s, fd, c, INFER_E_UNAVAILABLE);
 		return r;
 	}
-	r = ig_send(gs, fd, c, b->out + INFER_REPLY_HEAD_MAX - hl,
+	r = ig_send(gs, fd, c->timeout_us, b->out + INFER_REPLY_HEAD_MAX - hl,
 		    hl + 9ull * w * h);
 	return r < 0 ? r : k->q.keep_alive ? 1 : 0;
 }
