@@ -1,0 +1,736 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * infer-gserver-graph: infer-gserver's protocol (infer.h) served by CUDA
+ * graphs that launch each other from the device: one graph launch a
+ * turn, and no CPU code between a request and its answer.
+ *
+ *   node            does                                      blocks
+ *   receive         gsrv_next_by: accept, read, check heads;  -b
+ *                   whole requests become the turn's jobs
+ *   im2col, SGEMM   the three convolutions of every picture   grid, cuBLAS
+ *   (three times)   of the turn at once
+ *   shuffle         the outputs into their answers            grid
+ *   send            each block answers its jobs (pictures,    -b
+ *                   refusals), then one thread tail-launches
+ *                   the next turn's graph
+ *
+ * A graph launched from the device may hold cuBLAS's kernels but no
+ * conditional node (CUDA 13 refuses to instantiate one for device
+ * launch), and a captured SGEMM keeps the sizes it was captured with.
+ * So one graph is captured for each batch size of igg_caps (pixels of
+ * all the turn's pictures); the receive node takes what its graph's size
+ * holds, a picture that does not fit waits, and the send node launches
+ * the graph whose size holds what came and what waited.
+ *
+ * Between launches everything lives in device memory: the server
+ * layer's blocks and connections (gsrv_next_by goes on where it
+ * stopped), the jobs, the planes, the turn's counters. SIGINT and
+ * SIGTERM (gsock_stop) make the receive node's gpoll return -ECANCELED:
+ * that turn answers nothing and launches no other, and the host thread,
+ * asleep in cudaStreamSynchronize, wakes.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sysexits.h>
+
+#include "espcn.h"
+#include "espcn_gpu.h" /* ESPCN_THREADS */
+#include "ghttp.cuh"
+#include "gsock.h"
+
+#define IGG_GAP 32 /* plane pixels before a picture's: its answer's head */
+#define IGG_SLICE_NS 20000 /* an idle receive block looks at the others */
+#define IGG_AGAIN (-1) /* a job's e: no room this turn, look again */
+#define IGG_SIZES 5
+#define IGG_GRID 2048 /* blocks of the model's grid-stride kernels */
+/* Batch sizes, pixels: the largest holds a 1024x1024 picture. */
+static const uint32_t igg_caps[IGG_SIZES] = { 1u << 12, 1u << 14, 1u << 16,
+					      1u << 18, (1u << 20) + (1u << 16) };
+
+/* One of the turn's jobs: a picture to answer, a refusal, or IGG_AGAIN. */
+struct igg_job {
+	const uint8_t *in; /* the picture (its connection's buffer) */
+	uint32_t off; /* plane pixels [off + IGG_GAP, + w h) are its own */
+	uint32_t w, h;
+	int32_t fd;
+	int32_t e; /* INFER_OK, an infer_err, or IGG_AGAIN */
+	uint32_t hl; /* its answer's head: hl bytes before its pixels */
+	uint32_t keep; /* the connection stays open after the answer */
+	uint32_t pad;
+};
+
+/* What the turns share (device memory). */
+struct igg_turn {
+	uint32_t pixels; /* receive: plane pixels taken this turn */
+	uint32_t want; /* receive: the most a picture that waited needs */
+	uint32_t jobs; /* receive: jobs this turn, every block's */
+	int32_t end; /* receive: the error that ends the server, or 0 */
+	int32_t launch_err; /* send: the cudaGraphLaunch that failed */
+	uint32_t cap[IGG_SIZES]; /* igg_caps */
+	uint64_t turns; /* send: turns served */
+	cudaGraphExec_t exec[IGG_SIZES]; /* each size's graph */
+};
+
+/* The application's part of struct gsrv (s->app); every pointer device memory. */
+struct igg_conf {
+	const float *weights;
+	long timeout_us; /* bound on a request's arrival, an answer's send */
+	struct igg_turn *turn;
+	struct igg_job *jobs; /* per_block a block */
+	uint32_t *njobs; /* a block's jobs this turn */
+	uint32_t *owner; /* a plane pixel's job (its index in jobs) */
+	float *col; /* im2col columns: K floats a plane pixel */
+	float *a, *b, *c; /* the layers' outputs: 64, 32, 9 floats a pixel */
+	uint8_t *out; /* 9 bytes a plane pixel: the answers */
+};
+
+/* The receive and send nodes' argument: the server, its graph's size. */
+struct igg_arg {
+	struct gsrv *s;
+	uint32_t cap;
+	uint32_t pad;
+};
+
+/* A connection's state (gsrv_state): its input, how far its request is. */
+struct igg_conn {
+	struct gsrv_lines lb;
+	struct gsrv_http q; /* the head whose body is awaited */
+	uint64_t since; /* when its request began to wait for bytes; 0 */
+	uint32_t body; /* the head is in: the body is awaited */
+	uint32_t job; /* a job of this turn: nothing more until it is sent */
+	uint32_t pic; /* a picture waits for room: pixels at data + at */
+	uint32_t at, pw, ph;
+	uint32_t w, h; /* X-Width, X-Height (0: a PGM) */
+	uint8_t data[INFER_BODY_MAX];
+};
+
+/* ---- the receive node ---- */
+
+/* Thread 0: a job of this block for fd (the block's next); its index. */
+GSOCK_DEVICE uint32_t igg_add_t0(struct gsock_dev gs, struct gsrv *s,
+				 struct igg_conf *c, struct igg_conn *k, int fd,
+				 int e)
+{
+	uint32_t b = gs_bid(), i = b * s->per_block + c->njobs[b]++;
+
+	c->jobs[i] = (struct igg_job){ 0 };
+	c->jobs[i].fd = fd;
+	c->jobs[i].e = e;
+	k->job = 1;
+	atomicAdd(&c->turn->jobs, 1u);
+	return i;
+}
+
+/* A job that is no picture (a refusal, IGG_AGAIN); -EAGAIN keeps fd. */
+GSOCK_DEVICE long igg_job(struct gsock_dev gs, struct gsrv *s,
+			  struct igg_conf *c, int fd, int e)
+{
+	gs_sync();
+	if (gs_tid() == 0)
+		igg_add_t0(gs, s, c, (struct igg_conn *)gsrv_state(gs, s), fd, e);
+	gs_sync();
+	return -EAGAIN;
+}
+
+/*
+ * k's picture into the planes if this graph's size still holds it: a job
+ * whose plane pixels say whose they are and whose answer's head is
+ * written; else a job IGG_AGAIN, and the next turn's graph is larger.
+ */
+GSOCK_DEVICE long igg_picture(struct gsock_dev gs, struct gsrv *s,
+			      struct igg_conf *c, struct igg_conn *k, int fd,
+			      uint32_t cap)
+{
+	uint32_t need = IGG_GAP + k->pw * k->ph;
+	long off = -1, i = 0;
+
+	gs_sync();
+	if (gs_tid() == 0) {
+		uint32_t cur = *(volatile uint32_t *)&c->turn->pixels, old;
+
+		while (cur + need <= cap &&
+		       (old = atomicCAS(&c->turn->pixels, cur, cur + need)) != cur)
+			cur = old;
+		if (cur + need > cap) {
+			atomicMax(&c->turn->want, need);
+			igg_add_t0(gs, s, c, k, fd, IGG_AGAIN);
+		} else {
+			struct igg_job *j;
+			char head[INFER_REPLY_HEAD_MAX];
+
+			off = cur;
+			i = igg_add_t0(gs, s, c, k, fd, INFER_OK);
+			j = &c->jobs[i];
+			j->in = k->data + k->at;
+			j->off = cur;
+			j->w = k->pw;
+			j->h = k->ph;
+			j->keep = k->q.keep_alive;
+			j->hl = infer_reply_head(head, 200, 9ull * j->w * j->h,
+						 j->keep, 3 * j->w, 3 * j->h);
+			memcpy(c->out + 9ull * (cur + IGG_GAP) - j->hl, head,
+			       j->hl);
+			k->pic = 0;
+		}
+	}
+	off = gs_bcast(off);
+	i = gs_bcast(i);
+	for (uint32_t p = gs_tid(); off >= 0 && p < need; p += gs_bdim())
+		c->owner[off + p] = (uint32_t)i;
+	gs_sync();
+	return -EAGAIN;
+}
+
+/* Bytes of a request wait: 408 past -T, else a wake-up at -T. */
+GSOCK_DEVICE long igg_wait(struct gsock_dev gs, struct gsrv *s,
+			   struct igg_conf *c, struct igg_conn *k, int fd)
+{
+	long late = 0, due = 0;
+
+	gs_sync();
+	if (gs_tid() == 0) {
+		uint64_t now = gs_now_ns();
+
+		if (!k->body && k->lb.have == k->lb.off)
+			k->since = 0;
+		else if (!k->since)
+			k->since = now;
+		late = k->since && now - k->since > c->timeout_us * 1000ull;
+		due = k->since ? (long)(k->since + c->timeout_us * 1000ull + 1) : 0;
+	}
+	if (gs_bcast(late))
+		return igg_job(gs, s, c, fd, INFER_E_TIMEOUT);
+	/* a client gone quiet mid-request brings no bytes: wake up for it */
+	gsrv_wake_at(gs, s, (uint64_t)gs_bcast(due));
+	return -EAGAIN;
+}
+
+/*
+ * Connection fd, handed out: read what came of its next request; a
+ * whole one becomes a job (its picture, or its refusal). -EAGAIN keeps
+ * it, 0 or a negative errno closes it (ended, maybe mid-request:
+ * nothing to answer).
+ */
+GSOCK_DEVICE long igg_read(struct gsock_dev gs, struct gsrv *s,
+			   struct igg_conf *c, int fd, uint32_t cap)
+{
+	struct igg_conn *k = (struct igg_conn *)gsrv_state(gs, s);
+	uint32_t at = 0, w = 0, h = 0, px = 0;
+	long r, e = 0;
+
+	if (k->job) /* answered by this turn's send node; its bytes wait */
+		return -EAGAIN;
+	if (k->pic)
+		return igg_picture(gs, s, c, k, fd, cap);
+	if (!k->body) {
+		r = gsrv_recv_until(gs, fd, &k->lb, k->data, sizeof(k->data),
+				    "\r\n\r\n", 4, &at, MSG_DONTWAIT, 0);
+		if (r == -EMSGSIZE || r > INFER_HEAD_MAX ||
+		    (r == -EAGAIN && k->lb.have - k->lb.off > INFER_HEAD_MAX))
+			return igg_job(gs, s, c, fd, INFER_E_HEAD_SIZE);
+		if (r == -EAGAIN)
+			return igg_wait(gs, s, c, k, fd);
+		if (r < 4 || !infer_is((const char *)k->data + at + r - 4, 4, "\r\n\r\n"))
+			return r < 0 ? r : 0;
+		if (gs_tid() == 0)
+			e = ig_check((const char *)k->data + at, (uint32_t)r,
+				     &k->q, &k->w, &k->h);
+		if (gs_bcast(e))
+			return igg_job(gs, s, c, fd, (int)e);
+		if (k->q.expect_continue && k->q.minor >= 1) /* RFC 9110 10.1.1 */
+			ig_send(gs, fd, c->timeout_us, INFER_CONTINUE,
+				sizeof(INFER_CONTINUE) - 1);
+		gs_sync();
+		if (gs_tid() == 0)
+			k->body = 1;
+		gs_sync();
+	}
+	r = gsrv_recv_bytes(gs, fd, &k->lb, k->data, sizeof(k->data),
+			    (uint32_t)k->q.content_length, &at, MSG_DONTWAIT, 0);
+	if (r == -EAGAIN)
+		return igg_wait(gs, s, c, k, fd);
+	if (r < 0 || (r == 0 && k->q.content_length))
+		return r;
+	gs_sync();
+	if (gs_tid() == 0) { /* the next request's time starts afresh */
+		e = infer_picture(k->data + at, (uint64_t)r, k->w, k->h, &w, &h, &px);
+		k->body = 0;
+		k->since = 0;
+		k->at = at + px;
+		k->pw = w;
+		k->ph = h;
+		k->pic = !e;
+	}
+	if (gs_bcast(e))
+		return igg_job(gs, s, c, fd, (int)e);
+	return igg_picture(gs, s, c, k, fd, cap);
+}
+
+/* Whether the turn has a job, or has ended: a block that waits stops. */
+GSOCK_DEVICE int igg_turn_over(struct igg_conf *c)
+{
+	long v = 0;
+
+	if (gs_tid() == 0)
+		v = *(volatile uint32_t *)&c->turn->jobs ||
+		    *(volatile int32_t *)&c->turn->end;
+	return (int)gs_bcast(v);
+}
+
+/*
+ * The receive node: each block serves its connections until the turn
+ * has a job (any block's), then returns; an idle block waits in slices
+ * of IGG_SLICE_NS so that it sees another block's job. gsock_stop ends
+ * every block's gpoll at once (-ECANCELED): the turn's end.
+ */
+GSOCK_KERNEL_FIT(igg_recv, gs, arg, ESPCN_THREADS, 1)
+{
+	struct igg_arg *a = (struct igg_arg *)arg;
+	struct gsrv *s = a->s;
+	struct igg_conf *c = (struct igg_conf *)s->app;
+	uint64_t by = (uint64_t)gs_bcast((long)gs_now_ns()) + IGG_SLICE_NS;
+
+	for (;;) {
+		int fd = gsrv_next_by(gs, s, by);
+
+		if (fd >= 0) {
+			gsrv_done(gs, s, igg_read(gs, s, c, fd, a->cap));
+			if (igg_turn_over(c))
+				by = 1; /* what is ready, then return */
+			continue;
+		}
+		if (fd != -EAGAIN) {
+			if (gs_tid() == 0)
+				atomicCAS((unsigned *)&c->turn->end, 0u, (unsigned)fd);
+			break;
+		}
+		if (igg_turn_over(c))
+			break;
+		by = (uint64_t)gs_bcast((long)gs_now_ns()) + IGG_SLICE_NS;
+	}
+}
+
+/* ---- the model: im2col, cuBLAS's SGEMM, the pixel shuffle ---- */
+
+/* Plane pixel q's job, and the pixel's place in its picture; 0, or -1 in a gap. */
+__device__ static int igg_where(const struct igg_conf *c, uint32_t q,
+				const struct igg_job **jp, uint32_t *x,
+				uint32_t *y)
+{
+	const struct igg_job *j = &c->jobs[c->owner[q]];
+	uint32_t i = q - j->off;
+
+	*jp = j;
+	if (i < IGG_GAP)
+		return -1;
+	i -= IGG_GAP;
+	*x = i % j->w;
+	*y = i / j->w;
+	return 0;
+}
+
+/*
+ * Layer l's columns: column q holds the K inputs of plane pixel q in
+ * the weights' order (input channel, row, column), zero outside the
+ * picture; the layer before's outputs get their bias and tanh here.
+ */
+__global__ void __launch_bounds__(256) igg_im2col(struct igg_conf c, int l)
+{
+	uint32_t total = *(volatile uint32_t *)&c.turn->pixels;
+	uint32_t cin = l == 0 ? 1 : l == 1 ? ESPCN_C1 : ESPCN_C2;
+	int kk = l == 0 ? 5 : 3, half = kk / 2;
+	uint32_t K = cin * kk * kk;
+	const float *src = l == 1 ? c.a : c.b;
+	const float *bias = c.weights + (l == 1 ? ESPCN_B1 : ESPCN_B2);
+
+	for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+	     e < (uint64_t)total * K; e += (uint64_t)gridDim.x * blockDim.x) {
+		uint32_t q = (uint32_t)(e / K), k = (uint32_t)(e % K), x, y;
+		uint32_t i = k / (kk * kk);
+		long yy, xx;
+		const struct igg_job *j;
+		float v = 0;
+
+		if (!igg_where(&c, q, &j, &x, &y)) {
+			yy = (long)y + (long)(k / kk % kk) - half;
+			xx = (long)x + (long)(k % kk) - half;
+			if (yy >= 0 && yy < (long)j->h && xx >= 0 && xx < (long)j->w) {
+				size_t p = (size_t)yy * j->w + xx;
+
+				v = l == 0 ? j->in[p] / 255.0f :
+					     tanhf(src[(j->off + IGG_GAP + p) * cin + i] +
+						   bias[i]);
+			}
+		}
+		c.col[e] = v;
+	}
+}
+
+/* The last layer's 9 values of each pixel, with their bias, into its answer. */
+__global__ void __launch_bounds__(256) igg_shuffle(struct igg_conf c)
+{
+	uint32_t total = *(volatile uint32_t *)&c.turn->pixels;
+
+	for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+	     e < (uint64_t)total * ESPCN_C3; e += (uint64_t)gridDim.x * blockDim.x) {
+		uint32_t q = (uint32_t)(e / ESPCN_C3), o = (uint32_t)(e % ESPCN_C3), x, y;
+		const struct igg_job *j;
+		float v;
+
+		if (igg_where(&c, q, &j, &x, &y))
+			continue;
+		v = (c.c[e] + c.weights[ESPCN_B3 + o]) * 255.0f;
+		v = v < 0 ? 0 : v > 255 ? 255 : v;
+		c.out[9ull * (j->off + IGG_GAP) +
+		      ((size_t)y * ESPCN_R + o / ESPCN_R) * j->w * ESPCN_R +
+		      (size_t)x * ESPCN_R + o % ESPCN_R] = (uint8_t)rintf(v);
+	}
+}
+
+/* ---- the send node ---- */
+
+/* Job j, its connection taken again: what gsrv_done is to make of it. */
+GSOCK_DEVICE long igg_answer(struct gsock_dev gs, struct gsrv *s,
+			     struct igg_conf *c, const struct igg_job *j)
+{
+	struct igg_conn *k = (struct igg_conn *)gsrv_state(gs, s);
+	char *text = (char *)gsrv_buf(gs, s);
+	long r = 0;
+
+	gs_sync();
+	if (gs_tid() == 0)
+		k->job = 0;
+	gs_sync();
+	if (j->e == IGG_AGAIN) { /* no room last turn: at once in the next */
+		gsrv_wake_at(gs, s, (uint64_t)gs_bcast((long)gs_now_ns()));
+		return -EAGAIN;
+	}
+	if (j->e) { /* refused: why, and a close */
+		if (gs_tid() == 0)
+			r = infer_error(text, j->e);
+		ig_send(gs, j->fd, c->timeout_us, text, (uint64_t)gs_bcast(r));
+		return -EPROTO;
+	}
+	r = ig_send(gs, j->fd, c->timeout_us,
+		    c->out + 9ull * (j->off + IGG_GAP) - j->hl,
+		    j->hl + 9ull * j->w * j->h);
+	if (r < 0 || !j->keep)
+		return r < 0 ? r : 0;
+	if (k->lb.have > k->lb.off) /* pipelined bytes wait: the next turn */
+		gsrv_wake_at(gs, s, (uint64_t)gs_bcast((long)gs_now_ns()));
+	return 1;
+}
+
+/* Thread 0 of the send node: the next turn, in the graph of its size. */
+__device__ static void igg_next_t0(struct igg_turn *t)
+{
+	uint32_t need = t->pixels > t->want ? t->pixels : t->want, k = 0;
+	cudaError_t e;
+
+	while (k + 1 < IGG_SIZES && t->cap[k] < need)
+		k++;
+	t->pixels = t->want = t->jobs = 0;
+	t->turns++;
+	if (t->end)
+		return;
+	e = cudaGraphLaunch(t->exec[k], cudaStreamGraphTailLaunch);
+	if (e != cudaSuccess) {
+		t->launch_err = (int32_t)e;
+		t->end = -EIO;
+	}
+}
+
+/*
+ * The send node: each block answers its jobs of the turn on their
+ * connections (gsrv_take, gsrv_done), nothing once the server ends;
+ * block 0 launches the next turn, which starts when this graph is done.
+ */
+GSOCK_KERNEL_FIT(igg_send, gs, arg, ESPCN_THREADS, 1)
+{
+	struct igg_arg *a = (struct igg_arg *)arg;
+	struct gsrv *s = a->s;
+	struct igg_conf *c = (struct igg_conf *)s->app;
+	uint32_t b = gs_bid(), n = c->njobs[b];
+	int end = c->turn->end;
+
+	for (uint32_t i = 0; i < n && !end; i++) {
+		const struct igg_job *j = &c->jobs[b * s->per_block + i];
+
+		if (!gsrv_take(gs, s, j->fd))
+			gsrv_done(gs, s, igg_answer(gs, s, c, j));
+	}
+	gs_sync();
+	if (gs_tid() == 0)
+		c->njobs[b] = 0;
+	if (b == 0 && gs_tid() == 0)
+		igg_next_t0(c->turn);
+}
+
+/* ---- the host program ---- */
+
+/* What the host keeps while the graphs run. */
+struct igg_host {
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	void *blas_ws; /* cuBLAS's workspace: none may be allocated in a capture */
+	struct igg_arg *args; /* device memory, one a size */
+	cudaGraphExec_t exec[IGG_SIZES];
+	struct igg_conf conf; /* the host's copy */
+};
+
+static struct igg_host host;
+static long timeout_us = INFER_TIMEOUT_MS * 1000L;
+static const char *weights_path;
+
+/*
+ * Capture the turn of size k: the receive node, the model on cap pixels
+ * (cuBLAS's SGEMM as the weights' transpose times the columns: the
+ * outputs come pixel by pixel, as the next im2col reads them), the
+ * shuffle, the send node; instantiate it for device launch.
+ */
+static int igg_capture(struct gsock_ctx *ctx, unsigned blocks,
+		       unsigned threads, int k)
+{
+	static const struct {
+		uint32_t w, cout, K;
+	} L[3] = { { ESPCN_W1, ESPCN_C1, 25 },
+		   { ESPCN_W2, ESPCN_C2, ESPCN_C1 * 9 },
+		   { ESPCN_W3, ESPCN_C3, ESPCN_C2 * 9 } };
+	struct igg_conf *c = &host.conf;
+	float *outs[3] = { c->a, c->b, c->c }, one = 1, zero = 0;
+	cudaStream_t st = host.stream;
+	cudaGraph_t g = NULL;
+	cudaError_t e;
+	int r;
+
+	/* cuBLAS picks and loads its kernels outside the capture */
+	for (int l = 0; l < 3; l++)
+		cublasSgemm(host.blas, CUBLAS_OP_T, CUBLAS_OP_N, L[l].cout,
+			    igg_caps[k], L[l].K, &one, c->weights + L[l].w,
+			    L[l].K, c->col, L[l].K, &zero, outs[l], L[l].cout);
+	e = cudaStreamSynchronize(st);
+	if (e == cudaSuccess)
+		e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+	if (e != cudaSuccess)
+		goto out_cuda;
+	r = gsock_launch_stream(ctx, st, 0, (const void *)igg_recv, blocks,
+				threads, &host.args[k]);
+	for (int l = 0; l < 3 && !r; l++) {
+		igg_im2col<<<IGG_GRID, 256, 0, st>>>(*c, l);
+		if (cublasSgemm(host.blas, CUBLAS_OP_T, CUBLAS_OP_N, L[l].cout,
+				igg_caps[k], L[l].K, &one, c->weights + L[l].w,
+				L[l].K, c->col, L[l].K, &zero, outs[l],
+				L[l].cout) != CUBLAS_STATUS_SUCCESS)
+			r = -EIO;
+	}
+	igg_shuffle<<<IGG_GRID, 256, 0, st>>>(*c);
+	if (!r)
+		r = gsock_launch_stream(ctx, st, 0, (const void *)igg_send,
+					blocks, threads, &host.args[k]);
+	e = cudaStreamEndCapture(st, &g);
+	if (r || e != cudaSuccess) {
+		fprintf(stderr, "infer-gserver-graph: cannot capture the turn of %u pixels: %s\n",
+			igg_caps[k], r ? strerror(-r) : cudaGetErrorString(e));
+		cudaGraphDestroy(g);
+		return -1;
+	}
+	e = cudaGraphInstantiateWithFlags(&host.exec[k], g,
+					  cudaGraphInstantiateFlagDeviceLaunch);
+	cudaGraphDestroy(g);
+	if (e == cudaSuccess)
+		e = cudaGraphUpload(host.exec[k], st);
+	if (e == cudaSuccess)
+		return 0;
+out_cuda:
+	fprintf(stderr, "infer-gserver-graph: cannot make the turn of %u pixels a graph launched from the device: %s\n",
+		igg_caps[k], cudaGetErrorString(e));
+	return -1;
+}
+
+/* Capture every size's graph, tell the device of them, launch the smallest. */
+static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
+		      struct gsrv *s, struct gsrv *dev_s, unsigned blocks,
+		      unsigned threads)
+{
+	struct igg_arg args[IGG_SIZES];
+	struct cudaFuncAttributes fa;
+	cudaError_t e;
+
+	(void)app, (void)s;
+	host.args = (struct igg_arg *)gsock_dev_alloc(ctx, sizeof(args));
+	host.blas_ws = gsock_dev_alloc(ctx, 32 << 20);
+	if (!host.args || !host.blas_ws ||
+	    cudaStreamCreateWithFlags(&host.stream, cudaStreamNonBlocking) ||
+	    cublasCreate(&host.blas) != CUBLAS_STATUS_SUCCESS ||
+	    cublasSetStream(host.blas, host.stream) != CUBLAS_STATUS_SUCCESS ||
+	    cublasSetWorkspace(host.blas, host.blas_ws, 32 << 20) !=
+		    CUBLAS_STATUS_SUCCESS) {
+		fprintf(stderr, "infer-gserver-graph: cannot set up cuBLAS and its stream\n");
+		return EX_OSERR;
+	}
+	for (int k = 0; k < IGG_SIZES; k++)
+		args[k] = (struct igg_arg){ dev_s, igg_caps[k], 0 };
+	if (gsock_memcpy(ctx, host.args, args, sizeof(args)))
+		return EX_OSERR;
+	/* every kernel loaded before the captures (lazy loading) */
+	cudaFuncGetAttributes(&fa, (const void *)igg_recv);
+	cudaFuncGetAttributes(&fa, (const void *)igg_send);
+	cudaFuncGetAttributes(&fa, (const void *)igg_im2col);
+	cudaFuncGetAttributes(&fa, (const void *)igg_shuffle);
+	for (int k = 0; k < IGG_SIZES; k++)
+		if (igg_capture(ctx, blocks, threads, k))
+			return EX_SOFTWARE;
+	if (gsock_memcpy(ctx, host.conf.turn->exec, host.exec, sizeof(host.exec)))
+		return EX_OSERR;
+	e = cudaGraphLaunch(host.exec[0], host.stream);
+	if (e != cudaSuccess) {
+		fprintf(stderr, "infer-gserver-graph: cannot launch the first turn: %s\n",
+			cudaGetErrorString(e));
+		return EX_SOFTWARE;
+	}
+	return 0;
+}
+
+/* Sleep until the last turn ends (a stop, gsockd's end, a failure). */
+static int igg_wait(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
+{
+	struct igg_turn t;
+	cudaError_t e = cudaStreamSynchronize(host.stream);
+	int status = 0;
+
+	(void)app, (void)s;
+	if (e != cudaSuccess) {
+		fprintf(stderr, "infer-gserver-graph: a turn failed: %s\n",
+			cudaGetErrorString(e));
+		status = EX_SOFTWARE;
+	} else if (!gsock_memcpy(ctx, &t, host.conf.turn, sizeof(t))) {
+		if (t.launch_err) {
+			fprintf(stderr, "infer-gserver-graph: the device could not launch the next turn: %s\n",
+				cudaGetErrorString((cudaError_t)t.launch_err));
+			status = EX_SOFTWARE;
+		}
+		printf("infer-gserver-graph: %llu turns\n", (unsigned long long)t.turns);
+	}
+	for (int k = 0; k < IGG_SIZES; k++)
+		if (host.exec[k])
+			cudaGraphExecDestroy(host.exec[k]);
+	cublasDestroy(host.blas);
+	cudaStreamDestroy(host.stream);
+	return status;
+}
+
+static int option(struct gsrv_app *app, int opt, const char *arg)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (opt == 'w') {
+		weights_path = arg;
+		return 0;
+	}
+	if (!*arg || *end || v <= 0 || v > 86400000) {
+		fprintf(stderr, "%s: -T takes milliseconds from 1 to 86400000, not '%s'\n",
+			app->name, arg);
+		return EX_USAGE;
+	}
+	timeout_us = v * 1000;
+	return 0;
+}
+
+/* The weights, the jobs, the planes and the columns, in device memory. */
+static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
+{
+	struct igg_conf *c = &host.conf;
+	uint32_t cap = igg_caps[IGG_SIZES - 1];
+	struct igg_turn t = { 0 };
+	char err[256];
+	float *p;
+
+	if (c->turn) { /* the host's state is one GPU's */
+		fprintf(stderr, "%s: serves from one GPU (-g takes one)\n", app->name);
+		return EX_USAGE;
+	}
+	p = weights_path ? espcn_weights_load(weights_path, err, sizeof(err)) : NULL;
+
+	if (!p) {
+		fprintf(stderr, "%s: %s%s%s\n", app->name,
+			weights_path ? weights_path : "-w WEIGHTS is required",
+			weights_path ? ": " : " (infer-ref weights writes one)",
+			weights_path ? err : "");
+		return weights_path ? EX_DATAERR : EX_USAGE;
+	}
+	c->timeout_us = timeout_us;
+	c->weights = (const float *)gsock_dev_alloc(ctx, 4 * (size_t)ESPCN_NPARAMS);
+	c->turn = (struct igg_turn *)gsock_dev_alloc(ctx, sizeof(*c->turn));
+	c->jobs = (struct igg_job *)gsock_dev_alloc(
+		ctx, sizeof(*c->jobs) * s->blocks * s->per_block);
+	c->njobs = (uint32_t *)gsock_dev_alloc(ctx, 4 * s->blocks);
+	c->owner = (uint32_t *)gsock_dev_alloc(ctx, 4 * (size_t)cap);
+	c->col = (float *)gsock_dev_alloc(ctx, 4 * (size_t)cap * ESPCN_C1 * 9);
+	c->a = (float *)gsock_dev_alloc(ctx, 4 * (size_t)cap * ESPCN_C1);
+	c->b = (float *)gsock_dev_alloc(ctx, 4 * (size_t)cap * ESPCN_C2);
+	c->c = (float *)gsock_dev_alloc(ctx, 4 * (size_t)cap * ESPCN_C3);
+	c->out = (uint8_t *)gsock_dev_alloc(ctx, 9 * (size_t)cap);
+	memcpy(t.cap, igg_caps, sizeof(t.cap));
+	if (!c->weights || !c->turn || !c->jobs || !c->njobs || !c->owner ||
+	    !c->col || !c->a || !c->b || !c->c || !c->out ||
+	    gsock_memcpy(ctx, (void *)c->weights, p, 4 * (size_t)ESPCN_NPARAMS) ||
+	    gsock_memcpy(ctx, c->turn, &t, sizeof(t))) {
+		fprintf(stderr, "%s: out of device memory for the model (%zu MiB)\n",
+			app->name, (size_t)cap * (9 * 64 + 64 + 32 + 9 + 4) * 4 >> 20);
+		free(p);
+		return EX_OSERR;
+	}
+	free(p);
+	s->bufsize = INFER_ERROR_MAX;
+	s->conn_size = sizeof(struct igg_conn);
+	*(struct igg_conf *)s->app = *c;
+	return 0;
+}
+
+static void teardown(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
+{
+	struct igg_conf *c = &host.conf;
+	void *mem[] = { (void *)c->weights, c->turn, c->jobs, c->njobs,
+			c->owner, c->col, c->a, c->b, c->c, c->out,
+			host.args, host.blas_ws };
+
+	(void)app, (void)s;
+	for (size_t i = 0; i < sizeof(mem) / sizeof(mem[0]); i++)
+		gsock_dev_free(ctx, mem[i]);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "weights", required_argument, NULL, 'w' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct gsrv_app app = { 0 };
+
+	app.name = "infer-gserver-graph";
+	app.listen = "7400";
+	app.blocks = 4;
+	app.per_block = 16;
+	app.threads = ESPCN_THREADS;
+	app.idle_ms = 60000;
+	app.ring_size = 1 << 20;
+	app.requests = "pictures";
+	app.app_size = sizeof(struct igg_conf);
+	app.opts = "w:T:";
+	app.longopts = opts;
+	app.usage =
+		"  -w, --weights FILE    the model's weights (infer-ref weights writes them)\n"
+		"  -T, --timeout MS      bound on a request's arrival and on an answer's send\n"
+		"                        (plus 1 s a MiB; default 5000)\n";
+	app.option = option;
+	app.setup = setup;
+	app.teardown = teardown;
+	app.launch = igg_launch;
+	app.wait = igg_wait;
+	app.detail = "ESPCN x3 over HTTP/1.1, a self-launching CUDA graph";
+	return gsrv_main(&app, argc, argv);
+}
