@@ -15,13 +15,16 @@
 # a client sending a byte a second cost the others nothing; 24
 # keep-alive connections at once are all served; the servers stop
 # cleanly.
+# $INFER_GSERVER: another G program to put through the G checks alone
+# (t/infer-graph.t's infer-gserver-graph); C and P are then skipped.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 IN=$GSOCK_BUILD/apps/infer
-G=$IN/infer-gserver-$BACKEND
+G=${INFER_GSERVER:-$IN/infer-gserver-$BACKEND}
+GNAME=$(basename "$G")
 C=$IN/infer-cserver-$BACKEND
 P=$IN/infer-pserver
-[ -x "$G" ] || skip_all "infer-gserver-$BACKEND is not built"
+[ -x "$G" ] || skip_all "$GNAME is not built"
 time_limit 90
 plan 49
 
@@ -63,24 +66,33 @@ start_gsockd
 GPORT=$(free_port)
 # two blocks of 16 connections each, a one-second bound on requests
 start_app gsrv "$G" -l "127.0.0.1:$GPORT" -b 2 -m 16 -T 1000 -I 5000 -w "$TMP/w"
-ok $? "infer-gserver ($BACKEND, 2 blocks of 16 connections) listens"
+ok $? "$GNAME ($BACKEND, 2 blocks of 16 connections) listens"
 have_c=0 have_p=0
 CPORT=$(free_port) PPORT=$(free_port)
-[ -x "$C" ] && start_app csrv "$C" -l "127.0.0.1:$CPORT" -T 1000 -w "$TMP/w" && have_c=1
-[ -x "$P" ] && OPENBLAS_NUM_THREADS=1 start_app psrv "$P" -l "127.0.0.1:$PPORT" -t 2 -w "$TMP/w" && have_p=1
 why_c="infer-cserver-$BACKEND is not built (configure found no libhttp-parser)"
 why_p="infer-pserver is not built (configure found no libhttp-parser)"
+if [ -n "${INFER_GSERVER:-}" ]; then
+	why_c="t/infer.t checks C itself; this run checks $GNAME" why_p=$why_c
+	C=/nonexistent P=/nonexistent
+fi
+[ -x "$C" ] && start_app csrv "$C" -l "127.0.0.1:$CPORT" -T 1000 -w "$TMP/w" && have_c=1
+[ -x "$P" ] && OPENBLAS_NUM_THREADS=1 start_app psrv "$P" -l "127.0.0.1:$PPORT" -t 2 -w "$TMP/w" && have_p=1
 
 load "$GPORT" $EXACT -c 4 -n 3 -S 5x7,24x16,40x9,4x30
 ok $? "G: 12 pictures of 4 sizes, every pixel checked: $(cat "$TMP/load")"
 load "$GPORT" $EXACT -c 2 -n 2 -R -S 13x11,30x4
 ok $? "G: raw bodies with X-Width and X-Height"
-KPORT=$(free_port)
-start_app ksrv "$G" -l "127.0.0.1:$KPORT" -b 1 -k 3 -T 1000 -w "$TMP/w" &&
-	load "$KPORT" $EXACT -c 1 -n 1 -S 1024x15
-ok $? "G with -k 3: a picture of three bands computed by a group of three blocks, every pixel checked"
-kill -TERM "$ksrv_PID"
-wait "$ksrv_PID"
+if [ -n "${INFER_GSERVER:-}" ]; then
+	load "$GPORT" $EXACT -c 1 -n 2 -S 1024x15,1024x1024
+	ok $? "G: the widest pictures, the largest one alone in its turn, every pixel checked"
+else
+	KPORT=$(free_port)
+	start_app ksrv "$G" -l "127.0.0.1:$KPORT" -b 1 -k 3 -T 1000 -w "$TMP/w" &&
+		load "$KPORT" $EXACT -c 1 -n 1 -S 1024x15
+	ok $? "G with -k 3: a picture of three bands computed by a group of three blocks, every pixel checked"
+	kill -TERM "$ksrv_PID"
+	wait "$ksrv_PID"
+fi
 
 # each check on G, then on C (or its skip)
 on_c() { # DESCRIPTION COMMAND...: run the check on C, or skip it
