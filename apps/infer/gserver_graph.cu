@@ -594,7 +594,7 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 }
 
 /* Sleep until the last turn ends (a stop, gsockd's end, a failure). */
-static int igg_wait(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
+static int igg_wait_end(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
 	struct igg_turn t;
 	cudaError_t e = cudaStreamSynchronize(host.stream);
@@ -730,7 +730,7 @@ int main(int argc, char **argv)
 	app.setup = setup;
 	app.teardown = teardown;
 	app.launch = igg_launch;
-	app.wait = igg_wait;
+	app.wait = igg_wait_end;
 	app.detail = "ESPCN x3 over HTTP/1.1, a self-launching CUDA graph";
 	return gsrv_main(&app, argc, argv);
 }
