@@ -13,8 +13,9 @@
  * its latency counts from then, so that a server's stall is in the
  * latencies even while the client waits on it; a request sent more than
  * a millisecond late is counted as such (more connections keep up).
- * Prints one line: requests, right, wrong, errors, rate, p50, p99,
- * p99.9 and max latency; exits 1 if any answer was wrong or missing.
+ * Prints one line: requests, right, wrong, errors, the run's seconds
+ * (from the threads' start to the last answer), rate, p50, p99, p99.9
+ * and max latency; exits 1 if any answer was wrong or missing.
  */
 #include <config.h>
 
@@ -346,10 +347,10 @@ int main(int argc, char **argv)
 	secs = (now_ns() - start_ns) / 1e9;
 	qsort(all, done, sizeof(*all), cmp_u64);
 #define PCT(q) (done ? all[(size_t)((done - 1) * (q))] / 1e6 : 0.0)
-	printf("infer-client: requests=%llu right=%llu wrong=%llu errors=%llu off_pixels=%llu late=%llu rps=%.1f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f\n",
+	printf("infer-client: requests=%llu right=%llu wrong=%llu errors=%llu off_pixels=%llu late=%llu seconds=%.3f rps=%.1f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f\n",
 	       (unsigned long long)done, (unsigned long long)right,
 	       (unsigned long long)wrong, (unsigned long long)errors,
-	       (unsigned long long)off, (unsigned long long)late, done / secs,
-	       PCT(0.50), PCT(0.99), PCT(0.999), PCT(1.0));
+	       (unsigned long long)off, (unsigned long long)late, secs,
+	       done / secs, PCT(0.50), PCT(0.99), PCT(0.999), PCT(1.0));
 	return wrong || errors || !done ? 1 : 0;
 }
