@@ -67,7 +67,7 @@ struct igg_turn {
 	uint32_t want; /* receive: the most a picture that waited needs */
 	uint32_t jobs; /* receive: jobs this turn, every block's */
 	int32_t end; /* receive: the error that ends the server, or 0 */
-	int32_t launch_err; /* send: the cudaGraphLaunch that failed */
+	int32_t launch_err; /* send: the cudaGraphLaunch that failed (the host's) */
 	uint32_t cap[IGG_SIZES]; /* igg_caps */
 	uint64_t turns; /* send: turns served */
 	cudaGraphExec_t exec[IGG_SIZES]; /* each size's graph */
@@ -435,11 +435,10 @@ __device__ static void igg_next_t0(struct igg_turn *t)
 	t->turns++;
 	if (t->end)
 		return;
+	/* a failed launch ends the server: no turn follows, the host reports it */
 	e = cudaGraphLaunch(t->exec[k], cudaStreamGraphTailLaunch);
-	if (e != cudaSuccess) {
+	if (e != cudaSuccess)
 		t->launch_err = (int32_t)e;
-		t->end = -EIO;
-	}
 }
 
 /*
@@ -453,7 +452,9 @@ GSOCK_KERNEL_FIT(igg_send, gs, arg, ESPCN_THREADS, 1)
 	struct gsrv *s = a->s;
 	struct igg_conf *c = (struct igg_conf *)s->app;
 	uint32_t b = gs_bid(), n = c->njobs[b];
-	int end = c->turn->end;
+	/* one value for the whole block: its threads meet at barriers below */
+	int end = (int)gs_bcast(
+		gs_tid() == 0 ? *(volatile int32_t *)&c->turn->end : 0);
 
 	for (uint32_t i = 0; i < n && !end; i++) {
 		const struct igg_job *j = &c->jobs[b * s->per_block + i];
