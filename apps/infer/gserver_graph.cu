@@ -443,8 +443,9 @@ __device__ static void igg_next_t0(struct igg_turn *t)
 
 /*
  * The send node: each block answers its jobs of the turn on their
- * connections (gsrv_take, gsrv_done), nothing once the server ends;
- * block 0 launches the next turn, which starts when this graph is done.
+ * connections (gsrv_take, gsrv_done); once the server ends it answers
+ * nothing and closes them. Block 0 launches the next turn, which starts
+ * when this graph is done.
  */
 GSOCK_KERNEL_FIT(igg_send, gs, arg, ESPCN_THREADS, 1)
 {
@@ -462,6 +463,13 @@ GSOCK_KERNEL_FIT(igg_send, gs, arg, ESPCN_THREADS, 1)
 		if (!gsrv_take(gs, s, j->fd))
 			gsrv_done(gs, s, igg_answer(gs, s, c, j));
 	}
+	/*
+	 * The last turn: a receive block that stopped at its -EAGAIN (it saw
+	 * a job, or another block's end) never reached gsrv_next_by's end,
+	 * so its connections are closed here; again is harmless.
+	 */
+	if (end)
+		gs_srv_finish(gs, s);
 	gs_sync();
 	if (gs_tid() == 0)
 		c->njobs[b] = 0;
