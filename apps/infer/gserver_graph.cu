@@ -20,7 +20,10 @@
  * So one graph is captured for each batch size of igg_caps (pixels of
  * all the turn's pictures); the receive node takes what its graph's size
  * holds, a picture that does not fit waits, and the send node launches
- * the graph whose size holds what came and what waited.
+ * the graph whose size holds what came and what waits, with room kept
+ * for the waiting pictures: new ones cannot take it, so a picture waits
+ * one turn (more only when the waiting ones together pass the largest
+ * graph).
  *
  * Between launches everything lives in device memory: the server
  * layer's blocks and connections (gsrv_next_by goes on where it
@@ -64,12 +67,13 @@ struct igg_job {
 /* What the turns share (device memory). */
 struct igg_turn {
 	uint32_t pixels; /* receive: plane pixels taken this turn */
-	uint32_t want; /* receive: the most a picture that waited needs */
+	uint32_t reserved; /* send: plane pixels kept for last turn's waiters */
 	uint32_t jobs; /* receive: jobs this turn, every block's */
 	int32_t end; /* receive: the error that ends the server, or 0 */
 	int32_t launch_err; /* send: the cudaGraphLaunch that failed (the host's) */
 	uint32_t cap[IGG_SIZES]; /* igg_caps */
 	uint64_t turns; /* send: turns served */
+	unsigned long long want; /* receive: plane pixels of the pictures that wait */
 	cudaGraphExec_t exec[IGG_SIZES]; /* each size's graph */
 };
 
@@ -137,15 +141,19 @@ GSOCK_DEVICE long igg_job(struct gsock_dev gs, struct gsrv *s,
 /*
  * k's picture into the planes if this graph's size still holds it: a job
  * whose plane pixels say whose they are and whose answer's head is
- * written; else a job IGG_AGAIN, and the next turn's graph is larger.
+ * written; else a job IGG_AGAIN, and the next turn's graph holds it.
+ * A new picture leaves turn->reserved free for the ones that waited
+ * (waited): however many small ones come first, those get in.
  */
 GSOCK_DEVICE long igg_picture(struct gsock_dev gs, struct gsrv *s,
 			      struct igg_conf *c, struct igg_conn *k, int fd,
-			      uint32_t cap)
+			      uint32_t cap, int waited)
 {
-	uint32_t need = IGG_GAP + k->pw * k->ph;
+	uint32_t need = IGG_GAP + k->pw * k->ph, kept = c->turn->reserved;
 	long off = -1, i = 0;
 
+	if (!waited)
+		cap = kept < cap ? cap - kept : 0;
 	gs_sync();
 	if (gs_tid() == 0) {
 		uint32_t cur = *(volatile uint32_t *)&c->turn->pixels, old;
@@ -154,7 +162,7 @@ GSOCK_DEVICE long igg_picture(struct gsock_dev gs, struct gsrv *s,
 		       (old = atomicCAS(&c->turn->pixels, cur, cur + need)) != cur)
 			cur = old;
 		if (cur + need > cap) {
-			atomicMax(&c->turn->want, need);
+			atomicAdd(&c->turn->want, (unsigned long long)need);
 			igg_add_t0(gs, s, c, k, fd, IGG_AGAIN);
 		} else {
 			struct igg_job *j;
@@ -222,8 +230,8 @@ GSOCK_DEVICE long igg_read(struct gsock_dev gs, struct gsrv *s,
 
 	if (k->job) /* answered by this turn's send node; its bytes wait */
 		return -EAGAIN;
-	if (k->pic)
-		return igg_picture(gs, s, c, k, fd, cap);
+	if (k->pic) /* it waited for room */
+		return igg_picture(gs, s, c, k, fd, cap, 1);
 	if (!k->body) {
 		r = gsrv_recv_until(gs, fd, &k->lb, k->data, sizeof(k->data),
 				    "\r\n\r\n", 4, &at, MSG_DONTWAIT, 0);
@@ -265,7 +273,7 @@ GSOCK_DEVICE long igg_read(struct gsock_dev gs, struct gsrv *s,
 	}
 	if (gs_bcast(e))
 		return igg_job(gs, s, c, fd, (int)e);
-	return igg_picture(gs, s, c, k, fd, cap);
+	return igg_picture(gs, s, c, k, fd, cap, 0);
 }
 
 /* Whether the turn has a job, or has ended: a block that waits stops. */
@@ -423,15 +431,22 @@ GSOCK_DEVICE long igg_answer(struct gsock_dev gs, struct gsrv *s,
 	return 1;
 }
 
-/* Thread 0 of the send node: the next turn, in the graph of its size. */
+/*
+ * Thread 0 of the send node: the next turn, in the graph of its size:
+ * room for as much as came this turn and for every picture that waits
+ * (up to the largest graph), that room kept for the waiting ones.
+ */
 __device__ static void igg_next_t0(struct igg_turn *t)
 {
-	uint32_t need = t->pixels > t->want ? t->pixels : t->want, k = 0;
+	unsigned long long need = t->pixels + t->want;
+	uint32_t k = 0, top = t->cap[IGG_SIZES - 1];
 	cudaError_t e;
 
 	while (k + 1 < IGG_SIZES && t->cap[k] < need)
 		k++;
-	t->pixels = t->want = t->jobs = 0;
+	t->reserved = t->want < top ? (uint32_t)t->want : top;
+	t->pixels = t->jobs = 0;
+	t->want = 0;
 	t->turns++;
 	if (t->end)
 		return;
