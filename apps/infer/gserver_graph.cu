@@ -608,7 +608,14 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 			return EX_SOFTWARE;
 	if (gsock_memcpy(ctx, host.conf.turn->exec, host.exec, sizeof(host.exec)))
 		return EX_OSERR;
-	e = cudaGraphLaunch(host.exec[0], host.stream);
+	/*
+	 * gsock_memcpy copies on stream 0 (cudaMemcpy, which may return
+	 * before a pageable copy lands), which host.stream does not wait
+	 * for: every copy (weights, turn, args, execs) done before the launch.
+	 */
+	e = cudaDeviceSynchronize();
+	if (e == cudaSuccess)
+		e = cudaGraphLaunch(host.exec[0], host.stream);
 	if (e != cudaSuccess) {
 		fprintf(stderr, "infer-gserver-graph: cannot launch the first turn: %s\n",
 			cudaGetErrorString(e));
