@@ -562,6 +562,8 @@ static int igg_capture(struct gsock_ctx *ctx, unsigned blocks,
 	}
 	e = cudaGraphInstantiateWithFlags(&host.exec[k], g,
 					  cudaGraphInstantiateFlagDeviceLaunch);
+	if (e != cudaSuccess) /* nothing for igg_release to destroy */
+		host.exec[k] = NULL;
 	cudaGraphDestroy(g);
 	if (e == cudaSuccess)
 		e = cudaGraphUpload(host.exec[k], st);
@@ -573,7 +575,26 @@ out_cuda:
 	return -1;
 }
 
-/* Capture every size's graph, tell the device of them, launch the smallest. */
+/* The graphs, cuBLAS's handle, the stream (teardown frees the memory). */
+static void igg_release(void)
+{
+	for (int k = 0; k < IGG_SIZES; k++)
+		if (host.exec[k])
+			cudaGraphExecDestroy(host.exec[k]);
+	if (host.blas)
+		cublasDestroy(host.blas);
+	if (host.stream)
+		cudaStreamDestroy(host.stream);
+	memset(host.exec, 0, sizeof(host.exec));
+	host.blas = NULL;
+	host.stream = NULL;
+}
+
+/*
+ * Capture every size's graph, tell the device of them, launch the
+ * smallest. On an error what was made is released here: gsrv_main
+ * calls no wait hook after a launch hook's error.
+ */
 static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 		      struct gsrv *s, struct gsrv *dev_s, unsigned blocks,
 		      unsigned threads)
@@ -581,6 +602,7 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 	struct igg_arg args[IGG_SIZES];
 	struct cudaFuncAttributes fa;
 	cudaError_t e;
+	int status = 0;
 
 	(void)app, (void)s;
 	host.args = (struct igg_arg *)gsock_dev_alloc(ctx, sizeof(args));
@@ -592,22 +614,28 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 	    cublasSetWorkspace(host.blas, host.blas_ws, 32 << 20) !=
 		    CUBLAS_STATUS_SUCCESS) {
 		fprintf(stderr, "infer-gserver-graph: cannot set up cuBLAS and its stream\n");
-		return EX_OSERR;
+		status = EX_OSERR;
+		goto out_release;
 	}
 	for (int k = 0; k < IGG_SIZES; k++)
 		args[k] = (struct igg_arg){ dev_s, igg_caps[k], 0 };
-	if (gsock_memcpy(ctx, host.args, args, sizeof(args)))
-		return EX_OSERR;
+	if (gsock_memcpy(ctx, host.args, args, sizeof(args))) {
+		status = EX_OSERR;
+		goto out_release;
+	}
 	/* every kernel loaded before the captures (lazy loading) */
 	cudaFuncGetAttributes(&fa, (const void *)igg_recv);
 	cudaFuncGetAttributes(&fa, (const void *)igg_send);
 	cudaFuncGetAttributes(&fa, (const void *)igg_im2col);
 	cudaFuncGetAttributes(&fa, (const void *)igg_shuffle);
-	for (int k = 0; k < IGG_SIZES; k++)
+	for (int k = 0; k < IGG_SIZES && !status; k++)
 		if (igg_capture(ctx, blocks, threads, k))
-			return EX_SOFTWARE;
-	if (gsock_memcpy(ctx, host.conf.turn->exec, host.exec, sizeof(host.exec)))
-		return EX_OSERR;
+			status = EX_SOFTWARE;
+	if (!status &&
+	    gsock_memcpy(ctx, host.conf.turn->exec, host.exec, sizeof(host.exec)))
+		status = EX_OSERR;
+	if (status)
+		goto out_release;
 	/*
 	 * gsock_memcpy copies on stream 0 (cudaMemcpy, which may return
 	 * before a pageable copy lands), which host.stream does not wait
@@ -619,9 +647,13 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 	if (e != cudaSuccess) {
 		fprintf(stderr, "infer-gserver-graph: cannot launch the first turn: %s\n",
 			cudaGetErrorString(e));
-		return EX_SOFTWARE;
+		status = EX_SOFTWARE;
+		goto out_release;
 	}
 	return 0;
+out_release:
+	igg_release();
+	return status;
 }
 
 /* Sleep until the last turn ends (a stop, gsockd's end, a failure). */
@@ -644,11 +676,7 @@ static int igg_wait_end(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv
 		}
 		printf("infer-gserver-graph: %llu turns\n", (unsigned long long)t.turns);
 	}
-	for (int k = 0; k < IGG_SIZES; k++)
-		if (host.exec[k])
-			cudaGraphExecDestroy(host.exec[k]);
-	cublasDestroy(host.blas);
-	cudaStreamDestroy(host.stream);
+	igg_release();
 	return status;
 }
 
