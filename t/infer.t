@@ -14,7 +14,8 @@
 # HTTP/1.0; a truncated body, a client killed mid-body and
 # a client sending a byte a second cost the others nothing; 24
 # keep-alive connections at once are all served; the servers stop
-# cleanly.
+# cleanly. A graph's G: a reader that does not read its large answer
+# is closed within the turn's short send bound, not held for -T.
 # $INFER_GSERVER: another G program to put through the G checks alone
 # (t/infer-graph.t's infer-gserver-graph); C and P are then skipped.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
@@ -26,7 +27,7 @@ C=$IN/infer-cserver-$BACKEND
 P=$IN/infer-pserver
 [ -x "$G" ] || skip_all "$GNAME is not built"
 time_limit 90
-plan 49
+plan 51
 
 HTTP="python3 $GSOCK_SRC/t/infer_http.py"
 EXACT=-x
@@ -182,6 +183,26 @@ slow() { # NAME PORT: a byte a second beside quick clients
 slow G "$GPORT"
 if [ $have_c = 1 ]; then slow C "$CPORT"; else
 	for i in 1 2; do ok 0 "# SKIP C: $why_c"; done
+fi
+
+deaf() { # NAME PORT: a reader that takes none of its 9 MiB answer
+	python3 -c "
+import sys
+n = 1024
+sys.stdout.buffer.write(b'P5\n%d %d\n255\n' % (n, n) + bytes(range(256)) * (n * n // 256))" >"$TMP/big.pgm"
+	load "$2" $EXACT -c 4 -r 200 -d 2 -S 8x8 &
+	load_pid=$!
+	sleep 0.3
+	$HTTP deaf "$2" "$TMP/big.pgm" 1.5 >"$TMP/deaf"
+	wait $load_pid
+	r=$?
+	m=$(field max_ms)
+	[ $r = 0 ] && [ "${m%.*}" -lt 900 ]
+	ok $? "$1: a reader that reads nothing holds no one else's turn for long (max $m ms)"
+	is "$(cat "$TMP/deaf")" "closed" "$1: and it is closed before its whole answer"
+}
+if [ -n "${INFER_GSERVER:-}" ]; then deaf G "$GPORT"; else
+	for i in 1 2; do ok 0 "# SKIP G: a graph's bound on a turn's sends; $GNAME holds only its block"; done
 fi
 
 many() { # NAME PORT

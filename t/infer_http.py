@@ -31,6 +31,8 @@
                                     100-continue", its body 0.3 s later
   infer_http.py keepalive PORT PGM N  N requests, one at a time, on one
                                     connection
+  infer_http.py deaf PORT PGM SECS  the picture from a 4 KiB receive
+                                    buffer, then nothing read for SECS
 Prints what happened as one line: each answer's status, then "eof" if
 the server closed the connection, or "open" (a wait for more timed
 out); the first error answer's body line after a colon; "closed" when
@@ -115,7 +117,13 @@ class Reader:
 
 def main():
     what, port = sys.argv[1], sys.argv[2]
-    s = conn(port)
+    if what == "deaf":  # a small window before the connect: a slow reader
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(15)
+        s.connect(("127.0.0.1", int(port)))
+    else:
+        s = conn(port)
     r = Reader(s)
     if what == "badline":
         s.sendall(b"GARBAGE\r\n\r\n")
@@ -203,6 +211,10 @@ def main():
             a = r.answer()
             got.append(str(a[0]) if a else "none")
         print(" ".join(got))
+    elif what == "deaf":
+        s.sendall(request(sys.argv[3]))
+        time.sleep(float(sys.argv[4]))
+        print(r.rest(1))
 
 
 main()

@@ -25,6 +25,13 @@
  * one turn (more only when the waiting ones together pass the largest
  * graph).
  *
+ * Every block's sends are part of the turn, which waits for the slowest:
+ * so an answer (or a 100 Continue) gets IGG_SEND_US plus its bytes at
+ * IGG_SEND_RATE to leave, not -T, and a reader that takes it slower is
+ * closed as a slow reader (its error counted, -ETIMEDOUT). A slow or
+ * dead reader costs every connection one turn of that much, at most,
+ * instead of -T plus a second a MiB.
+ *
  * Between launches everything lives in device memory: the server
  * layer's blocks and connections (gsrv_next_by goes on where it
  * stopped), the jobs, the planes, the turn's counters. SIGINT and
@@ -48,6 +55,8 @@
 #define IGG_AGAIN (-1) /* a job's e: no room this turn, look again */
 #define IGG_SIZES 5
 #define IGG_GRID 2048 /* blocks of the model's grid-stride kernels */
+#define IGG_SEND_US 10000 /* an answer's time to leave, besides its bytes' */
+#define IGG_SEND_RATE (64u << 20) /* the slowest reader kept, bytes a second */
 /* Batch sizes, pixels: the largest holds a 1024x1024 picture. */
 static const uint32_t igg_caps[IGG_SIZES] = { 1u << 12, 1u << 14, 1u << 16,
 					      1u << 18, (1u << 20) + (1u << 16) };
@@ -80,7 +89,7 @@ struct igg_turn {
 /* The application's part of struct gsrv (s->app); every pointer device memory. */
 struct igg_conf {
 	const float *weights;
-	long timeout_us; /* bound on a request's arrival, an answer's send */
+	long timeout_us; /* bound on a request's arrival */
 	struct igg_turn *turn;
 	struct igg_job *jobs; /* per_block a block */
 	uint32_t *njobs; /* a block's jobs this turn */
@@ -111,6 +120,21 @@ struct igg_conn {
 };
 
 /* ---- the receive node ---- */
+
+/*
+ * Send n bytes within the turn's budget (IGG_SEND_US, and n bytes at
+ * IGG_SEND_RATE), so that a slow reader cannot hold up the turn of
+ * every block: n or a negative errno (-ETIMEDOUT: a slow reader).
+ */
+GSOCK_DEVICE long igg_send_bytes(struct gsock_dev gs, int fd, const void *p,
+				 uint64_t n)
+{
+	uint64_t by = (uint64_t)gs_bcast((long)gs_now_ns()) +
+		      IGG_SEND_US * 1000ull +
+		      n * (1000000000ull / IGG_SEND_RATE);
+
+	return gsrv_send_by(gs, fd, p, n, IGG_SEND_US, by);
+}
 
 /* Thread 0: a job of this block for fd (the block's next); its index. */
 GSOCK_DEVICE uint32_t igg_add_t0(struct gsock_dev gs, struct gsrv *s,
@@ -247,9 +271,12 @@ GSOCK_DEVICE long igg_read(struct gsock_dev gs, struct gsrv *s,
 				     &k->q, &k->w, &k->h);
 		if (gs_bcast(e))
 			return igg_job(gs, s, c, fd, (int)e);
-		if (k->q.expect_continue && k->q.minor >= 1) /* RFC 9110 10.1.1 */
-			ig_send(gs, fd, c->timeout_us, INFER_CONTINUE,
-				sizeof(INFER_CONTINUE) - 1);
+		if (k->q.expect_continue && k->q.minor >= 1) { /* RFC 9110 10.1.1 */
+			r = igg_send_bytes(gs, fd, INFER_CONTINUE,
+					   sizeof(INFER_CONTINUE) - 1);
+			if (r < 0)
+				return r;
+		}
 		gs_sync();
 		if (gs_tid() == 0)
 			k->body = 1;
@@ -418,12 +445,11 @@ GSOCK_DEVICE long igg_answer(struct gsock_dev gs, struct gsrv *s,
 	if (j->e) { /* refused: why, and a close */
 		if (gs_tid() == 0)
 			r = infer_error(text, j->e);
-		ig_send(gs, j->fd, c->timeout_us, text, (uint64_t)gs_bcast(r));
+		igg_send_bytes(gs, j->fd, text, (uint64_t)gs_bcast(r));
 		return -EPROTO;
 	}
-	r = ig_send(gs, j->fd, c->timeout_us,
-		    c->out + 9ull * (j->off + IGG_GAP) - j->hl,
-		    j->hl + 9ull * j->w * j->h);
+	r = igg_send_bytes(gs, j->fd, c->out + 9ull * (j->off + IGG_GAP) - j->hl,
+			   j->hl + 9ull * j->w * j->h);
 	if (r < 0 || !j->keep)
 		return r < 0 ? r : 0;
 	if (k->lb.have > k->lb.off) /* pipelined bytes wait: the next turn */
@@ -783,8 +809,9 @@ int main(int argc, char **argv)
 	app.longopts = opts;
 	app.usage =
 		"  -w, --weights FILE    the model's weights (infer-ref weights writes them)\n"
-		"  -T, --timeout MS      bound on a request's arrival and on an answer's send\n"
-		"                        (plus 1 s a MiB; default 5000)\n";
+		"  -T, --timeout MS      bound on a request's arrival (default 5000); an\n"
+		"                        answer has 10 ms plus about 15 ms a MiB to leave,\n"
+		"                        then its reader is closed as too slow\n";
 	app.option = option;
 	app.setup = setup;
 	app.teardown = teardown;
