@@ -233,21 +233,9 @@ struct br_worker {
 	 */
 	uint64_t answer_nap_ns;
 	uint64_t nap_ns, napped_ns; /* owed, not spinning: its own naps */
-	/*
-	 * answer_nap for answers slower than a spin: a debt's first nap
-	 * lasts until its answer is due, learnt as answer_nap_ns is (the
-	 * answer there when that nap ends: an eighth shorter; found by a
-	 * later nap: a quarter of the excess longer). So a slow answer costs
-	 * a nap or two, not the whole series from watch_min_us up.
-	 */
-	uint64_t first_nap_ns;
-	uint64_t owed_since; /* when the period's first debt came */
-	uint32_t debt_naps; /* naps since then */
-	bool nap_learnt; /* its first answer taught first_nap_ns */
 	/* counts, the worker's own, logged as gsockd stops */
 	uint64_t n_sleeps, n_naps, n_paid_spinning, n_lapsed;
 	uint64_t n_prenaps, n_first_answers, n_paid_first_look, spun_ns;
-	uint64_t n_nap_answers, n_nap_first_look;
 	pthread_mutex_t lock; /* inbox */
 	struct br_msg *inbox, **inbox_tail;
 	/* the worker's own */

@@ -68,9 +68,6 @@ void br_worker_owe(struct br_sock *s)
 	if (!w->owed++) {
 		w->nap_ns = (uint64_t)br.conf.watch_min_us * 1000;
 		w->napped_ns = 0;
-		w->owed_since = w->now_ns;
-		w->debt_naps = 0;
-		w->nap_learnt = false;
 	}
 	if (w->miss_rate >= BR_MISS_HALF && ++w->owes % BR_PROBE_EVERY)
 		return; /* slower than a spin: naps find the answer */
@@ -114,29 +111,6 @@ static void learn(struct br_worker *w, uint64_t now)
 		w->answer_nap_ns = spin_ns(); /* a slow answer: the naps' */
 }
 
-/*
- * The first answer of a period found after naps: what it says of the
- * debt's first nap (bridge.h).
- */
-static void learn_nap(struct br_worker *w, uint64_t now)
-{
-	uint64_t first = w->first_nap_ns, waited = now - w->owed_since;
-	int on = br.conf.answer_nap;
-
-	w->nap_learnt = true;
-	w->n_nap_answers++;
-	if (w->debt_naps == 1) { /* there when the first nap ended */
-		w->n_nap_first_look++;
-		if (on)
-			w->first_nap_ns = first - first / 8;
-		return;
-	}
-	if (on && waited > first)
-		w->first_nap_ns = first + (waited - first) / 4;
-	if (w->first_nap_ns > (uint64_t)br.conf.idle_sleep_us * 1000)
-		w->first_nap_ns = (uint64_t)br.conf.idle_sleep_us * 1000;
-}
-
 void br_worker_paid(struct br_sock *s)
 {
 	struct br_worker *w = self;
@@ -155,8 +129,6 @@ void br_worker_paid(struct br_sock *s)
 		/* Answers keep coming: wait busy_poll_us for the next. */
 		if (now >= w->spin_at)
 			w->spin_until = now + spin_ns();
-	} else if (w->debt_naps && !w->nap_learnt) {
-		learn_nap(w, br_now_ns());
 	}
 	if (!w->owed)
 		w->spin_armed = false; /* the next debt starts a new spin */
@@ -412,18 +384,11 @@ static int64_t nap(struct br_worker *w, int64_t timeout)
 	uint64_t nap = w->nap_ns;
 
 	if (w->owed && w->napped_ns < (uint64_t)br.conf.idle_sleep_us * 1000) {
-		uint64_t since = w->now_ns - w->owed_since;
-
 		if (w->spin_armed) /* the spin ended unanswered */
 			w->miss_rate += (256 - w->miss_rate) / 8;
 		w->spin_armed = false;
-		/* The debt's first nap: until its answer is due (learnt). */
-		if (!w->debt_naps++ && br.conf.answer_nap &&
-		    w->first_nap_ns > since + nap)
-			nap = w->first_nap_ns - since;
-		else
-			w->nap_ns = nap + nap / 4 + 1;
 		w->napped_ns += nap;
+		w->nap_ns = nap + nap / 4 + 1;
 		w->n_naps++;
 		return timeout >= 0 && timeout < (int64_t)nap ? timeout :
 								(int64_t)nap;
@@ -505,10 +470,6 @@ static void *worker_main(void *p)
 				(double)(w->n_first_answers -
 					 w->n_paid_first_look) :
 			0.0);
-	br_info("%s: of %llu debts' first answers found after naps %llu were there when the first nap ended (%.1f us learnt)",
-		w->name, (unsigned long long)w->n_nap_answers,
-		(unsigned long long)w->n_nap_first_look,
-		(double)w->first_nap_ns / 1e3);
 	/* Stopping: close our sockets; the control thread frees the rest. */
 	for (uint32_t i = 0; i < w->napps; i++) {
 		br_sock_close_owned(w->apps[i]);
