@@ -53,4 +53,31 @@ GSOCK_DEVICE int ig_check(const char *h, uint32_t n, struct gsrv_http *q,
 			   q->content_length, q->chunked);
 }
 
+/*
+ * A request's bytes wait (pending: a head begun or a body awaited):
+ * since when, in *since (0: none wait). 1 once they have waited past
+ * timeout_us (the caller answers 408); else 0, with a wake-up asked for
+ * when they will have, since a client gone quiet brings no bytes.
+ */
+GSOCK_DEVICE int ig_late(struct gsock_dev gs, struct gsrv *s, uint64_t *since,
+			 int pending, long timeout_us)
+{
+	long late = 0, due = 0;
+
+	if (gs_tid() == 0) {
+		uint64_t now = gs_now_ns();
+
+		if (!pending)
+			*since = 0;
+		else if (!*since)
+			*since = now;
+		late = *since && now - *since > timeout_us * 1000ull;
+		due = *since ? (long)(*since + timeout_us * 1000ull + 1) : 0;
+	}
+	if (gs_bcast(late))
+		return 1;
+	gsrv_wake_at(gs, s, (uint64_t)gs_bcast(due));
+	return 0;
+}
+
 #endif

@@ -141,26 +141,15 @@ GSOCK_DEVICE long ig_serve(struct gsock_dev gs, struct gsrv *s, int fd,
 			   struct ig_conf *c)
 {
 	struct ig_conn *k = (struct ig_conn *)gsrv_state(gs, s);
-	long r, served = 0, late = 0, due = 0;
+	long r, served = 0;
 
 	while ((r = ig_request(gs, s, fd, c, k)) > 0)
 		served = 1;
 	if (r != -EAGAIN)
 		return r;
-	if (gs_tid() == 0) { /* bytes of a request wait: since when */
-		uint64_t now = gs_now_ns();
-
-		if (!k->body && k->lb.have == k->lb.off)
-			k->since = 0;
-		else if (!k->since)
-			k->since = now;
-		late = k->since && now - k->since > c->timeout_us * 1000ull;
-		due = k->since ? (long)(k->since + c->timeout_us * 1000ull + 1) : 0;
-	}
-	if (gs_bcast(late))
+	if (ig_late(gs, s, &k->since, k->body || k->lb.have != k->lb.off,
+		    c->timeout_us))
 		return ig_refuse(gs, s, fd, c, INFER_E_TIMEOUT);
-	/* a client gone quiet mid-request brings no bytes: wake up for it */
-	gsrv_wake_at(gs, s, (uint64_t)gs_bcast(due));
 	return served ? 1 : -EAGAIN;
 }
 

@@ -219,23 +219,10 @@ GSOCK_DEVICE long igg_picture(struct gsock_dev gs, struct gsrv *s,
 GSOCK_DEVICE long igg_wait(struct gsock_dev gs, struct gsrv *s,
 			   struct igg_conf *c, struct igg_conn *k, int fd)
 {
-	long late = 0, due = 0;
-
 	gs_sync();
-	if (gs_tid() == 0) {
-		uint64_t now = gs_now_ns();
-
-		if (!k->body && k->lb.have == k->lb.off)
-			k->since = 0;
-		else if (!k->since)
-			k->since = now;
-		late = k->since && now - k->since > c->timeout_us * 1000ull;
-		due = k->since ? (long)(k->since + c->timeout_us * 1000ull + 1) : 0;
-	}
-	if (gs_bcast(late))
+	if (ig_late(gs, s, &k->since, k->body || k->lb.have != k->lb.off,
+		    c->timeout_us))
 		return igg_job(gs, s, c, fd, INFER_E_TIMEOUT);
-	/* a client gone quiet mid-request brings no bytes: wake up for it */
-	gsrv_wake_at(gs, s, (uint64_t)gs_bcast(due));
 	return -EAGAIN;
 }
 
