@@ -737,6 +737,16 @@ GSOCK_DEVICE int gsrv_take(struct gsock_dev gs, struct gsrv *s, int fd)
 }
 
 /*
+ * End the block's serving where its loop is not gsrv_next's (a graph's
+ * send node on the last turn): close every connection it holds. The
+ * error that ended it (0: a stop); again, it closes nothing more.
+ */
+GSOCK_DEVICE int gsrv_finish(struct gsock_dev gs, struct gsrv *s)
+{
+	return gs_srv_finish(gs, s);
+}
+
+/*
  * Hand the connection being served out again at t_ns (gs_now_ns()'s
  * clock) even if nothing comes from it; 0: no wake-up. For a handler's
  * own deadlines: a request that must arrive whole in time, say. Once:

@@ -497,7 +497,7 @@ GSOCK_KERNEL_FIT(igg_send, gs, arg, ESPCN_THREADS, 1)
 	 * so its connections are closed here; again is harmless.
 	 */
 	if (end)
-		gs_srv_finish(gs, s);
+		gsrv_finish(gs, s);
 	gs_sync();
 	if (gs_tid() == 0)
 		c->njobs[b] = 0;
