@@ -3,12 +3,16 @@
  * What the G servers of infer.h's protocol do the same way, in device
  * code on the server layer: check a request head (gsrv_http_parse and
  * infer_check) and send within a bound that a slow reader cannot
- * stretch. infer-gserver (gserver.c, both backends) and
- * infer-gserver-graph (gserver_graph.cu) include it.
+ * stretch; and on the host, the weights' load. infer-gserver (gserver.c,
+ * both backends) and infer-gserver-graph (gserver_graph.cu) include it.
  */
 #ifndef INFER_GHTTP_CUH
 #define INFER_GHTTP_CUH
 
+#include <stdio.h>
+#include <sysexits.h>
+
+#include "espcn.h"
 #include "gsock_server.cuh"
 #include "infer.h"
 
@@ -78,6 +82,26 @@ GSOCK_DEVICE int ig_late(struct gsock_dev gs, struct gsrv *s, uint64_t *since,
 		return 1;
 	gsrv_wake_at(gs, s, (uint64_t)gs_bcast(due));
 	return 0;
+}
+
+/*
+ * Host: the weights of -w PATH (NULL: not given) for a server's setup,
+ * or NULL with the reason said and *status its exit status.
+ */
+static inline float *ig_weights(const char *name, const char *path,
+				int *status)
+{
+	char err[256];
+	float *p = path ? espcn_weights_load(path, err, sizeof(err)) : NULL;
+
+	if (!p) {
+		fprintf(stderr, "%s: %s%s%s\n", name,
+			path ? path : "-w WEIGHTS is required",
+			path ? ": " : " (infer-ref weights writes one)",
+			path ? err : "");
+		*status = path ? EX_DATAERR : EX_USAGE;
+	}
+	return p;
 }
 
 #endif

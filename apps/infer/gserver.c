@@ -199,16 +199,11 @@ static int option(struct gsrv_app *app, int opt, const char *arg)
 /* The weights into device memory; the buffer for the group's scratch. */
 static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
-	char err[256];
-	float *p = weights_path ? espcn_weights_load(weights_path, err, sizeof(err)) : NULL;
+	int status;
+	float *p = ig_weights(app->name, weights_path, &status);
 
-	if (!p) {
-		fprintf(stderr, "%s: %s%s%s\n", app->name,
-			weights_path ? weights_path : "-w WEIGHTS is required",
-			weights_path ? ": " : " (infer-ref weights writes one)",
-			weights_path ? err : "");
-		return weights_path ? EX_DATAERR : EX_USAGE;
-	}
+	if (!p)
+		return status;
 	conf.weights = (const float *)gsock_dev_alloc(ctx, 4 * (size_t)ESPCN_NPARAMS);
 	if (!conf.weights ||
 	    gsock_memcpy(ctx, (void *)conf.weights, p, 4 * (size_t)ESPCN_NPARAMS)) {

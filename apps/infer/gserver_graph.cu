@@ -717,22 +717,16 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 	struct igg_conf *c = &host.conf;
 	uint32_t cap = igg_caps[IGG_SIZES - 1];
 	struct igg_turn t = { 0 };
-	char err[256];
+	int status;
 	float *p;
 
 	if (c->turn) { /* the host's state is one GPU's */
 		fprintf(stderr, "%s: serves from one GPU (-g takes one)\n", app->name);
 		return EX_USAGE;
 	}
-	p = weights_path ? espcn_weights_load(weights_path, err, sizeof(err)) : NULL;
-
-	if (!p) {
-		fprintf(stderr, "%s: %s%s%s\n", app->name,
-			weights_path ? weights_path : "-w WEIGHTS is required",
-			weights_path ? ": " : " (infer-ref weights writes one)",
-			weights_path ? err : "");
-		return weights_path ? EX_DATAERR : EX_USAGE;
-	}
+	p = ig_weights(app->name, weights_path, &status);
+	if (!p)
+		return status;
 	c->timeout_us = timeout_us;
 	c->weights = (const float *)gsock_dev_alloc(ctx, 4 * (size_t)ESPCN_NPARAMS);
 	c->turn = (struct igg_turn *)gsock_dev_alloc(ctx, sizeof(*c->turn));
