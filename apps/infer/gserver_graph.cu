@@ -32,6 +32,8 @@
  * dead reader costs every connection one turn of that much, at most,
  * instead of -T plus a second a MiB.
  *
+ * The model is espcn_cublas.cuh's, which C's cuBLAS stage runs too.
+ *
  * Between launches everything lives in device memory: the server
  * layer's blocks and connections (gsrv_next_by goes on where it
  * stopped), the jobs, the planes, the turn's counters. SIGINT and
@@ -39,13 +41,12 @@
  * that turn answers nothing and launches no other, and the host thread,
  * asleep in cudaStreamSynchronize, wakes.
  */
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sysexits.h>
 
 #include "espcn.h"
+#include "espcn_cublas.cuh"
 #include "espcn_gpu.h" /* ESPCN_THREADS */
 #include "ghttp.cuh"
 #include "gsock.h"
@@ -54,23 +55,23 @@
 #define IGG_SLICE_NS 20000 /* an idle receive block looks at the others */
 #define IGG_AGAIN (-1) /* a job's e: no room this turn, look again */
 #define IGG_SIZES 5
-#define IGG_GRID 2048 /* blocks of the model's grid-stride kernels */
 #define IGG_SEND_US 10000 /* an answer's time to leave, besides its bytes' */
 #define IGG_SEND_RATE (64u << 20) /* the slowest reader kept, bytes a second */
 /* Batch sizes, pixels: the largest holds a 1024x1024 picture. */
 static const uint32_t igg_caps[IGG_SIZES] = { 1u << 12, 1u << 14, 1u << 16,
-					      1u << 18, (1u << 20) + (1u << 16) };
+					      1u << 18, ECB_PIXELS_MAX };
 
-/* One of the turn's jobs: a picture to answer, a refusal, or IGG_AGAIN. */
+/*
+ * One of the turn's jobs: a picture to answer, a refusal, or IGG_AGAIN.
+ * A picture job's picture is the model's of the same index (m.pics):
+ * its bytes in its connection's buffer, plane pixels [at - IGG_GAP, at
+ * + w h) its own, the gap its answer's head.
+ */
 struct igg_job {
-	const uint8_t *in; /* the picture (its connection's buffer) */
-	uint32_t off; /* plane pixels [off + IGG_GAP, + w h) are its own */
-	uint32_t w, h;
 	int32_t fd;
 	int32_t e; /* INFER_OK, an infer_err, or IGG_AGAIN */
 	uint32_t hl; /* its answer's head: hl bytes before its pixels */
 	uint32_t keep; /* the connection stays open after the answer */
-	uint32_t pad;
 };
 
 /* What the turns share (device memory). */
@@ -88,15 +89,11 @@ struct igg_turn {
 
 /* The application's part of struct gsrv (s->app); every pointer device memory. */
 struct igg_conf {
-	const float *weights;
 	long timeout_us; /* bound on a request's arrival */
 	struct igg_turn *turn;
 	struct igg_job *jobs; /* per_block a block */
 	uint32_t *njobs; /* a block's jobs this turn */
-	uint32_t *owner; /* a plane pixel's job (its index in jobs) */
-	float *col; /* im2col columns: K floats a plane pixel */
-	float *a, *b, *c; /* the layers' outputs: 64, 32, 9 floats a pixel */
-	uint8_t *out; /* 9 bytes a plane pixel: the answers */
+	struct ecb_batch m; /* the model's: a job's picture, turn->pixels */
 };
 
 /* The receive and send nodes' argument: the server, its graph's size. */
@@ -190,27 +187,28 @@ GSOCK_DEVICE long igg_picture(struct gsock_dev gs, struct gsrv *s,
 			igg_add_t0(gs, s, c, k, fd, IGG_AGAIN);
 		} else {
 			struct igg_job *j;
+			struct ecb_pic *p;
 			char head[INFER_REPLY_HEAD_MAX];
 
 			off = cur;
 			i = igg_add_t0(gs, s, c, k, fd, INFER_OK);
 			j = &c->jobs[i];
-			j->in = k->data + k->at;
-			j->off = cur;
-			j->w = k->pw;
-			j->h = k->ph;
+			p = &c->m.pics[i];
+			p->in = k->data + k->at;
+			p->at = cur + IGG_GAP;
+			p->w = k->pw;
+			p->h = k->ph;
 			j->keep = k->q.keep_alive;
-			j->hl = infer_reply_head(head, 200, 9ull * j->w * j->h,
-						 j->keep, 3 * j->w, 3 * j->h);
-			memcpy(c->out + 9ull * (cur + IGG_GAP) - j->hl, head,
-			       j->hl);
+			j->hl = infer_reply_head(head, 200, 9ull * p->w * p->h,
+						 j->keep, 3 * p->w, 3 * p->h);
+			memcpy(c->m.out + 9ull * p->at - j->hl, head, j->hl);
 			k->pic = 0;
 		}
 	}
 	off = gs_bcast(off);
 	i = gs_bcast(i);
 	for (uint32_t p = gs_tid(); off >= 0 && p < need; p += gs_bdim())
-		c->owner[off + p] = (uint32_t)i;
+		c->m.owner[off + p] = (uint32_t)i;
 	gs_sync();
 	return -EAGAIN;
 }
@@ -334,89 +332,14 @@ GSOCK_KERNEL_FIT(igg_recv, gs, arg, ESPCN_THREADS, 1)
 	}
 }
 
-/* ---- the model: im2col, cuBLAS's SGEMM, the pixel shuffle ---- */
-
-/* Plane pixel q's job, and the pixel's place in its picture; 0, or -1 in a gap. */
-__device__ static int igg_where(const struct igg_conf *c, uint32_t q,
-				const struct igg_job **jp, uint32_t *x,
-				uint32_t *y)
-{
-	const struct igg_job *j = &c->jobs[c->owner[q]];
-	uint32_t i = q - j->off;
-
-	*jp = j;
-	if (i < IGG_GAP)
-		return -1;
-	i -= IGG_GAP;
-	*x = i % j->w;
-	*y = i / j->w;
-	return 0;
-}
-
-/*
- * Layer l's columns: column q holds the K inputs of plane pixel q in
- * the weights' order (input channel, row, column), zero outside the
- * picture; the layer before's outputs get their bias and tanh here.
- */
-__global__ void __launch_bounds__(256) igg_im2col(struct igg_conf c, int l)
-{
-	uint32_t total = *(volatile uint32_t *)&c.turn->pixels;
-	uint32_t cin = l == 0 ? 1 : l == 1 ? ESPCN_C1 : ESPCN_C2;
-	int kk = l == 0 ? 5 : 3, half = kk / 2;
-	uint32_t K = cin * kk * kk;
-	const float *src = l == 1 ? c.a : c.b;
-	const float *bias = c.weights + (l == 1 ? ESPCN_B1 : ESPCN_B2);
-
-	for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-	     e < (uint64_t)total * K; e += (uint64_t)gridDim.x * blockDim.x) {
-		uint32_t q = (uint32_t)(e / K), k = (uint32_t)(e % K), x, y;
-		uint32_t i = k / (kk * kk);
-		long yy, xx;
-		const struct igg_job *j;
-		float v = 0;
-
-		if (!igg_where(&c, q, &j, &x, &y)) {
-			yy = (long)y + (long)(k / kk % kk) - half;
-			xx = (long)x + (long)(k % kk) - half;
-			if (yy >= 0 && yy < (long)j->h && xx >= 0 && xx < (long)j->w) {
-				size_t p = (size_t)yy * j->w + xx;
-
-				v = l == 0 ? j->in[p] / 255.0f :
-					     tanhf(src[(j->off + IGG_GAP + p) * cin + i] +
-						   bias[i]);
-			}
-		}
-		c.col[e] = v;
-	}
-}
-
-/* The last layer's 9 values of each pixel, with their bias, into its answer. */
-__global__ void __launch_bounds__(256) igg_shuffle(struct igg_conf c)
-{
-	uint32_t total = *(volatile uint32_t *)&c.turn->pixels;
-
-	for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-	     e < (uint64_t)total * ESPCN_C3; e += (uint64_t)gridDim.x * blockDim.x) {
-		uint32_t q = (uint32_t)(e / ESPCN_C3), o = (uint32_t)(e % ESPCN_C3), x, y;
-		const struct igg_job *j;
-		float v;
-
-		if (igg_where(&c, q, &j, &x, &y))
-			continue;
-		v = (c.c[e] + c.weights[ESPCN_B3 + o]) * 255.0f;
-		v = v < 0 ? 0 : v > 255 ? 255 : v;
-		c.out[9ull * (j->off + IGG_GAP) +
-		      ((size_t)y * ESPCN_R + o / ESPCN_R) * j->w * ESPCN_R +
-		      (size_t)x * ESPCN_R + o % ESPCN_R] = (uint8_t)rintf(v);
-	}
-}
-
 /* ---- the send node ---- */
 
-/* Job j, its connection taken again: what gsrv_done is to make of it. */
+/* Job i, its connection taken again: what gsrv_done is to make of it. */
 GSOCK_DEVICE long igg_answer(struct gsock_dev gs, struct gsrv *s,
-			     struct igg_conf *c, const struct igg_job *j)
+			     struct igg_conf *c, uint32_t i)
 {
+	const struct igg_job *j = &c->jobs[i];
+	const struct ecb_pic *p = &c->m.pics[i];
 	struct igg_conn *k = (struct igg_conn *)gsrv_state(gs, s);
 	char *text = (char *)gsrv_buf(gs, s);
 	long r = 0;
@@ -435,8 +358,8 @@ GSOCK_DEVICE long igg_answer(struct gsock_dev gs, struct gsrv *s,
 		igg_send_bytes(gs, j->fd, text, (uint64_t)gs_bcast(r));
 		return -EPROTO;
 	}
-	r = igg_send_bytes(gs, j->fd, c->out + 9ull * (j->off + IGG_GAP) - j->hl,
-			   j->hl + 9ull * j->w * j->h);
+	r = igg_send_bytes(gs, j->fd, c->m.out + 9ull * p->at - j->hl,
+			   j->hl + 9ull * p->w * p->h);
 	if (r < 0 || !j->keep)
 		return r < 0 ? r : 0;
 	if (k->lb.have > k->lb.off) /* pipelined bytes wait: the next turn */
@@ -485,12 +408,9 @@ GSOCK_KERNEL_FIT(igg_send, gs, arg, ESPCN_THREADS, 1)
 	int end = (int)gs_bcast(
 		gs_tid() == 0 ? *(volatile int32_t *)&c->turn->end : 0);
 
-	for (uint32_t i = 0; i < n && !end; i++) {
-		const struct igg_job *j = &c->jobs[b * s->per_block + i];
-
-		if (!gsrv_take(gs, s, j->fd))
-			gsrv_done(gs, s, igg_answer(gs, s, c, j));
-	}
+	for (uint32_t i = b * s->per_block; i < b * s->per_block + n && !end; i++)
+		if (!gsrv_take(gs, s, c->jobs[i].fd))
+			gsrv_done(gs, s, igg_answer(gs, s, c, i));
 	/*
 	 * The last turn: a receive block that stopped at its -EAGAIN (it saw
 	 * a job, or another block's end) never reached gsrv_next_by's end,
@@ -513,6 +433,7 @@ struct igg_host {
 	cublasHandle_t blas;
 	void *blas_ws; /* cuBLAS's workspace: none may be allocated in a capture */
 	struct igg_arg *args; /* device memory, one a size */
+	void *model; /* the weights and the planes: host.conf.m's */
 	cudaGraphExec_t exec[IGG_SIZES];
 	struct igg_conf conf; /* the host's copy */
 };
@@ -522,21 +443,13 @@ static long timeout_us = INFER_TIMEOUT_MS * 1000L;
 static const char *weights_path;
 
 /*
- * Capture the turn of size k: the receive node, the model on cap pixels
- * (cuBLAS's SGEMM as the weights' transpose times the columns: the
- * outputs come pixel by pixel, as the next im2col reads them), the
- * shuffle, the send node; instantiate it for device launch.
+ * Capture the turn of size k: the receive node, the model on its cap
+ * pixels (ecb_model), the send node; instantiate it for device launch.
  */
 static int igg_capture(struct gsock_ctx *ctx, unsigned blocks,
 		       unsigned threads, int k)
 {
-	static const struct {
-		uint32_t w, cout, K;
-	} L[3] = { { ESPCN_W1, ESPCN_C1, 25 },
-		   { ESPCN_W2, ESPCN_C2, ESPCN_C1 * 9 },
-		   { ESPCN_W3, ESPCN_C3, ESPCN_C2 * 9 } };
-	struct igg_conf *c = &host.conf;
-	float *outs[3] = { c->a, c->b, c->c }, one = 1, zero = 0;
+	const struct ecb_batch *m = &host.conf.m;
 	cudaStream_t st = host.stream;
 	cudaGraph_t g = NULL;
 	cudaError_t e;
@@ -544,9 +457,7 @@ static int igg_capture(struct gsock_ctx *ctx, unsigned blocks,
 
 	/* cuBLAS picks and loads its kernels outside the capture */
 	for (int l = 0; l < 3; l++)
-		cublasSgemm(host.blas, CUBLAS_OP_T, CUBLAS_OP_N, L[l].cout,
-			    igg_caps[k], L[l].K, &one, c->weights + L[l].w,
-			    L[l].K, c->col, L[l].K, &zero, outs[l], L[l].cout);
+		ecb_sgemm(host.blas, m, igg_caps[k], l);
 	e = cudaStreamSynchronize(st);
 	if (e == cudaSuccess)
 		e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
@@ -554,15 +465,8 @@ static int igg_capture(struct gsock_ctx *ctx, unsigned blocks,
 		goto out_cuda;
 	r = gsock_launch_stream(ctx, st, 0, (const void *)igg_recv, blocks,
 				threads, &host.args[k]);
-	for (int l = 0; l < 3 && !r; l++) {
-		igg_im2col<<<IGG_GRID, 256, 0, st>>>(*c, l);
-		if (cublasSgemm(host.blas, CUBLAS_OP_T, CUBLAS_OP_N, L[l].cout,
-				igg_caps[k], L[l].K, &one, c->weights + L[l].w,
-				L[l].K, c->col, L[l].K, &zero, outs[l],
-				L[l].cout) != CUBLAS_STATUS_SUCCESS)
-			r = -EIO;
-	}
-	igg_shuffle<<<IGG_GRID, 256, 0, st>>>(*c);
+	if (!r)
+		r = ecb_model(host.blas, st, m, igg_caps[k]);
 	if (!r)
 		r = gsock_launch_stream(ctx, st, 0, (const void *)igg_send,
 					blocks, threads, &host.args[k]);
@@ -639,8 +543,7 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 	/* every kernel loaded before the captures (lazy loading) */
 	cudaFuncGetAttributes(&fa, (const void *)igg_recv);
 	cudaFuncGetAttributes(&fa, (const void *)igg_send);
-	cudaFuncGetAttributes(&fa, (const void *)igg_im2col);
-	cudaFuncGetAttributes(&fa, (const void *)igg_shuffle);
+	ecb_load();
 	for (int k = 0; k < IGG_SIZES && !status; k++)
 		if (igg_capture(ctx, blocks, threads, k))
 			status = EX_SOFTWARE;
@@ -715,7 +618,7 @@ static int option(struct gsrv_app *app, int opt, const char *arg)
 static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
 	struct igg_conf *c = &host.conf;
-	uint32_t cap = igg_caps[IGG_SIZES - 1];
+	uint32_t cap = igg_caps[IGG_SIZES - 1], jobs = s->blocks * s->per_block;
 	struct igg_turn t = { 0 };
 	int status;
 	float *p;
@@ -728,24 +631,20 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 	if (!p)
 		return status;
 	c->timeout_us = timeout_us;
-	c->weights = (const float *)gsock_dev_alloc(ctx, 4 * (size_t)ESPCN_NPARAMS);
 	c->turn = (struct igg_turn *)gsock_dev_alloc(ctx, sizeof(*c->turn));
-	c->jobs = (struct igg_job *)gsock_dev_alloc(
-		ctx, sizeof(*c->jobs) * s->blocks * s->per_block);
+	c->jobs = (struct igg_job *)gsock_dev_alloc(ctx, sizeof(*c->jobs) * jobs);
 	c->njobs = (uint32_t *)gsock_dev_alloc(ctx, 4 * s->blocks);
-	c->owner = (uint32_t *)gsock_dev_alloc(ctx, 4 * (size_t)cap);
-	c->col = (float *)gsock_dev_alloc(ctx, 4 * (size_t)cap * ESPCN_C1 * 9);
-	c->a = (float *)gsock_dev_alloc(ctx, 4 * (size_t)cap * ESPCN_C1);
-	c->b = (float *)gsock_dev_alloc(ctx, 4 * (size_t)cap * ESPCN_C2);
-	c->c = (float *)gsock_dev_alloc(ctx, 4 * (size_t)cap * ESPCN_C3);
-	c->out = (uint8_t *)gsock_dev_alloc(ctx, 9 * (size_t)cap);
+	host.model = gsock_dev_alloc(ctx, ecb_size(cap, jobs));
 	memcpy(t.cap, igg_caps, sizeof(t.cap));
-	if (!c->weights || !c->turn || !c->jobs || !c->njobs || !c->owner ||
-	    !c->col || !c->a || !c->b || !c->c || !c->out ||
-	    gsock_memcpy(ctx, (void *)c->weights, p, 4 * (size_t)ESPCN_NPARAMS) ||
+	if (host.model && c->turn) {
+		ecb_carve(&c->m, host.model, cap, jobs);
+		c->m.pixels = &c->turn->pixels;
+	}
+	if (!c->turn || !c->jobs || !c->njobs || !host.model ||
+	    gsock_memcpy(ctx, (void *)c->m.weights, p, 4 * (size_t)ESPCN_NPARAMS) ||
 	    gsock_memcpy(ctx, c->turn, &t, sizeof(t))) {
 		fprintf(stderr, "%s: out of device memory for the model (%zu MiB)\n",
-			app->name, (size_t)cap * (9 * 64 + 64 + 32 + 9 + 4) * 4 >> 20);
+			app->name, ecb_size(cap, jobs) >> 20);
 		free(p);
 		return EX_OSERR;
 	}
@@ -759,9 +658,8 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 static void teardown(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
 	struct igg_conf *c = &host.conf;
-	void *mem[] = { (void *)c->weights, c->turn, c->jobs, c->njobs,
-			c->owner, c->col, c->a, c->b, c->c, c->out,
-			host.args, host.blas_ws };
+	void *mem[] = { c->turn, c->jobs, c->njobs, host.model, host.args,
+			host.blas_ws };
 
 	(void)app, (void)s;
 	for (size_t i = 0; i < sizeof(mem) / sizeof(mem[0]); i++)

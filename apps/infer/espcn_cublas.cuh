@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * ESPCN x3 (espcn.h) over a batch of pictures with im2col kernels and
+ * cuBLAS's SGEMM, written once for the two servers that run it: the
+ * graph server G (gserver_graph.cu captures ecb_model into each turn's
+ * graph) and C's cuBLAS stage (stage_cublas.cu runs it on its stream).
+ *
+ * A batch is a plane of pixels: picture i's pixel (x, y) is plane pixel
+ * at + y w + x, and owner[q] says whose plane pixel q is (i); a plane
+ * pixel of i's before its at is a gap (G writes the answer's head
+ * there), which computes nothing. Each layer is
+ * one im2col (its columns: K floats a plane pixel) and one SGEMM (the
+ * weights' transpose times the columns: the outputs come pixel by pixel,
+ * as the next im2col reads them); the last layer's outputs go through
+ * the pixel shuffle into each picture's answer, 3w x 3h bytes at out +
+ * 9 at.
+ *
+ * Capture-safe: the calls allocate nothing and wait for nothing, and a
+ * captured SGEMM keeps its sizes, so the SGEMMs run over cap plane
+ * pixels while the kernels read how many are in use when they run
+ * (*pixels: G's count is only known on the device).
+ */
+#ifndef ESPCN_CUBLAS_CUH
+#define ESPCN_CUBLAS_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <stdint.h>
+
+#include "espcn.h"
+
+#define ECB_GRID 2048 /* blocks of the grid-stride kernels */
+#define ECB_K_MAX (ESPCN_C1 * 9) /* the widest layer's columns: floats a pixel */
+/* The largest batch, plane pixels: a 1024x1024 picture and some. */
+#define ECB_PIXELS_MAX ((1u << 20) + (1u << 16))
+
+/* One picture of a batch (device memory). */
+struct ecb_pic {
+	const uint8_t *in; /* its w x h bytes */
+	uint32_t at; /* the plane pixel of its pixel (0, 0) */
+	uint32_t w, h;
+	uint32_t pad;
+};
+
+/* A batch as the kernels see it; every pointer device memory. */
+struct ecb_batch {
+	const float *weights; /* ESPCN_NPARAMS */
+	struct ecb_pic *pics;
+	uint32_t *owner; /* a plane pixel's picture: its index in pics */
+	const uint32_t *pixels; /* plane pixels in use, read as a kernel runs; */
+	uint32_t n; /* or, where pixels is NULL, n */
+	float *col; /* im2col columns: up to ECB_K_MAX floats a plane pixel */
+	float *a, *b, *c; /* the layers' outputs: 64, 32, 9 floats a pixel */
+	uint8_t *out; /* 9 bytes a plane pixel: the answers */
+};
+
+/*
+ * A batch's device memory, one allocation of ecb_size bytes: the
+ * weights, npics pictures, then the planes of cap pixels (owner, col, a,
+ * b, c, out), each part 256-byte aligned. Their offsets in off; the
+ * total.
+ */
+static inline size_t ecb_layout(size_t off[8], uint32_t cap, uint32_t npics)
+{
+	size_t px = cap, at = 0;
+	size_t n[8] = { 4ull * ESPCN_NPARAMS, sizeof(struct ecb_pic) * npics,
+			4 * px, 4 * px * ECB_K_MAX, 4 * px * ESPCN_C1,
+			4 * px * ESPCN_C2, 4 * px * ESPCN_C3, 9 * px };
+
+	for (int i = 0; i < 8; i++) {
+		off[i] = at;
+		at += (n[i] + 255) & ~(size_t)255;
+	}
+	return at;
+}
+
+static inline size_t ecb_size(uint32_t cap, uint32_t npics)
+{
+	size_t off[8];
+
+	return ecb_layout(off, cap, npics);
+}
+
+/* b's buffers in mem (ecb_size bytes); the weights are the caller's to copy. */
+static inline void ecb_carve(struct ecb_batch *b, void *mem, uint32_t cap,
+			     uint32_t npics)
+{
+	char *m = (char *)mem;
+	size_t o[8];
+
+	ecb_layout(o, cap, npics);
+	b->weights = (const float *)(m + o[0]);
+	b->pics = (struct ecb_pic *)(m + o[1]);
+	b->owner = (uint32_t *)(m + o[2]);
+	b->col = (float *)(m + o[3]);
+	b->a = (float *)(m + o[4]);
+	b->b = (float *)(m + o[5]);
+	b->c = (float *)(m + o[6]);
+	b->out = (uint8_t *)(m + o[7]);
+}
+
+__device__ static uint32_t ecb_pixels(const struct ecb_batch *b)
+{
+	return b->pixels ? *(volatile const uint32_t *)b->pixels : b->n;
+}
+
+/* Plane pixel q's picture, and the pixel's place in it; 0, or -1 in a gap. */
+__device__ static int ecb_where(const struct ecb_batch *b, uint32_t q,
+				const struct ecb_pic **pp, uint32_t *x,
+				uint32_t *y)
+{
+	const struct ecb_pic *p = &b->pics[b->owner[q]];
+
+	*pp = p;
+	if (q < p->at)
+		return -1;
+	*x = (q - p->at) % p->w;
+	*y = (q - p->at) / p->w;
+	return 0;
+}
+
+/*
+ * Layer l's columns: column q holds the K inputs of plane pixel q in
+ * the weights' order (input channel, row, column), zero outside the
+ * picture; the layer before's outputs get their bias and tanh here.
+ */
+__global__ static void __launch_bounds__(256) ecb_im2col(struct ecb_batch b, int l)
+{
+	uint32_t total = ecb_pixels(&b);
+	uint32_t cin = l == 0 ? 1 : l == 1 ? ESPCN_C1 : ESPCN_C2;
+	int kk = l == 0 ? 5 : 3, half = kk / 2;
+	uint32_t K = cin * kk * kk;
+	const float *src = l == 1 ? b.a : b.b;
+	const float *bias = b.weights + (l == 1 ? ESPCN_B1 : ESPCN_B2);
+
+	for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+	     e < (uint64_t)total * K; e += (uint64_t)gridDim.x * blockDim.x) {
+		uint32_t q = (uint32_t)(e / K), k = (uint32_t)(e % K), x, y;
+		uint32_t i = k / (kk * kk);
+		long yy, xx;
+		const struct ecb_pic *j;
+		float v = 0;
+
+		if (!ecb_where(&b, q, &j, &x, &y)) {
+			yy = (long)y + (long)(k / kk % kk) - half;
+			xx = (long)x + (long)(k % kk) - half;
+			if (yy >= 0 && yy < (long)j->h && xx >= 0 && xx < (long)j->w) {
+				size_t p = (size_t)yy * j->w + xx;
+
+				v = l == 0 ? j->in[p] / 255.0f :
+					     tanhf(src[(j->at + p) * cin + i] +
+						   bias[i]);
+			}
+		}
+		b.col[e] = v;
+	}
+}
+
+/* The last layer's 9 values of each pixel, with their bias, into its answer. */
+__global__ static void __launch_bounds__(256) ecb_shuffle(struct ecb_batch b)
+{
+	uint32_t total = ecb_pixels(&b);
+
+	for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+	     e < (uint64_t)total * ESPCN_C3; e += (uint64_t)gridDim.x * blockDim.x) {
+		uint32_t q = (uint32_t)(e / ESPCN_C3), o = (uint32_t)(e % ESPCN_C3), x, y;
+		const struct ecb_pic *j;
+		float v;
+
+		if (ecb_where(&b, q, &j, &x, &y))
+			continue;
+		v = (b.c[e] + b.weights[ESPCN_B3 + o]) * 255.0f;
+		v = v < 0 ? 0 : v > 255 ? 255 : v;
+		b.out[9ull * j->at +
+		      ((size_t)y * ESPCN_R + o / ESPCN_R) * j->w * ESPCN_R +
+		      (size_t)x * ESPCN_R + o % ESPCN_R] = (uint8_t)rintf(v);
+	}
+}
+
+/* Layer l's SGEMM over cap plane pixels, on h's stream: 0 or -EIO. */
+static inline int ecb_sgemm(cublasHandle_t h, const struct ecb_batch *b,
+			    uint32_t cap, int l)
+{
+	static const struct {
+		uint32_t w, cout, K;
+	} L[3] = { { ESPCN_W1, ESPCN_C1, 25 },
+		   { ESPCN_W2, ESPCN_C2, ESPCN_C1 * 9 },
+		   { ESPCN_W3, ESPCN_C3, ESPCN_C2 * 9 } };
+	float *outs[3] = { b->a, b->b, b->c }, one = 1, zero = 0;
+
+	return cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, L[l].cout, cap,
+			   L[l].K, &one, b->weights + L[l].w, L[l].K, b->col,
+			   L[l].K, &zero, outs[l], L[l].cout) ==
+			       CUBLAS_STATUS_SUCCESS ?
+		       0 :
+		       -EIO;
+}
+
+/*
+ * The model on b's first cap plane pixels, on stream st (h's stream):
+ * 0, or -EIO where cuBLAS refused an SGEMM. A kernel's launch error is
+ * the caller's to read (cudaGetLastError, or the capture's end).
+ */
+static inline int ecb_model(cublasHandle_t h, cudaStream_t st,
+			    const struct ecb_batch *b, uint32_t cap)
+{
+	int r = 0;
+
+	for (int l = 0; l < 3 && !r; l++) {
+		ecb_im2col<<<ECB_GRID, 256, 0, st>>>(*b, l);
+		r = ecb_sgemm(h, b, cap, l);
+	}
+	if (!r)
+		ecb_shuffle<<<ECB_GRID, 256, 0, st>>>(*b);
+	return r;
+}
+
+/* Load the kernels now: lazy loading would do it inside a capture. */
+static inline void ecb_load(void)
+{
+	struct cudaFuncAttributes fa;
+
+	cudaFuncGetAttributes(&fa, (const void *)ecb_im2col);
+	cudaFuncGetAttributes(&fa, (const void *)ecb_shuffle);
+}
+
+#endif
