@@ -434,7 +434,7 @@ int main(int argc, char **argv)
 	float *p;
 	int opt, r;
 
-	prog = !strcmp(infer_stage_name(), "cuda") || !strcmp(infer_stage_name(), "host") ?
+	prog = strcmp(infer_stage_name(), "openblas") && strcmp(infer_stage_name(), "cpu") ?
 		       "infer-cserver" :
 		       "infer-pserver";
 	while ((opt = getopt_long(argc, argv, "w:l:t:T:I:h", opts, NULL)) != -1) {
