@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CPU servers of ESPCN inference over HTTP/1.1 (infer.h), one loop
- * for both: built with stage_cuda.cu it is infer-cserver, the
- * CPU-managed GPU server C (on the host backend, stage_cpu.c runs the
- * same GPU code on the thread); with stage_cpu.c for the CPU it is
+ * for both: built with stage_cublas.cu (G's cuBLAS path) or, without
+ * cuBLAS, stage_cuda.cu (espcn_gpu.h's kernels) it is infer-cserver, the
+ * CPU-managed GPU server C (on the host backend, stage_cpu.c runs
+ * espcn_gpu.h's code on the thread); with stage_cpu.c for the CPU it is
  * infer-pserver, the CPU-only server P.
  *
  * Each thread has its own SO_REUSEPORT listener, epoll set and stage

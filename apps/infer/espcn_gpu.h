@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ESPCN x3 (espcn.h) as the servers run it, written once: G's serving
- * blocks and C's batch kernel (stage_cuda.cu) both call
- * espcn_batch_part(), nvcc compiles it for the GPU, and the C compiler
- * for the host backend and C's host stage, where a block is one thread.
+ * blocks (infer-gserver; Gp beside the graph server) and C's batch
+ * kernel without cuBLAS (stage_cuda.cu) both call espcn_batch_part(),
+ * nvcc compiles it for the GPU, and the C compiler for the host backend
+ * and C's host stage, where a block is one thread.
  *
  * A block computes a band of output rows at a time. The band's rows of
  * the first layer (two more each side, for the 3x3 layers after it) and

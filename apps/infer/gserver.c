@@ -6,8 +6,8 @@
  * cu for the GPU). A serving block takes each request's head and body as
  * they come, without waiting (a slow client costs the block's other
  * connections nothing), parses the head on the device, runs the model
- * with its group (espcn_gpu.h: C's kernel runs the same code) and sends
- * the picture. No CPU code is on this path.
+ * with its group (espcn_gpu.h: C's kernel without cuBLAS runs the same
+ * code) and sends the picture. No CPU code is on this path.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Where the CPU servers run a batch of pictures through the model: on
- * the GPU (stage_cuda.cu: the CPU-managed GPU server C: one copy in, one
- * launch of espcn_gpu.h's batch, one copy out) or on the server thread
+ * the GPU (the CPU-managed GPU server C: one copy in, the model's
+ * launches, one copy out; stage_cublas.cu runs the graph server G's
+ * im2col and cuBLAS path, espcn_cublas.cuh, where cuBLAS is found, else
+ * stage_cuda.cu launches espcn_gpu.h's batch) or on the server thread
  * (stage_cpu.c: C's stand-in on the host backend runs espcn_gpu.h there;
  * the CPU-only server P runs im2col and OpenBLAS's GEMM, stage_blas.c, or
  * without OpenBLAS the plain reference). One stage per server thread.
@@ -22,7 +24,7 @@ extern "C" {
 
 struct infer_stage;
 
-/* "cuda", "host", "openblas" or "cpu". */
+/* "cublas", "cuda", "host", "openblas" or "cpu": the listening line's. */
 const char *infer_stage_name(void);
 /* A stage running the parameters p (copied); NULL with a reason in err. */
 struct infer_stage *infer_stage_open(const float *p, char *err, size_t errlen);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The CUDA stage of the CPU-managed GPU server C, done the way a careful
- * engineer would: pinned host buffers, a stream per server thread, and
- * per batch one copy of the job table and all pictures, one launch of
- * espcn_gpu.h's batch (the code G's blocks run) over a grid of blocks
- * that each take every gridDim-th band, one copy of all outputs back.
+ * The CUDA stage of the CPU-managed GPU server C where cuBLAS is not
+ * found (stage_cublas.cu, G's cuBLAS path, where it is), done the way a
+ * careful engineer would: pinned host buffers, a stream per server
+ * thread, and per batch one copy of the job table and all pictures, one
+ * launch of espcn_gpu.h's batch (the code infer-gserver's blocks run)
+ * over a grid of blocks that each take every gridDim-th band, one copy
+ * of all outputs back.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
