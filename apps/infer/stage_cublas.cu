@@ -25,8 +25,15 @@ struct infer_stage {
 	uint8_t *in, *din; /* pinned host, device: a plane pixel's byte */
 	uint8_t *out; /* pinned host: the answers, 9 bytes a plane pixel */
 	void *model; /* device memory: m's buffers */
+	void *ws; /* cuBLAS's workspace, made here, not at the first SGEMM */
 	struct ecb_batch m;
 };
+
+/* The largest picture fits a batch alone (cserver.c relies on it). */
+static_assert((uint64_t)ESPCN_MAX_SIDE * ESPCN_MAX_SIDE <= ECB_PIXELS_MAX,
+	      "a largest picture must fit a batch");
+
+#define STAGE_BLAS_WS (32u << 20)
 
 /* Each plane pixel's picture: what G's receive node writes as pictures come. */
 __global__ static void __launch_bounds__(256) stage_owners(struct ecb_batch b,
@@ -63,6 +70,8 @@ extern "C" struct infer_stage *infer_stage_open(const float *p, char *err,
 	if (e == cudaSuccess)
 		e = cudaMalloc((void **)&s->din, ECB_PIXELS_MAX);
 	if (e == cudaSuccess)
+		e = cudaMalloc(&s->ws, STAGE_BLAS_WS);
+	if (e == cudaSuccess)
 		e = cudaMalloc(&s->model, ecb_size(ECB_PIXELS_MAX, INFER_STAGE_JOBS));
 	if (e == cudaSuccess) {
 		ecb_carve(&s->m, s->model, ECB_PIXELS_MAX, INFER_STAGE_JOBS);
@@ -70,13 +79,16 @@ extern "C" struct infer_stage *infer_stage_open(const float *p, char *err,
 			       cudaMemcpyHostToDevice);
 	}
 	if (e != cudaSuccess) {
-		snprintf(err, errlen, "CUDA: %s (the stage takes %zu MiB of device memory)",
+		snprintf(err, errlen, "CUDA: %s (each server thread's stage takes %zu MiB of device memory)",
 			 cudaGetErrorString(e),
-			 ecb_size(ECB_PIXELS_MAX, INFER_STAGE_JOBS) >> 20);
+			 (ecb_size(ECB_PIXELS_MAX, INFER_STAGE_JOBS) +
+			  STAGE_BLAS_WS) >> 20);
 		return NULL; /* the process is about to exit */
 	}
 	if (cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS ||
-	    cublasSetStream(s->blas, s->stream) != CUBLAS_STATUS_SUCCESS) {
+	    cublasSetStream(s->blas, s->stream) != CUBLAS_STATUS_SUCCESS ||
+	    cublasSetWorkspace(s->blas, s->ws, STAGE_BLAS_WS) !=
+		    CUBLAS_STATUS_SUCCESS) {
 		snprintf(err, errlen, "cuBLAS: cannot create a handle on the stage's stream");
 		return NULL;
 	}
