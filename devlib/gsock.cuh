@@ -257,22 +257,8 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		if (ls->flags & GS_LS_DEV_TX)
 			gs_fence();
 		gs_sync();
-		if (gs_tid() == 0) {
-			ls->tx_tail = tail + (uint64_t)n;
-			gs_st64(ls->tx_tail_p, ls->tx_tail);
-			if (ls->tx_tail_m) /* after the fence gs_st64 paid */
-				gs_st_plain64(ls->tx_tail_m,
-					      ls->sgen |
-						      (ls->tx_tail &
-						       GS_DCTR_MASK));
-			/* Direct: the receiver looks at the tail itself. */
-			if ((ls->flags & GS_LS_DIRECT) ?
-				    gs_wake_cpu_t0(gs, fd, ls, ls->want_tx_p,
-						   GS_DW_READER) :
-				    gs_ring_doorbell(gs, ls->db_queue,
-						     (uint32_t)fd))
-				n = -ECONNABORTED;
-		}
+		if (gs_tid() == 0 && gs_tx_publish_t0(gs, fd, ls, tail, n))
+			n = -ECONNABORTED;
 		n = gs_bcast(n);
 		if (n < 0)
 			return done ? (long)done : n;
@@ -379,5 +365,7 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 			r += fds[k].revents != 0;
 	return (int)gs_bcast(r);
 }
+
+#include "gsock_group.cuh" /* gsend_group, grecv_group: after gsend, grecv */
 
 #endif /* GSOCK_CUH */

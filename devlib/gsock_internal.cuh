@@ -624,6 +624,25 @@ GSOCK_DEVICE long gs_tx_wait_t0(struct gsock_dev gs, int fd,
 }
 
 /*
+ * Thread 0: publish n bytes queued at tail (the block's copy of them done
+ * and fenced) and tell whoever reads them. gsend and gsend_group share it.
+ * 0, or -ECONNABORTED when the doorbell cannot be rung.
+ */
+GSOCK_DEVICE int gs_tx_publish_t0(struct gsock_dev gs, int fd,
+				  struct gs_lsock *ls, uint64_t tail, long n)
+{
+	ls->tx_tail = tail + (uint64_t)n;
+	gs_st64(ls->tx_tail_p, ls->tx_tail);
+	if (ls->tx_tail_m) /* after the fence gs_st64 paid */
+		gs_st_plain64(ls->tx_tail_m,
+			      ls->sgen | (ls->tx_tail & GS_DCTR_MASK));
+	/* Direct: the receiver looks at the tail itself. */
+	if (ls->flags & GS_LS_DIRECT)
+		return gs_wake_cpu_t0(gs, fd, ls, ls->want_tx_p, GS_DW_READER);
+	return gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
+}
+
+/*
  * The poll events that are true of one descriptor now. Any one thread
  * may ask about a given descriptor (it refreshes that socket's cached
  * counters), so gpoll spreads a set over the block's threads.
