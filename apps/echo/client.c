@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gsock-echo-client: a GPU echo client for any echo server. Each block
- * connects, sends --size bytes --iters times, checks every echoed byte,
- * and times each round trip on the device clock. Exit status 0 only if
- * every block got every byte back intact.
+ * (or group of --group blocks sharing the copying with gsend_group and
+ * grecv_group) connects, sends --size bytes --iters times, checks every
+ * echoed byte, and times each round trip on the device clock. Exit
+ * status 0 only if every connection got every byte back intact.
  */
 #include <config.h>
 
@@ -28,7 +29,8 @@ static void usage(FILE *f)
 		"  ADDR                  HOST:PORT, [V6]:PORT or /unix/path\n"
 		"  -n, --size BYTES      bytes per round trip (default 64)\n"
 		"  -i, --iters N         round trips per block (default 1000)\n"
-		"  -b, --blocks N        blocks, one connection each (default 1)\n"
+		"  -b, --blocks N        connections, a block or a group each (default 1)\n"
+		"  -k, --group K         blocks per connection, sharing its copying (default 1)\n"
 		"  -t, --threads N       threads per block (default 256; host backend: 1)\n"
 		"  -S, --seed N          pattern seed (default: time)\n"
 		"  -d, --gpu N           the GPU to run on (CUDA ordinal, default 0)\n"
@@ -49,12 +51,26 @@ static double pct_us(const uint64_t *sorted, size_t n, double p)
 	return sorted[i] / 1000.0;
 }
 
+/* Chunks the groups' rank 0 shared with the others (gsock_group.cuh). */
+static uint64_t shared_chunks(const struct echo_client_args *a,
+			      unsigned conns)
+{
+	struct ggroup_sync y;
+	uint64_t sum = 0;
+
+	for (unsigned c = 0; c < conns; c++)
+		if (!gsock_memcpy(ctx, &y, &a->sync[c], sizeof(y)))
+			sum += y.shared;
+	return sum;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "size", required_argument, NULL, 'n' },
 		{ "iters", required_argument, NULL, 'i' },
 		{ "blocks", required_argument, NULL, 'b' },
+		{ "group", required_argument, NULL, 'k' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "seed", required_argument, NULL, 'S' },
 		{ "gpu", required_argument, NULL, 'd' },
@@ -62,14 +78,14 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	unsigned blocks = 1, threads = 256, size = 64, iters = 1000;
+	unsigned blocks = 1, threads = 256, size = 64, iters = 1000, group = 1;
 	unsigned seed = (unsigned)time(NULL);
 	struct gsock_opts go = { 0 };
 	struct echo_client_args *a;
 	size_t nrtt;
 	int opt, r, status = 0, failed = 0;
 
-	while ((opt = getopt_long(argc, argv, "n:i:b:t:S:d:s:h", opts, NULL)) !=
+	while ((opt = getopt_long(argc, argv, "n:i:b:k:t:S:d:s:h", opts, NULL)) !=
 	       -1) {
 		switch (opt) {
 		case 'n':
@@ -80,6 +96,9 @@ int main(int argc, char **argv)
 			break;
 		case 'b':
 			blocks = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'k':
+			group = (unsigned)strtoul(optarg, NULL, 0);
 			break;
 		case 't':
 			threads = (unsigned)strtoul(optarg, NULL, 0);
@@ -102,11 +121,12 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 1 || !size || !iters || !blocks || !threads ||
-	    threads > 1024) {
+	    threads > 1024 || !group || group > GGROUP_MAX ||
+	    blocks > 65536) {
 		usage(stderr);
 		return EX_USAGE;
 	}
-	go.nslots = blocks;
+	go.nslots = blocks * group;
 	go.nsocks = blocks + 4;
 	ctx = app_start("gsock-echo-client", &go, &threads);
 	if (!ctx)
@@ -122,38 +142,46 @@ int main(int argc, char **argv)
 	a->size = size;
 	a->iters = iters;
 	a->seed = seed;
+	a->group = group;
+	if (group > 1) /* zeroed, as struct ggroup_sync must start */
+		a->sync = gsock_dev_alloc(ctx, blocks * sizeof(*a->sync));
 	a->sbuf = gsock_dev_alloc(ctx, (size_t)blocks * size);
 	a->rbuf = gsock_dev_alloc(ctx, (size_t)blocks * size);
 	a->rtt_ns = gsock_alloc(ctx, nrtt * sizeof(uint64_t));
-	a->result = gsock_alloc(ctx, blocks * sizeof(*a->result));
-	if (!a->sbuf || !a->rbuf || !a->rtt_ns || !a->result) {
+	a->result = gsock_alloc(ctx, blocks * group * sizeof(*a->result));
+	if (!a->sbuf || !a->rbuf || !a->rtt_ns || !a->result ||
+	    (group > 1 && !a->sync)) {
 		fprintf(stderr, "gsock-echo-client: out of memory\n");
 		status = EX_OSERR;
 		goto out_free;
 	}
-	r = gsock_launch(ctx, (const void *)echo_client_kernel, blocks, threads,
-			 a);
+	r = gsock_launch(ctx, (const void *)echo_client_kernel, blocks * group,
+			 threads, a);
 	if (r) {
 		fprintf(stderr, "gsock-echo-client: cannot launch: %d\n", r);
 		status = EX_SOFTWARE;
 		goto out_free;
 	}
 	gsock_wait(ctx);
+	/* A group's blocks all return rank 0's result: one line for it. */
 	for (unsigned b = 0; b < blocks; b++) {
-		int64_t e = a->result[b].error;
+		const struct echo_client_result *res = &a->result[b * group];
+		int64_t e = res->error;
 
+		for (unsigned k = 1; k < group && !e; k++)
+			e = a->result[b * group + k].error;
 		if (e == ECHO_MISMATCH)
 			fprintf(stderr,
-				"gsock-echo-client: block %u: echoed data differs at byte %llu\n",
-				b,
-				(unsigned long long)a->result[b].mismatch_at);
+				"gsock-echo-client: connection %u: echoed data differs at byte %llu\n",
+				b, (unsigned long long)res->mismatch_at);
 		else if (e)
-			fprintf(stderr, "gsock-echo-client: block %u: %s\n", b,
+			fprintf(stderr,
+				"gsock-echo-client: connection %u: %s\n", b,
 				strerror((int)-e));
 		failed += e != 0;
 	}
 	if (failed) {
-		printf("gsock-echo-client: FAILED: %d of %u blocks (%s backend)\n",
+		printf("gsock-echo-client: FAILED: %d of %u connections (%s backend)\n",
 		       failed, blocks, gsock_backend());
 		status = 1;
 	} else {
@@ -163,12 +191,17 @@ int main(int argc, char **argv)
 		       pct_us(a->rtt_ns, nrtt, 0.5),
 		       pct_us(a->rtt_ns, nrtt, 0.99),
 		       pct_us(a->rtt_ns, nrtt, 1.0));
+		if (group > 1)
+			printf("gsock-echo-client: groups of %u blocks a connection: %llu chunks shared\n",
+			       group, (unsigned long long)shared_chunks(a, blocks));
 	}
 out_free:
 	gsock_dev_free(ctx, a->sbuf);
 	gsock_dev_free(ctx, a->rbuf);
 	gsock_free(ctx, a->rtt_ns);
 	gsock_free(ctx, a->result);
+	if (a->sync)
+		gsock_dev_free(ctx, a->sync);
 out_fini:
 	gsock_free(ctx, a);
 	gsock_fini(ctx);

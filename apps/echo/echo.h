@@ -14,7 +14,7 @@
 
 #include "gsock.cuh"
 
-/* Per-block result of the client. */
+/* Per-block result of the client (a group's blocks: the same). */
 struct echo_client_result {
 	int64_t error; /* 0, a negative errno, or ECHO_MISMATCH */
 	uint64_t mismatch_at; /* byte offset of a wrong byte */
@@ -28,8 +28,10 @@ struct echo_client_args {
 	uint32_t size; /* bytes per round trip */
 	uint32_t iters; /* round trips per block */
 	uint32_t seed;
-	uint8_t *sbuf, *rbuf; /* device memory: blocks * size each */
-	uint64_t *rtt_ns; /* blocks * iters */
+	uint32_t group; /* blocks per connection: consecutive blocks (-k) */
+	struct ggroup_sync *sync; /* device memory: one per connection */
+	uint8_t *sbuf, *rbuf; /* device memory: connections * size each */
+	uint64_t *rtt_ns; /* connections * iters (rank 0 writes) */
 	struct echo_client_result *result; /* one per block */
 };
 

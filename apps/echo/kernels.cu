@@ -2,8 +2,8 @@
 /*
  * The echo client's kernel, written once with g-calls: nvcc builds it for
  * the GPU, the C compiler (kernels_host.c) for the host backend. Each
- * block connects, sends patterned data, checks that it comes back byte
- * for byte, and records each round trip's time. (The server is
+ * block (or group of blocks, -k) connects, sends patterned data, checks
+ * that it comes back byte for byte, and records each round trip's time. (The server is
  * server.c, on the server layer.)
  */
 #include "echo.h"
@@ -20,10 +20,11 @@ GSOCK_HD uint8_t pattern(uint32_t seed, uint32_t b, uint32_t i, uint64_t k)
 
 /*
  * Send size bytes and receive them back, interleaved so that messages
- * larger than the rings cannot deadlock against an echo server.
+ * larger than the rings cannot deadlock against an echo server. Every
+ * block of the group g calls; rank 0 alone polls, and tells the others.
  */
 GSOCK_DEVICE long round_trip(struct gsock_dev gs, int fd, const uint8_t *sbuf,
-			     uint8_t *rbuf, uint64_t size)
+			     uint8_t *rbuf, uint64_t size, struct ggroup g)
 {
 	uint64_t sent = 0, got = 0;
 	GS_SHARED struct gpollfd pfd;
@@ -32,16 +33,16 @@ GSOCK_DEVICE long round_trip(struct gsock_dev gs, int fd, const uint8_t *sbuf,
 		long n = 0, m = 0;
 
 		if (sent < size) {
-			n = gsend(gs, fd, sbuf + sent, size - sent,
-				  MSG_DONTWAIT);
+			n = gsend_group(gs, fd, sbuf + sent, size - sent,
+					MSG_DONTWAIT, g);
 			if (n < 0 && n != -EAGAIN)
 				return n;
 			if (n > 0)
 				sent += (uint64_t)n;
 		}
 		if (got < sent) {
-			m = grecv(gs, fd, rbuf + got, size - got,
-				  sent < size ? MSG_DONTWAIT : 0);
+			m = grecv_group(gs, fd, rbuf + got, size - got,
+					sent < size ? MSG_DONTWAIT : 0, g);
 			if (m == 0)
 				return -ECONNRESET; /* EOF before the echo */
 			if (m < 0 && m != -EAGAIN)
@@ -56,7 +57,8 @@ GSOCK_DEVICE long round_trip(struct gsock_dev gs, int fd, const uint8_t *sbuf,
 					     (sent < size ? POLLOUT : 0);
 			}
 			gs_sync();
-			n = gpoll(gs, &pfd, 1, 1000);
+			n = g.rank ? 0 : gpoll(gs, &pfd, 1, 1000);
+			n = ggroup_bcast(gs, g, n);
 			if (n < 0)
 				return n;
 		}
@@ -64,50 +66,75 @@ GSOCK_DEVICE long round_trip(struct gsock_dev gs, int fd, const uint8_t *sbuf,
 	return 0;
 }
 
+/*
+ * Rank 0 of a group: fill round trip i's bytes, or check them (1: check);
+ * ECHO_MISMATCH with the first wrong byte in res, else 0.
+ */
+GSOCK_DEVICE long fill_or_check(const struct echo_client_args *a, uint32_t c,
+				uint32_t i, int check,
+				struct echo_client_result *res)
+{
+	uint8_t *sbuf = a->sbuf + (size_t)c * a->size;
+	uint8_t *rbuf = a->rbuf + (size_t)c * a->size;
+	GS_SHARED uint64_t bad;
+
+	if (gs_tid() == 0)
+		bad = ~0ull;
+	gs_sync();
+	for (uint64_t k = gs_tid(); k < a->size; k += gs_bdim()) {
+		if (!check)
+			sbuf[k] = pattern(a->seed, c, i, k);
+		else if (rbuf[k] != sbuf[k] && k < bad)
+			bad = k; /* a race between threads only picks among wrong bytes */
+	}
+	gs_sync();
+	if (bad == ~0ull)
+		return 0;
+	if (gs_tid() == 0)
+		res->mismatch_at = bad;
+	return ECHO_MISMATCH;
+}
+
+/*
+ * Each group of a->group consecutive blocks is one connection (c): its
+ * rank 0 connects, fills and checks; all of them copy in the group calls.
+ */
 GSOCK_KERNEL(echo_client_kernel, gs, arg)
 {
 	struct echo_client_args *a = (struct echo_client_args *)arg;
 	struct echo_client_result *res = &a->result[gs_bid()];
-	uint32_t b = gs_bid();
-	uint8_t *sbuf = a->sbuf + (size_t)b * a->size;
-	uint8_t *rbuf = a->rbuf + (size_t)b * a->size;
-	GS_SHARED uint64_t bad;
-	long r;
-	int fd;
+	uint32_t c = gs_bid() / a->group;
+	struct ggroup g = { gs_bid() % a->group, a->group,
+			    a->group > 1 ? &a->sync[c] : 0 };
+	uint8_t *sbuf = a->sbuf + (size_t)c * a->size;
+	uint8_t *rbuf = a->rbuf + (size_t)c * a->size;
+	long r = 0;
+	int fd = -1;
 
-	fd = gsocket(gs, ((struct sockaddr *)&a->addr)->sa_family, SOCK_STREAM,
-		     0);
-	if (fd < 0) {
-		r = fd;
-		goto out;
+	if (g.rank == 0) {
+		fd = gsocket(gs, ((struct sockaddr *)&a->addr)->sa_family,
+			     SOCK_STREAM, 0);
+		r = fd < 0 ? fd :
+			     gconnect(gs, fd, (struct sockaddr *)&a->addr,
+				      a->addrlen);
 	}
-	r = gconnect(gs, fd, (struct sockaddr *)&a->addr, a->addrlen);
+	r = ggroup_bcast(gs, g, r);
+	fd = (int)ggroup_bcast(gs, g, fd);
 	for (uint32_t i = 0; r == 0 && i < a->iters; i++) {
 		uint64_t t0;
 
-		for (uint64_t k = gs_tid(); k < a->size; k += gs_bdim())
-			sbuf[k] = pattern(a->seed, b, i, k);
-		if (gs_tid() == 0)
-			bad = ~0ull;
-		gs_sync();
+		if (g.rank == 0)
+			fill_or_check(a, c, i, 0, res);
 		t0 = gs_now_ns();
-		r = round_trip(gs, fd, sbuf, rbuf, a->size);
-		if (gs_tid() == 0)
-			a->rtt_ns[(size_t)b * a->iters + i] = gs_now_ns() - t0;
-		for (uint64_t k = gs_tid(); r == 0 && k < a->size;
-		     k += gs_bdim())
-			if (rbuf[k] != sbuf[k] && k < bad)
-				bad = k; /* a race between threads only picks among wrong bytes */
-		gs_sync();
-		if (r == 0 && bad != ~0ull) {
-			if (gs_tid() == 0)
-				res->mismatch_at = bad;
-			r = ECHO_MISMATCH;
-		}
-		gs_sync();
+		r = round_trip(gs, fd, sbuf, rbuf, a->size, g);
+		if (g.rank == 0 && gs_tid() == 0)
+			a->rtt_ns[(size_t)c * a->iters + i] = gs_now_ns() - t0;
+		if (g.rank == 0 && r == 0)
+			r = fill_or_check(a, c, i, 1, res);
+		r = ggroup_bcast(gs, g, r);
 	}
-	gclose(gs, fd);
-out:
+	if (g.rank == 0 && fd >= 0)
+		gclose(gs, fd);
 	if (gs_tid() == 0)
 		res->error = r;
 }
