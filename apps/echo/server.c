@@ -3,15 +3,25 @@
  * gsock-echo-server: a GPU echo server on the server layer
  * (gsock-server(3)), kernel and host program in one file: cc builds it
  * for the host backend, nvcc -x cu for the GPU. --mode sink and source
- * serve bench/loadgen's one-way streams (stream.h).
+ * serve bench/loadgen's one-way streams (stream.h). With --group-blocks K
+ * each connection's bytes are copied by a group of K blocks (the layer's
+ * groups): the serving block calls gsend_group and grecv_group, the others
+ * help in ggroup_help until it stops them.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
 
 #include "gsock.h"
 #include "gsock_server.cuh"
 #include "stream.h"
+
+/* The server's own arguments (s->app). */
+struct echo_app {
+	uint32_t mode; /* enum echo_mode */
+	struct ggroup_sync *sync; /* device memory: one per group, or NULL */
+};
 
 enum echo_mode {
 	ECHO_ECHO, /* send back what arrives */
@@ -39,12 +49,12 @@ GSOCK_DEVICE uint64_t wrong_bytes(const uint8_t *buf, long n, uint64_t off)
 
 /* -M sink: check a stream to its end, answer its count and wrong bytes. */
 GSOCK_DEVICE long sink(struct gsock_dev gs, const struct gsrv *s, int fd,
-		       uint8_t *buf)
+		       uint8_t *buf, struct ggroup g)
 {
 	uint64_t off = 0, bad = 0;
 	long n;
 
-	while ((n = grecv(gs, fd, buf, s->bufsize, 0)) > 0) {
+	while ((n = grecv_group(gs, fd, buf, s->bufsize, 0, g)) > 0) {
 		bad += wrong_bytes(buf, n, off);
 		off += (uint64_t)n;
 		gs_sync(); /* every thread is done with buf */
@@ -54,14 +64,14 @@ GSOCK_DEVICE long sink(struct gsock_dev gs, const struct gsrv *s, int fd,
 		stream_answer_put(buf, off, bad);
 	gs_sync();
 	if (n == 0)
-		n = gsend(gs, fd, buf, STREAM_ANSWER, 0);
+		n = gsend_group(gs, fd, buf, STREAM_ANSWER, 0, g);
 	gsrv_count(gs, s, off);
 	return n < 0 ? n : 0; /* served to its end: close it */
 }
 
 /* -M source: the stream pattern, size bytes a call, until the peer goes. */
 GSOCK_DEVICE long source(struct gsock_dev gs, const struct gsrv *s, int fd,
-			 uint8_t *buf)
+			 uint8_t *buf, struct ggroup g)
 {
 	uint32_t size = s->bufsize - STREAM_PERIOD;
 	uint64_t off = 0;
@@ -70,7 +80,8 @@ GSOCK_DEVICE long source(struct gsock_dev gs, const struct gsrv *s, int fd,
 	for (uint64_t k = gs_tid(); k < s->bufsize; k += gs_bdim())
 		buf[k] = stream_byte(k);
 	gs_sync();
-	while ((n = gsend(gs, fd, buf + off % STREAM_PERIOD, size, 0)) > 0)
+	while ((n = gsend_group(gs, fd, buf + off % STREAM_PERIOD, size, 0,
+				g)) > 0)
 		off += (uint64_t)n;
 	gsrv_count(gs, s, off);
 	return gsrv_fatal(n) ? n : 0; /* the peer's going ends it */
@@ -80,25 +91,35 @@ GSOCK_KERNEL(echo_kernel, gs, arg)
 {
 	struct gsrv *s = (struct gsrv *)arg;
 	uint8_t *buf = (uint8_t *)gsrv_buf(gs, s);
-	uint32_t mode = *(uint32_t *)s->app;
+	struct echo_app *e = (struct echo_app *)s->app;
+	struct ggroup g = { gsrv_rank(gs, s), s->group_blocks,
+			    e->sync ? &e->sync[gs_bid() / s->group_blocks] :
+				      0 };
 	int fd, wait = s->per_block == 1 ? 0 : MSG_DONTWAIT;
 	long n;
 
+	if (g.rank) { /* a helping block: copies for the serving one */
+		ggroup_help(gs, g);
+		return;
+	}
 	while ((fd = gsrv_next(gs, s)) >= 0) {
-		if (mode == ECHO_SINK)
-			n = sink(gs, s, fd, buf);
-		else if (mode == ECHO_SOURCE)
-			n = source(gs, s, fd, buf);
+		if (e->mode == ECHO_SINK)
+			n = sink(gs, s, fd, buf, g);
+		else if (e->mode == ECHO_SOURCE)
+			n = source(gs, s, fd, buf, g);
 		else /* one connection a block: serve it to its end here */
 			do {
-				n = grecv(gs, fd, buf, s->bufsize, wait);
+				n = grecv_group(gs, fd, buf, s->bufsize, wait,
+						g);
 				if (n > 0)
-					n = gsend(gs, fd, buf, (size_t)n, 0);
+					n = gsend_group(gs, fd, buf, (size_t)n,
+							0, g);
 				if (n > 0)
 					gsrv_count(gs, s, (uint64_t)n);
 			} while (n > 0 && !wait);
 		gsrv_done(gs, s, n);
 	}
+	ggroup_stop(gs, g); /* the helpers' ggroup_help returns */
 }
 
 static const char *const modes[] = { "echo", "sink", "source" };
@@ -106,7 +127,19 @@ static uint32_t mode_opt = ECHO_ECHO;
 
 static int option(struct gsrv_app *app, int opt, const char *arg)
 {
-	(void)opt; /* only -M */
+	if (opt == 'k') {
+		char *end;
+		unsigned long v = strtoul(arg, &end, 0);
+
+		if (*end || !v || v > GGROUP_MAX) {
+			fprintf(stderr,
+				"%s: --group-blocks is 1 to %d blocks a connection, not '%s'\n",
+				app->name, GGROUP_MAX, arg);
+			return EX_USAGE;
+		}
+		app->group_blocks = (unsigned)v;
+		return 0;
+	}
 	for (mode_opt = 0; mode_opt < 3; mode_opt++)
 		if (!strcmp(arg, modes[mode_opt])) {
 			app->detail = mode_opt ? modes[mode_opt] : NULL;
@@ -119,7 +152,8 @@ static int option(struct gsrv_app *app, int opt, const char *arg)
 
 static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
-	(void)ctx;
+	struct echo_app *e = (struct echo_app *)s->app;
+
 	if (mode_opt != ECHO_ECHO && s->per_block > 1) {
 		fprintf(stderr,
 			"%s: --mode sink and source serve one connection per block: leave out --multiplex\n",
@@ -128,28 +162,40 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 	}
 	if (mode_opt == ECHO_SOURCE)
 		s->bufsize += STREAM_PERIOD; /* the pattern from any offset */
-	*(uint32_t *)s->app = mode_opt;
+	e->mode = mode_opt;
+	if (s->group_blocks > 1) { /* zeroed, as struct ggroup_sync must start */
+		e->sync = (struct ggroup_sync *)gsock_dev_alloc(
+			ctx, (size_t)s->blocks * sizeof(*e->sync));
+		if (!e->sync) {
+			fprintf(stderr, "%s: out of memory\n", app->name);
+			return EX_OSERR;
+		}
+	}
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "mode", required_argument, NULL, 'M' }, { NULL, 0, NULL, 0 }
+		{ "mode", required_argument, NULL, 'M' },
+		{ "group-blocks", required_argument, NULL, 'k' },
+		{ NULL, 0, NULL, 0 }
 	};
 	struct gsrv_app app = { 0 };
 
 	app.name = "gsock-echo-server";
 	app.kernel = (const void *)echo_kernel;
-	app.opts = "M:";
+	app.opts = "M:k:";
 	app.longopts = opts;
 	app.usage =
 		"  -M, --mode MODE       echo (default); sink: read each connection to its end,\n"
 		"                        check the stream pattern, answer the count and the\n"
 		"                        wrong bytes; source: send the stream pattern until\n"
-		"                        the peer goes (bench/loadgen -m up and -m down)\n";
+		"                        the peer goes (bench/loadgen -m up and -m down)\n"
+		"  -k, --group-blocks K  blocks that copy each connection's bytes together\n"
+		"                        (default 1; -b counts groups then)\n";
 	app.option = option;
 	app.setup = setup;
-	app.app_size = sizeof(mode_opt);
+	app.app_size = sizeof(struct echo_app);
 	return gsrv_main(&app, argc, argv);
 }
