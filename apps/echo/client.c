@@ -32,6 +32,7 @@ static void usage(FILE *f)
 		"  -b, --blocks N        connections, a block or a group each (default 1)\n"
 		"  -k, --group K         blocks per connection, sharing its copying (default 1)\n"
 		"  -t, --threads N       threads per block (default 256; host backend: 1)\n"
+		"  -r, --ring BYTES      bytes per socket ring through gsockd (a power of two)\n"
 		"  -S, --seed N          pattern seed (default: time)\n"
 		"  -d, --gpu N           the GPU to run on (CUDA ordinal, default 0)\n"
 		"  -s, --control PATH    gsockd's control socket\n");
@@ -72,6 +73,7 @@ int main(int argc, char **argv)
 		{ "blocks", required_argument, NULL, 'b' },
 		{ "group", required_argument, NULL, 'k' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "ring", required_argument, NULL, 'r' },
 		{ "seed", required_argument, NULL, 'S' },
 		{ "gpu", required_argument, NULL, 'd' },
 		{ "control", required_argument, NULL, 's' },
@@ -85,7 +87,7 @@ int main(int argc, char **argv)
 	size_t nrtt;
 	int opt, r, status = 0, failed = 0;
 
-	while ((opt = getopt_long(argc, argv, "n:i:b:k:t:S:d:s:h", opts, NULL)) !=
+	while ((opt = getopt_long(argc, argv, "n:i:b:k:t:r:S:d:s:h", opts, NULL)) !=
 	       -1) {
 		switch (opt) {
 		case 'n':
@@ -102,6 +104,9 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			threads = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'r':
+			go.ring_size = (uint32_t)strtoul(optarg, NULL, 0);
 			break;
 		case 'S':
 			seed = (unsigned)strtoul(optarg, NULL, 0);
