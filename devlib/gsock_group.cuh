@@ -141,8 +141,8 @@ GSOCK_DEVICE long gs_group_post(struct gsock_dev gs, struct ggroup g,
 		if (!r) {
 			*(volatile uint32_t *)&y->kind = (uint32_t)p->kind;
 			*(volatile int64_t *)&y->value = p->value;
-			*(volatile uint8_t **)&y->ring = p->ring;
-			*(volatile uint8_t **)&y->buf = p->buf;
+			*(uint8_t *volatile *)&y->ring = p->ring;
+			*(uint8_t *volatile *)&y->buf = p->buf;
 			*(volatile uint64_t *)&y->pos = p->pos;
 			*(volatile uint64_t *)&y->n = p->n;
 			*(volatile uint32_t *)&y->ring_size = p->ring_size;
@@ -201,8 +201,15 @@ GSOCK_DEVICE void gs_group_ack(struct ggroup g)
 {
 	gs_fence(); /* each thread's own stores, to the ring or the buffer */
 	gs_sync();
-	if (gs_tid() == 0)
+	if (gs_tid() == 0) {
+		/*
+		 * After the barrier: a fence cumulative over the whole block's
+		 * stores, so that rank 0's acquire of acks orders them too
+		 * (the threads' own fences above only drain their stores).
+		 */
+		gs_fence();
 		gs_fetch_add64((unsigned long long *)&g.sync->acks, 1);
+	}
 	gs_sync();
 }
 
