@@ -74,6 +74,24 @@ struct igg_job {
 	uint32_t keep; /* the connection stays open after the answer */
 };
 
+/*
+ * Where the turns' time goes (gs_now_ns stamps, summed over the turns):
+ * the receive node from its first block's start to the turn's first
+ * job (the wait: the first turn's includes the wait for the first
+ * client), then to its last block's end (the gathering), the model's
+ * nodes to the send node's first block, block 0's sends,
+ * and from there to the next turn's first receive block (the other
+ * blocks' sends, the graph's end, the tail launch). The host prints the
+ * means at the end.
+ */
+struct igg_clock {
+	unsigned long long recv0, first, recv1, send0; /* this turn's stamps */
+	unsigned long long send_end; /* last turn's block 0, after its sends */
+	unsigned long long wait, gather, model, send, next; /* sums, ns */
+	unsigned long long timed; /* turns summed */
+	unsigned long long jobs, pixels, cap; /* sums: jobs, pixels taken, graph sizes */
+};
+
 /* What the turns share (device memory). */
 struct igg_turn {
 	uint32_t pixels; /* receive: plane pixels taken this turn */
@@ -85,6 +103,7 @@ struct igg_turn {
 	uint64_t turns; /* send: turns served */
 	unsigned long long want; /* receive: plane pixels of the pictures that wait */
 	cudaGraphExec_t exec[IGG_SIZES]; /* each size's graph */
+	struct igg_clock clock; /* where the turns' time goes */
 };
 
 /* The application's part of struct gsrv (s->app); every pointer device memory. */
@@ -144,7 +163,8 @@ GSOCK_DEVICE uint32_t igg_add_t0(struct gsock_dev gs, struct gsrv *s,
 	c->jobs[i].fd = fd;
 	c->jobs[i].e = e;
 	k->job = 1;
-	atomicAdd(&c->turn->jobs, 1u);
+	if (!atomicAdd(&c->turn->jobs, 1u))
+		c->turn->clock.first = gs_now_ns();
 	return i;
 }
 
@@ -310,8 +330,16 @@ GSOCK_KERNEL_FIT(igg_recv, gs, arg, ESPCN_THREADS, 1)
 	struct igg_arg *a = (struct igg_arg *)arg;
 	struct gsrv *s = a->s;
 	struct igg_conf *c = (struct igg_conf *)s->app;
+	struct igg_clock *k = &c->turn->clock;
 	uint64_t by = (uint64_t)gs_bcast((long)gs_now_ns()) + IGG_SLICE_NS;
 
+	if (gs_tid() == 0) {
+		atomicMin(&k->recv0, (unsigned long long)(by - IGG_SLICE_NS));
+		if (gs_bid() == 0 && k->send_end) {
+			k->next += by - IGG_SLICE_NS - k->send_end;
+			k->send_end = 0;
+		}
+	}
 	for (;;) {
 		int fd = gsrv_next_by(gs, s, by);
 
@@ -330,6 +358,8 @@ GSOCK_KERNEL_FIT(igg_recv, gs, arg, ESPCN_THREADS, 1)
 			break;
 		by = (uint64_t)gs_bcast((long)gs_now_ns()) + IGG_SLICE_NS;
 	}
+	if (gs_tid() == 0)
+		atomicMax(&k->recv1, (unsigned long long)gs_now_ns());
 }
 
 /* ---- the send node ---- */
@@ -372,11 +402,29 @@ GSOCK_DEVICE long igg_answer(struct gsock_dev gs, struct gsrv *s,
  * room for as much as came this turn and for every picture that waits
  * (up to the largest graph), that room kept for the waiting ones.
  */
-__device__ static void igg_next_t0(struct igg_turn *t)
+__device__ static void igg_next_t0(struct igg_turn *t, uint32_t cap)
 {
 	unsigned long long need = t->pixels + t->want;
 	uint32_t k = 0, top = t->cap[IGG_SIZES - 1];
+	struct igg_clock *c = &t->clock;
+	uint64_t now = gs_now_ns();
 	cudaError_t e;
+
+	/* a stamp out of order (none can be, but for a block late to start) is not summed */
+	if (c->recv0 <= c->first && c->first <= c->recv1 &&
+	    c->recv1 <= c->send0 && c->send0 <= now) {
+		c->wait += c->first - c->recv0;
+		c->gather += c->recv1 - c->first;
+		c->model += c->send0 - c->recv1;
+		c->send += now - c->send0;
+		c->timed++;
+		c->jobs += t->jobs;
+		c->pixels += t->pixels;
+		c->cap += cap;
+	}
+	c->recv0 = c->send0 = ~0ull;
+	c->recv1 = c->first = 0;
+	c->send_end = now;
 
 	while (k + 1 < IGG_SIZES && t->cap[k] < need)
 		k++;
@@ -408,6 +456,9 @@ GSOCK_KERNEL_FIT(igg_send, gs, arg, ESPCN_THREADS, 1)
 	int end = (int)gs_bcast(
 		gs_tid() == 0 ? *(volatile int32_t *)&c->turn->end : 0);
 
+	if (gs_tid() == 0)
+		atomicMin(&c->turn->clock.send0, (unsigned long long)gs_now_ns());
+
 	for (uint32_t i = b * s->per_block; i < b * s->per_block + n && !end; i++)
 		if (!gsrv_take(gs, s, c->jobs[i].fd))
 			gsrv_done(gs, s, igg_answer(gs, s, c, i));
@@ -422,7 +473,7 @@ GSOCK_KERNEL_FIT(igg_send, gs, arg, ESPCN_THREADS, 1)
 	if (gs_tid() == 0)
 		c->njobs[b] = 0;
 	if (b == 0 && gs_tid() == 0)
-		igg_next_t0(c->turn);
+		igg_next_t0(c->turn, a->cap);
 }
 
 /* ---- the host program ---- */
@@ -572,6 +623,20 @@ out_release:
 	return status;
 }
 
+/* The turns' means (struct igg_clock), one line. */
+static void igg_print_clock(const struct igg_clock *k)
+{
+	double n = k->timed ? (double)k->timed : 1;
+
+	if (!k->timed)
+		return;
+	printf("infer-gserver-graph: a turn's mean: %.1f jobs, %.0f of %.0f pixels; receive: wait %.1f us, gather %.1f us; model %.1f us, block 0's sends %.1f us, to the next receive %.1f us\n",
+	       k->jobs / n, k->pixels / n, k->cap / n, k->wait / n / 1e3,
+	       k->gather / n / 1e3,
+	       k->model / n / 1e3, k->send / n / 1e3,
+	       k->timed > 1 ? k->next / (n - 1) / 1e3 : 0.0);
+}
+
 /* Sleep until the last turn ends (a stop, gsockd's end, a failure). */
 static int igg_wait_end(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
@@ -591,6 +656,7 @@ static int igg_wait_end(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv
 			status = EX_SOFTWARE;
 		}
 		printf("infer-gserver-graph: %llu turns\n", (unsigned long long)t.turns);
+		igg_print_clock(&t.clock);
 	}
 	igg_release();
 	return status;
@@ -636,6 +702,7 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 	c->njobs = (uint32_t *)gsock_dev_alloc(ctx, 4 * s->blocks);
 	host.model = gsock_dev_alloc(ctx, ecb_size(cap, jobs));
 	memcpy(t.cap, igg_caps, sizeof(t.cap));
+	t.clock.recv0 = t.clock.send0 = ~0ull;
 	if (host.model && c->turn) {
 		ecb_carve(&c->m, host.model, cap, jobs);
 		c->m.pixels = &c->turn->pixels;
