@@ -9,7 +9,8 @@
  * at + y w + x, and owner[q] says whose plane pixel q is (i); a plane
  * pixel of i's before its at is a gap (G writes the answer's head
  * there), which computes nothing. Each layer is
- * one im2col (its columns: K floats a plane pixel) and one SGEMM (the
+ * one im2col (its columns: K floats a plane pixel; before it, the
+ * layer before's outputs get their bias and tanh) and one SGEMM (the
  * weights' transpose times the columns: the outputs come pixel by pixel,
  * as the next im2col reads them); the last layer's outputs go through
  * the pixel shuffle into each picture's answer, 3w x 3h bytes at out +
@@ -121,39 +122,69 @@ __device__ static int ecb_where(const struct ecb_batch *b, uint32_t q,
 }
 
 /*
- * Layer l's columns: column q holds the K inputs of plane pixel q in
- * the weights' order (input channel, row, column), zero outside the
- * picture; the layer before's outputs get their bias and tanh here.
+ * The outputs of the layer before l (l 1: a, l 2: b) get their bias and
+ * tanh, in place, once each (the columns hold each value up to 9 times).
+ */
+__global__ static void __launch_bounds__(256) ecb_act(struct ecb_batch b, int l)
+{
+	uint32_t cin = l == 1 ? ESPCN_C1 : ESPCN_C2, total = ecb_pixels(&b) * cin;
+	float *v = l == 1 ? b.a : b.b;
+	const float *bias = b.weights + (l == 1 ? ESPCN_B1 : ESPCN_B2);
+
+	for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < total;
+	     e += gridDim.x * blockDim.x)
+		v[e] = tanhf(v[e] + bias[e % cin]);
+}
+
+/*
+ * Plane pixel q's column, by one warp (lane: its lane): the K = cin kk kk
+ * inputs of the pixel in the weights' order (input channel, row,
+ * column), zero outside the picture; src the layer before's outputs (cin
+ * floats a pixel), or NULL for the picture's bytes. Inlined with constant
+ * cin and kk, so that its divisions are by constants.
+ */
+__device__ __forceinline__ static void ecb_column(const struct ecb_batch *b,
+						  uint32_t q, const float *src,
+						  uint32_t cin, uint32_t kk,
+						  uint32_t lane)
+{
+	uint32_t K = cin * kk * kk, half = kk / 2, x = 0, y = 0;
+	const struct ecb_pic *j;
+	float *col = b->col + (size_t)q * K;
+	int gap = ecb_where(b, q, &j, &x, &y);
+
+	for (uint32_t k = lane; k < K; k += 32) {
+		uint32_t i = k / (kk * kk), r = k % (kk * kk);
+		/* unsigned: a row or column before the picture's wraps past it */
+		uint32_t yy = y + r / kk - half, xx = x + r % kk - half;
+		float v = 0;
+
+		if (!gap && yy < j->h && xx < j->w) {
+			size_t p = (size_t)yy * j->w + xx;
+
+			v = src ? src[(j->at + p) * cin + i] : j->in[p] / 255.0f;
+		}
+		col[k] = v;
+	}
+}
+
+/*
+ * Layer l's columns: column q holds the inputs of plane pixel q (a warp
+ * a pixel, so that a warp's stores are one run); layers 1 and 2 read
+ * values that ecb_act made.
  */
 __global__ static void __launch_bounds__(256) ecb_im2col(struct ecb_batch b, int l)
 {
-	uint32_t total = ecb_pixels(&b);
-	uint32_t cin = l == 0 ? 1 : l == 1 ? ESPCN_C1 : ESPCN_C2;
-	int kk = l == 0 ? 5 : 3, half = kk / 2;
-	uint32_t K = cin * kk * kk;
-	const float *src = l == 1 ? b.a : b.b;
-	const float *bias = b.weights + (l == 1 ? ESPCN_B1 : ESPCN_B2);
+	uint32_t total = ecb_pixels(&b), lane = threadIdx.x & 31;
 
-	for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-	     e < (uint64_t)total * K; e += (uint64_t)gridDim.x * blockDim.x) {
-		uint32_t q = (uint32_t)(e / K), k = (uint32_t)(e % K), x, y;
-		uint32_t i = k / (kk * kk);
-		long yy, xx;
-		const struct ecb_pic *j;
-		float v = 0;
-
-		if (!ecb_where(&b, q, &j, &x, &y)) {
-			yy = (long)y + (long)(k / kk % kk) - half;
-			xx = (long)x + (long)(k % kk) - half;
-			if (yy >= 0 && yy < (long)j->h && xx >= 0 && xx < (long)j->w) {
-				size_t p = (size_t)yy * j->w + xx;
-
-				v = l == 0 ? j->in[p] / 255.0f :
-					     tanhf(src[(j->at + p) * cin + i] +
-						   bias[i]);
-			}
-		}
-		b.col[e] = v;
+	for (uint32_t q = (blockIdx.x * blockDim.x + threadIdx.x) / 32; q < total;
+	     q += gridDim.x * blockDim.x / 32) {
+		if (l == 0)
+			ecb_column(&b, q, NULL, 1, 5, lane);
+		else if (l == 1)
+			ecb_column(&b, q, b.a, ESPCN_C1, 3, lane);
+		else
+			ecb_column(&b, q, b.b, ESPCN_C2, 3, lane);
 	}
 }
 
@@ -162,9 +193,9 @@ __global__ static void __launch_bounds__(256) ecb_shuffle(struct ecb_batch b)
 {
 	uint32_t total = ecb_pixels(&b);
 
-	for (uint64_t e = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-	     e < (uint64_t)total * ESPCN_C3; e += (uint64_t)gridDim.x * blockDim.x) {
-		uint32_t q = (uint32_t)(e / ESPCN_C3), o = (uint32_t)(e % ESPCN_C3), x, y;
+	for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x;
+	     e < total * ESPCN_C3; e += gridDim.x * blockDim.x) {
+		uint32_t q = e / ESPCN_C3, o = e % ESPCN_C3, x, y;
 		const struct ecb_pic *j;
 		float v;
 
@@ -208,6 +239,8 @@ static inline int ecb_model(cublasHandle_t h, cudaStream_t st,
 	int r = 0;
 
 	for (int l = 0; l < 3 && !r; l++) {
+		if (l)
+			ecb_act<<<ECB_GRID, 256, 0, st>>>(*b, l);
 		ecb_im2col<<<ECB_GRID, 256, 0, st>>>(*b, l);
 		r = ecb_sgemm(h, b, cap, l);
 	}
@@ -221,6 +254,7 @@ static inline void ecb_load(void)
 {
 	struct cudaFuncAttributes fa;
 
+	cudaFuncGetAttributes(&fa, (const void *)ecb_act);
 	cudaFuncGetAttributes(&fa, (const void *)ecb_im2col);
 	cudaFuncGetAttributes(&fa, (const void *)ecb_shuffle);
 }
