@@ -96,6 +96,10 @@ struct igg_clock {
 struct igg_turn {
 	uint32_t pixels; /* receive: plane pixels taken this turn */
 	uint32_t reserved; /* send: plane pixels kept for last turn's waiters */
+	uint32_t oldest; /* send: the turn the oldest waiting pictures began to wait */
+	uint32_t reserved_old; /* send: plane pixels kept for those (<= reserved) */
+	/* receive: the oldest waiting pictures' turn (high half) and pixels (low), or ~0 */
+	unsigned long long oldest_next;
 	uint32_t jobs; /* receive: jobs this turn, every block's */
 	int32_t end; /* receive: the error that ends the server, or 0 */
 	int32_t launch_err; /* send: the cudaGraphLaunch that failed (the host's) */
@@ -130,6 +134,7 @@ struct igg_conn {
 	uint32_t body; /* the head is in: the body is awaited */
 	uint32_t job; /* a job of this turn: nothing more until it is sent */
 	uint32_t pic; /* a picture waits for room: pixels at data + at */
+	uint32_t wt; /* the turn its picture began to wait */
 	uint32_t at, pw, ph;
 	uint32_t w, h; /* X-Width, X-Height (0: a PGM) */
 	uint8_t data[INFER_BODY_MAX];
@@ -180,20 +185,52 @@ GSOCK_DEVICE long igg_job(struct gsock_dev gs, struct gsrv *s,
 }
 
 /*
+ * Thread 0: a picture of `need` pixels that began to wait in turn wt
+ * waits on; turn->oldest_next keeps the oldest such turn and the pixels
+ * of the pictures that began to wait in it.
+ */
+GSOCK_DEVICE void igg_oldest_t0(struct igg_turn *t, uint32_t wt, uint32_t need)
+{
+	unsigned long long cur = *(volatile unsigned long long *)&t->oldest_next;
+	unsigned long long v, old;
+
+	for (;;) {
+		uint32_t cwt = (uint32_t)(cur >> 32);
+
+		if (cur == ~0ull || (int32_t)(wt - cwt) < 0)
+			v = (unsigned long long)wt << 32 | need;
+		else if (wt == cwt) /* the pixels saturate: many blocks, large pictures */
+			v = (uint32_t)cur > ~0u - need ? cur | 0xffffffffull : cur + need;
+		else
+			return;
+		old = atomicCAS(&t->oldest_next, cur, v);
+		if (old == cur)
+			return;
+		cur = old;
+	}
+}
+
+/*
  * k's picture into the planes if this graph's size still holds it: a job
  * whose plane pixels say whose they are and whose answer's head is
  * written; else a job IGG_AGAIN, and the next turn's graph holds it.
- * A new picture leaves turn->reserved free for the ones that waited
- * (waited): however many small ones come first, those get in.
+ * Room goes by age: a new picture leaves turn->reserved free for all the
+ * ones that waited (waited), and one that waited leaves
+ * turn->reserved_old free for the ones that have waited longest, so
+ * that no picture loses turn after turn to others that the blocks
+ * happen to look at first.
  */
 GSOCK_DEVICE long igg_picture(struct gsock_dev gs, struct gsrv *s,
 			      struct igg_conf *c, struct igg_conn *k, int fd,
 			      uint32_t cap, int waited)
 {
-	uint32_t need = IGG_GAP + k->pw * k->ph, kept = c->turn->reserved;
+	struct igg_turn *t = c->turn;
+	uint32_t need = IGG_GAP + k->pw * k->ph, kept = t->reserved;
 	long off = -1, i = 0;
 
-	if (!waited)
+	if (waited && k->wt != t->oldest)
+		kept = t->reserved_old;
+	if (!waited || k->wt != t->oldest)
 		cap = kept < cap ? cap - kept : 0;
 	gs_sync();
 	if (gs_tid() == 0) {
@@ -203,7 +240,10 @@ GSOCK_DEVICE long igg_picture(struct gsock_dev gs, struct gsrv *s,
 		       (old = atomicCAS(&c->turn->pixels, cur, cur + need)) != cur)
 			cur = old;
 		if (cur + need > cap) {
+			if (!waited)
+				k->wt = (uint32_t)t->turns;
 			atomicAdd(&c->turn->want, (unsigned long long)need);
+			igg_oldest_t0(t, k->wt, need);
 			igg_add_t0(gs, s, c, k, fd, IGG_AGAIN);
 		} else {
 			struct igg_job *j;
@@ -429,6 +469,14 @@ __device__ static void igg_next_t0(struct igg_turn *t, uint32_t cap)
 	while (k + 1 < IGG_SIZES && t->cap[k] < need)
 		k++;
 	t->reserved = t->want < top ? (uint32_t)t->want : top;
+	if (t->oldest_next != ~0ull) {
+		t->oldest = (uint32_t)(t->oldest_next >> 32);
+		t->reserved_old = (uint32_t)t->oldest_next < top ?
+					  (uint32_t)t->oldest_next : top;
+	} else {
+		t->reserved_old = 0;
+	}
+	t->oldest_next = ~0ull;
 	t->pixels = t->jobs = 0;
 	t->want = 0;
 	t->turns++;
@@ -703,6 +751,7 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 	host.model = gsock_dev_alloc(ctx, ecb_size(cap, jobs));
 	memcpy(t.cap, igg_caps, sizeof(t.cap));
 	t.clock.recv0 = t.clock.send0 = ~0ull;
+	t.oldest_next = ~0ull;
 	if (host.model && c->turn) {
 		ecb_carve(&c->m, host.model, cap, jobs);
 		c->m.pixels = &c->turn->pixels;
