@@ -169,15 +169,17 @@ __device__ __forceinline__ static void ecb_column(const struct ecb_batch *b,
 }
 
 /*
- * Layer l's columns: column q holds the inputs of plane pixel q (a warp
- * a pixel, so that a warp's stores are one run); layers 1 and 2 read
- * values that ecb_act made.
+ * Layer l's columns of plane pixels [lo, hi): column q holds the inputs
+ * of plane pixel q (a warp a pixel, so that a warp's stores are one
+ * run); layers 1 and 2 read values that ecb_act made.
  */
-__global__ static void __launch_bounds__(256) ecb_im2col(struct ecb_batch b, int l)
+__global__ static void __launch_bounds__(256) ecb_im2col(struct ecb_batch b, int l,
+							 uint32_t lo, uint32_t hi)
 {
 	uint32_t total = ecb_pixels(&b), lane = threadIdx.x & 31;
 
-	for (uint32_t q = (blockIdx.x * blockDim.x + threadIdx.x) / 32; q < total;
+	hi = hi < total ? hi : total;
+	for (uint32_t q = lo + (blockIdx.x * blockDim.x + threadIdx.x) / 32; q < hi;
 	     q += gridDim.x * blockDim.x / 32) {
 		if (l == 0)
 			ecb_column(&b, q, NULL, 1, 5, lane);
@@ -209,9 +211,9 @@ __global__ static void __launch_bounds__(256) ecb_shuffle(struct ecb_batch b)
 	}
 }
 
-/* Layer l's SGEMM over cap plane pixels, on h's stream: 0 or -EIO. */
+/* Layer l's SGEMM over plane pixels [lo, hi), on h's stream: 0 or -EIO. */
 static inline int ecb_sgemm(cublasHandle_t h, const struct ecb_batch *b,
-			    uint32_t cap, int l)
+			    uint32_t lo, uint32_t hi, int l)
 {
 	static const struct {
 		uint32_t w, cout, K;
@@ -220,32 +222,62 @@ static inline int ecb_sgemm(cublasHandle_t h, const struct ecb_batch *b,
 		   { ESPCN_W3, ESPCN_C3, ESPCN_C2 * 9 } };
 	float *outs[3] = { b->a, b->b, b->c }, one = 1, zero = 0;
 
-	return cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, L[l].cout, cap,
-			   L[l].K, &one, b->weights + L[l].w, L[l].K, b->col,
-			   L[l].K, &zero, outs[l], L[l].cout) ==
+	return cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, L[l].cout, hi - lo,
+			   L[l].K, &one, b->weights + L[l].w, L[l].K,
+			   b->col + (size_t)lo * L[l].K, L[l].K, &zero,
+			   outs[l] + (size_t)lo * L[l].cout, L[l].cout) ==
 			       CUBLAS_STATUS_SUCCESS ?
 		       0 :
 		       -EIO;
 }
 
+/* Plane pixels [*lo, *hi) of part k of n of cap: 256-pixel multiples. */
+static inline void ecb_part(uint32_t cap, int n, int k, uint32_t *lo, uint32_t *hi)
+{
+	uint32_t per = ((cap + n - 1) / n + 255) & ~255u;
+
+	*lo = (uint32_t)k * per < cap ? (uint32_t)k * per : cap;
+	*hi = *lo + per < cap ? *lo + per : cap;
+}
+
 /*
- * The model on b's first cap plane pixels, on stream st (h's stream):
- * 0, or -EIO where cuBLAS refused an SGEMM. A kernel's launch error is
- * the caller's to read (cudaGetLastError, or the capture's end).
+ * The model on b's first cap plane pixels, each layer's im2col and SGEMM
+ * cut into n column ranges run side by side on st[0..n-1] (h[k] on
+ * st[k]; st[0] forks them and joins them with the 3 n events ev, which
+ * n of 1 needs none), so that one range's im2col runs while another's
+ * SGEMM does: 0, or -EIO where cuBLAS refused an SGEMM. A kernel's launch
+ * error is the caller's to read (cudaGetLastError, or the capture's end).
  */
-static inline int ecb_model(cublasHandle_t h, cudaStream_t st,
-			    const struct ecb_batch *b, uint32_t cap)
+static inline int ecb_model(cublasHandle_t *h, cudaStream_t *st,
+			    cudaEvent_t *ev, int n, const struct ecb_batch *b,
+			    uint32_t cap)
 {
 	int r = 0;
 
 	for (int l = 0; l < 3 && !r; l++) {
+		cudaEvent_t *e = n > 1 ? ev + n * l : NULL; /* a fork, n - 1 joins */
+
 		if (l)
-			ecb_act<<<ECB_GRID, 256, 0, st>>>(*b, l);
-		ecb_im2col<<<ECB_GRID, 256, 0, st>>>(*b, l);
-		r = ecb_sgemm(h, b, cap, l);
+			ecb_act<<<ECB_GRID, 256, 0, st[0]>>>(*b, l);
+		if (n > 1)
+			cudaEventRecord(e[0], st[0]);
+		for (int k = 0; k < n && !r; k++) {
+			uint32_t lo, hi;
+
+			ecb_part(cap, n, k, &lo, &hi);
+			if (k)
+				cudaStreamWaitEvent(st[k], e[0], 0);
+			ecb_im2col<<<ECB_GRID / n, 256, 0, st[k]>>>(*b, l, lo, hi);
+			if (hi > lo)
+				r = ecb_sgemm(h[k], b, lo, hi, l);
+			if (k) {
+				cudaEventRecord(e[k], st[k]);
+				cudaStreamWaitEvent(st[0], e[k], 0);
+			}
+		}
 	}
 	if (!r)
-		ecb_shuffle<<<ECB_GRID, 256, 0, st>>>(*b);
+		ecb_shuffle<<<ECB_GRID, 256, 0, st[0]>>>(*b);
 	return r;
 }
 

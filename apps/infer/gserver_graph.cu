@@ -57,6 +57,11 @@
 #define IGG_SIZES 5
 #define IGG_SEND_US 10000 /* an answer's time to leave, besides its bytes' */
 #define IGG_SEND_RATE (64u << 20) /* the slowest reader kept, bytes a second */
+/* The model's ranges run side by side in a turn (ecb_model): streams at capture. */
+#ifndef IGG_BRANCHES
+#define IGG_BRANCHES 4
+#endif
+#define IGG_BLAS_WS (32u << 20) /* cuBLAS's workspace, a branch */
 /* Batch sizes, pixels: the largest holds a 1024x1024 picture. */
 static const uint32_t igg_caps[IGG_SIZES] = { 1u << 12, 1u << 14, 1u << 16,
 					      1u << 18, ECB_PIXELS_MAX };
@@ -528,9 +533,10 @@ GSOCK_KERNEL_FIT(igg_send, gs, arg, ESPCN_THREADS, 1)
 
 /* What the host keeps while the graphs run. */
 struct igg_host {
-	cudaStream_t stream;
-	cublasHandle_t blas;
-	void *blas_ws; /* cuBLAS's workspace: none may be allocated in a capture */
+	cudaStream_t st[IGG_BRANCHES]; /* st[0] launches, waits, captures */
+	cublasHandle_t blas[IGG_BRANCHES]; /* blas[k] on st[k] */
+	cudaEvent_t ev[3 * IGG_BRANCHES]; /* the capture's forks and joins */
+	void *blas_ws; /* cuBLAS's workspaces: none may be allocated in a capture */
 	struct igg_arg *args; /* device memory, one a size */
 	void *model; /* the weights and the planes: host.conf.m's */
 	cudaGraphExec_t exec[IGG_SIZES];
@@ -549,15 +555,20 @@ static int igg_capture(struct gsock_ctx *ctx, unsigned blocks,
 		       unsigned threads, int k)
 {
 	const struct ecb_batch *m = &host.conf.m;
-	cudaStream_t st = host.stream;
+	cudaStream_t st = host.st[0];
 	cudaGraph_t g = NULL;
 	cudaError_t e;
 	int r;
 
 	/* cuBLAS picks and loads its kernels outside the capture */
-	for (int l = 0; l < 3; l++)
-		ecb_sgemm(host.blas, m, igg_caps[k], l);
-	e = cudaStreamSynchronize(st);
+	for (int b = 0; b < IGG_BRANCHES; b++) {
+		uint32_t lo, hi;
+
+		ecb_part(igg_caps[k], IGG_BRANCHES, b, &lo, &hi);
+		for (int l = 0; l < 3 && hi > lo; l++)
+			ecb_sgemm(host.blas[b], m, lo, hi, l);
+	}
+	e = cudaDeviceSynchronize();
 	if (e == cudaSuccess)
 		e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
 	if (e != cudaSuccess)
@@ -565,7 +576,8 @@ static int igg_capture(struct gsock_ctx *ctx, unsigned blocks,
 	r = gsock_launch_stream(ctx, st, 0, (const void *)igg_recv, blocks,
 				threads, &host.args[k]);
 	if (!r)
-		r = ecb_model(host.blas, st, m, igg_caps[k]);
+		r = ecb_model(host.blas, host.st, host.ev, IGG_BRANCHES, m,
+			      igg_caps[k]);
 	if (!r)
 		r = gsock_launch_stream(ctx, st, 0, (const void *)igg_send,
 					blocks, threads, &host.args[k]);
@@ -591,19 +603,43 @@ out_cuda:
 	return -1;
 }
 
-/* The graphs, cuBLAS's handle, the stream (teardown frees the memory). */
+/* The graphs, cuBLAS's handles, the streams, the events (teardown frees the memory). */
 static void igg_release(void)
 {
 	for (int k = 0; k < IGG_SIZES; k++)
 		if (host.exec[k])
 			cudaGraphExecDestroy(host.exec[k]);
-	if (host.blas)
-		cublasDestroy(host.blas);
-	if (host.stream)
-		cudaStreamDestroy(host.stream);
+	for (int b = 0; b < IGG_BRANCHES; b++) {
+		if (host.blas[b])
+			cublasDestroy(host.blas[b]);
+		if (host.st[b])
+			cudaStreamDestroy(host.st[b]);
+	}
+	for (int i = 0; i < 3 * IGG_BRANCHES; i++)
+		if (host.ev[i])
+			cudaEventDestroy(host.ev[i]);
 	memset(host.exec, 0, sizeof(host.exec));
-	host.blas = NULL;
-	host.stream = NULL;
+	memset(host.blas, 0, sizeof(host.blas));
+	memset(host.st, 0, sizeof(host.st));
+	memset(host.ev, 0, sizeof(host.ev));
+}
+
+/* The streams, cuBLAS handles and events of the model's branches: 0 or -1. */
+static int igg_branches(void)
+{
+	char *ws = (char *)host.blas_ws;
+
+	for (int b = 0; b < IGG_BRANCHES; b++)
+		if (cudaStreamCreateWithFlags(&host.st[b], cudaStreamNonBlocking) ||
+		    cublasCreate(&host.blas[b]) != CUBLAS_STATUS_SUCCESS ||
+		    cublasSetStream(host.blas[b], host.st[b]) != CUBLAS_STATUS_SUCCESS ||
+		    cublasSetWorkspace(host.blas[b], ws + (size_t)b * IGG_BLAS_WS,
+				       IGG_BLAS_WS) != CUBLAS_STATUS_SUCCESS)
+			return -1;
+	for (int i = 0; i < 3 * IGG_BRANCHES; i++)
+		if (cudaEventCreateWithFlags(&host.ev[i], cudaEventDisableTiming))
+			return -1;
+	return 0;
 }
 
 /*
@@ -622,14 +658,9 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 
 	(void)app, (void)s;
 	host.args = (struct igg_arg *)gsock_dev_alloc(ctx, sizeof(args));
-	host.blas_ws = gsock_dev_alloc(ctx, 32 << 20);
-	if (!host.args || !host.blas_ws ||
-	    cudaStreamCreateWithFlags(&host.stream, cudaStreamNonBlocking) ||
-	    cublasCreate(&host.blas) != CUBLAS_STATUS_SUCCESS ||
-	    cublasSetStream(host.blas, host.stream) != CUBLAS_STATUS_SUCCESS ||
-	    cublasSetWorkspace(host.blas, host.blas_ws, 32 << 20) !=
-		    CUBLAS_STATUS_SUCCESS) {
-		fprintf(stderr, "infer-gserver-graph: cannot set up cuBLAS and its stream\n");
+	host.blas_ws = gsock_dev_alloc(ctx, (size_t)IGG_BLAS_WS * IGG_BRANCHES);
+	if (!host.args || !host.blas_ws || igg_branches()) {
+		fprintf(stderr, "infer-gserver-graph: cannot set up cuBLAS and its streams\n");
 		status = EX_OSERR;
 		goto out_release;
 	}
@@ -653,12 +684,12 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 		goto out_release;
 	/*
 	 * gsock_memcpy copies on stream 0 (cudaMemcpy, which may return
-	 * before a pageable copy lands), which host.stream does not wait
+	 * before a pageable copy lands), which host.st[0] does not wait
 	 * for: every copy (weights, turn, args, execs) done before the launch.
 	 */
 	e = cudaDeviceSynchronize();
 	if (e == cudaSuccess)
-		e = cudaGraphLaunch(host.exec[0], host.stream);
+		e = cudaGraphLaunch(host.exec[0], host.st[0]);
 	if (e != cudaSuccess) {
 		fprintf(stderr, "infer-gserver-graph: cannot launch the first turn: %s\n",
 			cudaGetErrorString(e));
@@ -689,7 +720,7 @@ static void igg_print_clock(const struct igg_clock *k)
 static int igg_wait_end(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
 	struct igg_turn t;
-	cudaError_t e = cudaStreamSynchronize(host.stream);
+	cudaError_t e = cudaStreamSynchronize(host.st[0]);
 	int status = 0;
 
 	(void)app, (void)s;

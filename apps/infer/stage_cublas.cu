@@ -131,7 +131,7 @@ extern "C" int infer_stage_run(struct infer_stage *s, unsigned n, char *err,
 				    cudaMemcpyHostToDevice, st);
 	if (e == cudaSuccess) {
 		stage_owners<<<n, 256, 0, st>>>(s->m, n);
-		r = ecb_model(s->blas, st, &s->m, s->pixels);
+		r = ecb_model(&s->blas, &st, NULL, 1, &s->m, s->pixels);
 		e = cudaGetLastError();
 	}
 	if (e == cudaSuccess && !r)
