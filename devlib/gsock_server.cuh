@@ -259,8 +259,15 @@ GSOCK_DEVICE void gsrv_group_done(struct gsock_dev gs, struct gsrv *s)
 
 	gs_fence();
 	gs_sync();
-	if (gs_tid() == 0)
+	if (gs_tid() == 0) {
+		/*
+		 * After the barrier: cumulative over the whole block's stores,
+		 * so that the owner's read of done orders them (each thread's
+		 * fence above only drains its own), as gs_group_ack does.
+		 */
+		gs_fence();
 		gs_fetch_add64((unsigned long long *)&b->done, 1);
+	}
 	gs_sync();
 }
 
