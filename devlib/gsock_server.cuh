@@ -380,6 +380,17 @@ GSOCK_DEVICE int gsrv_listener(struct gsock_dev gs, struct gsrv *s)
 	return r == 1 ? pub->listen_fd : (int)r;
 }
 
+/*
+ * Thread 0: a place was taken or freed, for the doorman (gs_srv_door):
+ * while this count moves, clients that wait are waiting their turn.
+ */
+GSOCK_DEVICE void gs_srv_moved_t0(struct gsock_dev gs, const struct gsrv *s)
+{
+	(void)gs;
+	if (s->moves)
+		gs_fetch_add64((unsigned long long *)s->moves, 1);
+}
+
 /* Thread 0: take connection c into pfd[n], its state slot zeroed below. */
 GSOCK_DEVICE void gs_srv_hold_t0(struct gsock_dev gs, struct gsrv *s, int c)
 {
@@ -389,6 +400,7 @@ GSOCK_DEVICE void gs_srv_hold_t0(struct gsock_dev gs, struct gsrv *s, int c)
 	gs_srv_last(gs, s)[gs_srv_slots(gs, s)[b->n]] = gs_now_ns();
 	gs_srv_wake(gs, s)[gs_srv_slots(gs, s)[b->n]] = 0;
 	b->n++;
+	gs_srv_moved_t0(gs, s);
 }
 
 /* The block: zero the state of the connection just taken (pfd[n - 1]). */
@@ -464,6 +476,7 @@ GSOCK_DEVICE void gs_srv_drop_t0(struct gsock_dev gs, struct gsrv *s, int i,
 	slot[i] = slot[last];
 	slot[last] = t;
 	b->n = last;
+	gs_srv_moved_t0(gs, s);
 }
 
 /*
@@ -548,12 +561,120 @@ GSOCK_DEVICE int gs_srv_wakes(struct gsock_dev gs, struct gsrv *s, long *wait)
 }
 
 /*
+ * Block 0 is the doorman of a server with s->queue_ns: while it has no
+ * room itself (a block with room takes waiting clients in its turn), it
+ * watches the listener for clients that wait while no block takes or
+ * lets go of a connection, and refuses them once that has lasted
+ * queue_ns. A full server that let them wait would hang every client
+ * whose connect or request has no bound of its own (t/crowded-server.t),
+ * and tell nobody.
+ */
+GSOCK_DEVICE int gs_srv_doorman(struct gsock_dev gs, const struct gsrv *s)
+{
+	(void)gs;
+	return s->queue_ns && s->moves && gs_bid() == 0;
+}
+
+/* How many waiting clients the doorman refuses before its own turn. */
+#define GSRV_REFUSE_BURST 64
+
+/*
+ * The doorman's turn, before its gpoll. Returns 1 to poll the listener
+ * with the block's connections; 0 not to, while clients wait and places
+ * moved less than queue_ns ago (*wait is cut to when that is up); -1
+ * after refusing clients: they waited queue_ns with no place taken or
+ * freed, so each is accepted and closed at once (counted in refused;
+ * gsockd closes those it had no socket for, -EMFILE, as well). When
+ * none is left, the next client to wait gets queue_ns of its own.
+ */
+GSOCK_DEVICE int gs_srv_door(struct gsock_dev gs, struct gsrv *s, long *wait)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	long act = 1, w = *wait;
+
+	if (gs_tid() == 0) {
+		uint64_t now = gs_now_ns(), moves = gs_ld64(s->moves);
+
+		if (moves != b->door_moves) { /* they wait their turn */
+			b->door_moves = moves;
+			b->door_since = 0;
+		}
+		if (b->lrev && !b->door_since)
+			b->door_since = now;
+		if (b->door_since && now - b->door_since < s->queue_ns) {
+			long left = (long)((b->door_since + s->queue_ns - now) /
+					   1000) + 1;
+
+			act = 0;
+			if (w < 0 || left < w)
+				w = left;
+		} else if (b->door_since && b->lrev) {
+			act = -1;
+		}
+	}
+	act = gs_bcast(act);
+	*wait = gs_bcast(w);
+	for (int i = 0; act < 0 && i < GSRV_REFUSE_BURST; i++) {
+		int c = gaccept_nb(gs, b->lfd, 0, 0);
+
+		if (c >= 0)
+			gclose(gs, c);
+		if (gs_tid() == 0) {
+			if (c >= 0 || c == -EMFILE)
+				gsrv_stats_of(gs, s)->refused++;
+			else if (gsrv_fatal(c) || c == -EBADF)
+				b->end = c == -EBADF ? -ECONNABORTED : c;
+			else if (c == -EAGAIN) /* all gone */
+				b->door_since = 0;
+			b->lrev = c >= 0 || c == -EMFILE; /* more may wait */
+		}
+		gs_sync();
+		if (c < 0 && c != -EMFILE)
+			break;
+	}
+	return (int)act;
+}
+
+/*
+ * Thread 0 of the doorman holding one connection: gs_rx_wait_t0's wait,
+ * which also ends (*queued set, 0 returned) when clients wait at the
+ * listener, looked at every GS_RX_STATUS_TURNS turns between reads of
+ * the ring's tail alone.
+ */
+GSOCK_DEVICE long gs_srv_wait_door_t0(struct gsock_dev gs,
+				      const struct gsrv *s, int fd,
+				      struct gs_lsock *ls, int *queued)
+{
+	const struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	unsigned turn = 0;
+
+	for (;;) {
+		long w = gs_rx_wait_t0(gs, fd, ls, 1);
+
+		if (w != -EAGAIN)
+			return w;
+		if (gs_ld32(&gs.socks[b->lfd].accept_pending)) {
+			*queued = 1;
+			return 0;
+		}
+		for (unsigned i = 0;
+		     i < GS_RX_STATUS_TURNS && !gs_rx_refresh_t0(ls); i++) {
+			w = gs_wait_turn(gs, &turn);
+			if (w)
+				return w;
+		}
+	}
+}
+
+/*
  * A block that holds its one connection and no room for more waits for
  * it as grecv does, on the ring's own counter, not on gpoll's wake word:
  * one PCIe read a turn, and no gsockd work per wake-up. At bytes, the
- * end or an error the connection is handed out (grecv says which).
+ * end or an error the connection is handed out (grecv says which); the
+ * doorman (door) stops waiting for clients at the listener too.
  */
-GSOCK_DEVICE void gs_srv_wait_one(struct gsock_dev gs, struct gsrv *s)
+GSOCK_DEVICE void gs_srv_wait_one(struct gsock_dev gs, struct gsrv *s,
+				  int door)
 {
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
 	struct gpollfd *p = gs_srv_pfd(gs, s);
@@ -561,11 +682,18 @@ GSOCK_DEVICE void gs_srv_wait_one(struct gsock_dev gs, struct gsrv *s)
 
 	if (gs_tid() == 0) {
 		struct gs_lsock *ls = gs_lsock_of(gs, p[0].fd);
+		int queued = 0;
 
-		w = ls ? gs_rx_wait_t0(gs, p[0].fd, ls, 0) : -EBADF;
+		if (!ls)
+			w = -EBADF;
+		else if (door)
+			w = gs_srv_wait_door_t0(gs, s, p[0].fd, ls, &queued);
+		else
+			w = gs_rx_wait_t0(gs, p[0].fd, ls, 0);
 		if (gsrv_fatal(w))
 			b->end = (int32_t)w;
-		p[0].revents = POLLIN;
+		p[0].revents = queued ? 0 : POLLIN;
+		b->lrev = queued ? POLLIN : 0;
 		b->k = 0;
 	}
 	gs_sync();
@@ -615,7 +743,7 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 		return gs_srv_finish(gs, s);
 	for (;;) {
 		long wait = -1;
-		int room, r;
+		int room, door, lpoll, r;
 
 		if (b->end < 0)
 			return gs_srv_finish(gs, s);
@@ -676,21 +804,27 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 		}
 		if (gs_srv_wakes(gs, s, &wait))
 			continue;
+		door = !room && gs_srv_doorman(gs, s);
+		lpoll = door ? gs_srv_door(gs, s, &wait) : room;
+		if (lpoll < 0) /* refused waiting clients */
+			continue;
 		if (by_ns && gs_srv_by(gs, s, by_ns, &wait))
 			return -EAGAIN;
 		if (!by_ns && !s->idle_ns && wait < 0 && b->n == 1 &&
 		    !room) { /* one connection, no room, no wake-up */
-			gs_srv_wait_one(gs, s);
+			gs_srv_wait_one(gs, s, door);
 			continue;
 		}
-		if (gs_tid() == 0 && room)
+		if (gs_tid() == 0 && lpoll)
 			p[b->n] = (struct gpollfd){ b->lfd, POLLIN, 0 };
 		gs_sync();
-		r = gpoll(gs, p, b->n + room, wait);
+		r = gpoll(gs, p, b->n + lpoll, wait);
 		if (gs_tid() == 0) {
 			b->k = 0;
 			b->polled = 1;
-			b->lrev = room ? p[b->n].revents : 0;
+			b->lrev = lpoll ? p[b->n].revents : 0;
+			if (door && lpoll && !b->lrev) /* none waits */
+				b->door_since = 0;
 			if (r < 0)
 				b->end = r;
 			/* a listener gsockd closed: the server's end */

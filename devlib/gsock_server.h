@@ -33,6 +33,7 @@ struct gsrv_stats {
 	uint64_t busy_ns; /* time from gsrv_next() to gsrv_done() */
 	uint64_t step_ns[GSRV_STEPS]; /* gsrv_step() sums */
 	uint64_t batches; /* a pipe block: writes to its backend */
+	uint64_t refused; /* block 0: waiting clients it refused (queue_ns) */
 };
 
 /*
@@ -47,6 +48,9 @@ enum {
 	GSRV_PIPE_HAND, /* handing them out */
 	GSRV_PIPE_IDLE, /* nothing to do */
 };
+
+/* How long waiting clients may see no place taken or freed (-Q). */
+#define GSRV_QUEUE_MS 1000
 
 /* The longest request one ask carries. */
 #define GSRV_ASK_MAX 320
@@ -109,6 +113,9 @@ struct gs_srv_blk {
 	uint64_t done; /* group: the other blocks done with gen */
 	uint64_t t_next; /* when cur was handed out */
 	uint64_t t_step; /* the last gsrv_step() mark */
+	/* block 0, the doorman (gs_srv_door): */
+	uint64_t door_moves; /* *s->moves when it last looked */
+	uint64_t door_since; /* clients seen waiting, no move since; 0 none */
 };
 
 /*
@@ -140,6 +147,13 @@ struct gsrv {
 	uint32_t blk_stride, pfd_off, slot_off, last_off, wake_off, state_off,
 		buf_off;
 	uint64_t idle_ns; /* close a connection quiet this long (0: never) */
+	/*
+	 * Refuse waiting clients (accept and close them at once) once no
+	 * block has taken or let go of a connection for this long while
+	 * they wait (0: they wait for a place however long it takes).
+	 */
+	uint64_t queue_ns;
+	uint64_t *moves; /* device memory: connections taken or let go */
 	uint8_t *blk; /* device memory: blocks x blk_stride */
 	struct gsrv_stats *stats; /* device memory: serving blocks, pipes */
 	void *app; /* the application's own arguments */
@@ -176,6 +190,11 @@ struct gsrv_app {
 	unsigned blocks, threads, per_block, bufsize;
 	unsigned group_blocks; /* blocks launched per serving block (1) */
 	unsigned idle_ms; /* the default of -I: close idle connections (0) */
+	/*
+	 * The default of -Q: refuse clients that waited this long with no
+	 * place taken or freed (0: GSRV_QUEUE_MS; -Q 0 lets them wait).
+	 */
+	unsigned queue_ms;
 	uint32_t ring_size; /* the default of -r (libgsock's: 64 KiB) */
 	uint32_t conn_size; /* bytes of state per connection */
 	const char *requests; /* what the report calls requests ("requests") */

@@ -65,6 +65,9 @@ static const char gsrv_std_usage[] =
 	"  -P, --reuseport       share the port with other programs (SO_REUSEPORT)\n"
 	"  -I, --idle MS         close a connection nothing came from for MS (default %u;\n"
 	"                        0: never)\n"
+	"  -Q, --queue-wait MS   refuse clients that wait while no place is taken or\n"
+	"                        freed for MS: every block holds its -m (default %u;\n"
+	"                        0: they wait however long it takes)\n"
 	"  -s, --control PATH    gsockd's control socket\n"
 	"  -h, --help            this text\n";
 
@@ -73,7 +76,8 @@ static void gsrv_usage(const struct gsrv_app *app, FILE *f)
 	fprintf(f, "usage: %s [options]\n", app->name);
 	fprintf(f, gsrv_std_usage, app->listen, app->blocks, app->threads,
 		app->per_block, app->bufsize,
-		app->ring_size ? app->ring_size : 65536, app->idle_ms);
+		app->ring_size ? app->ring_size : 65536, app->idle_ms,
+		app->queue_ms);
 	if (app->usage)
 		fputs(app->usage, f);
 }
@@ -118,6 +122,7 @@ static struct option *gsrv_long_options(const struct gsrv_app *app)
 		{ "gpus", required_argument, NULL, 'g' },
 		{ "reuseport", no_argument, NULL, 'P' },
 		{ "idle", required_argument, NULL, 'I' },
+		{ "queue-wait", required_argument, NULL, 'Q' },
 		{ "control", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 	};
@@ -206,6 +211,7 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	s->per_block = app->per_block;
 	s->group_blocks = app->group_blocks;
 	s->idle_ns = app->idle_ms * 1000000ull;
+	s->queue_ns = app->queue_ms * 1000000ull;
 	s->bufsize = app->bufsize;
 	s->conn_size = app->conn_size;
 	if (app->app_size) {
@@ -242,6 +248,7 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	s->blk = gsock_dev_alloc(g->ctx, (size_t)g->blocks * stride);
 	s->stats = gsock_dev_alloc(g->ctx, (g->blocks + s->pipes) *
 						   sizeof(*s->stats));
+	s->moves = gsock_dev_alloc(g->ctx, sizeof(*s->moves));
 	if (s->pipes) {
 		s->asks = gsock_dev_alloc(g->ctx,
 					  g->blocks * sizeof(*s->asks));
@@ -250,7 +257,7 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 		if (!s->asks || !s->pipe_mem)
 			goto out_of_memory;
 	}
-	if (s->blk && s->stats &&
+	if (s->blk && s->stats && s->moves &&
 	    (!app->app_size ||
 	     !gsock_memcpy(g->ctx, g->dev_app, s->app, app->app_size)))
 		return 0;
@@ -463,6 +470,7 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 			all.requests += st->requests;
 			all.bytes += st->bytes;
 			all.errors += st->errors;
+			all.refused += st->refused;
 			if (st->last_error)
 				fprintf(stderr,
 					"%s: %sblock %u: a connection ended with %s\n",
@@ -485,6 +493,12 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 		       g[0].app->requests, (unsigned long long)all.conns,
 		       (unsigned long long)all.bytes, g[0].app->counted,
 		       (unsigned long long)all.errors);
+	if (all.refused)
+		fprintf(stderr,
+			"%s: refused %llu clients: no place was taken or freed for %u ms while they waited (%u blocks x %u connections%s, all held); more -b or -m, -I to close idle clients, or -Q 0 to let them wait\n",
+			g[0].app->name, (unsigned long long)all.refused,
+			g[0].app->queue_ms, g[0].blocks, g[0].s->per_block,
+			ngpus > 1 ? " a GPU" : "");
 	gsrv_report_pipes(g, ngpus);
 }
 
@@ -499,6 +513,7 @@ static void gsrv_teardown(struct gsrv_gpu *g)
 		gsock_dev_free(g->ctx, g->dev_s);
 		gsock_dev_free(g->ctx, g->s->blk);
 		gsock_dev_free(g->ctx, g->s->stats);
+		gsock_dev_free(g->ctx, g->s->moves);
 		gsock_dev_free(g->ctx, g->s->asks);
 		gsock_dev_free(g->ctx, g->s->pipe_mem);
 		gsock_free(g->ctx, g->s->pub);
@@ -539,16 +554,18 @@ static int gsrv_std_option(struct gsrv_app *app, int opt, const char *arg,
 	case 'P':
 		*reuseport = 1;
 		return 0;
-	case 'I': {
+	case 'I':
+	case 'Q': {
 		char *end;
 		unsigned long v = strtoul(arg, &end, 10);
 
 		if (*arg && !*end && v <= 86400000) {
-			app->idle_ms = (unsigned)v;
+			*(opt == 'I' ? &app->idle_ms : &app->queue_ms) =
+				(unsigned)v;
 			return 0;
 		}
-		fprintf(stderr, "%s: -I takes milliseconds (0: never), not '%s'\n",
-			app->name, arg);
+		fprintf(stderr, "%s: -%c takes milliseconds (0: never), not '%s'\n",
+			app->name, opt, arg);
 		return EX_USAGE;
 	}
 	case 'g':
@@ -582,9 +599,10 @@ int gsrv_main(struct gsrv_app *app, int argc, char **argv)
 	app->per_block = app->per_block ? app->per_block : 1;
 	app->bufsize = app->bufsize ? app->bufsize : 65536;
 	app->group_blocks = app->group_blocks ? app->group_blocks : 1;
+	app->queue_ms = app->queue_ms ? app->queue_ms : GSRV_QUEUE_MS;
 	app->requests = app->requests ? app->requests : "requests";
 	app->counted = app->counted ? app->counted : "bytes";
-	snprintf(shortopts, sizeof(shortopts), "l:b:t:m:B:r:g:PI:s:h%s",
+	snprintf(shortopts, sizeof(shortopts), "l:b:t:m:B:r:g:PI:Q:s:h%s",
 		 app->opts ? app->opts : "");
 	if (!longopts) {
 		fprintf(stderr, "%s: out of memory\n", app->name);

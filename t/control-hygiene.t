@@ -5,7 +5,7 @@
 # application out; a refusal reaches the application with its reason;
 # limits on an arena's sockets and slots are named; gsockd's log holds
 # back a flood of like lines and says how many it held; more clients than
-# a GPU server holds wait their turn without breaking the others.
+# a GPU server holds wait their turn (-Q 0) without breaking the others.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
@@ -149,15 +149,16 @@ ok $? "one that never greets: likewise: $(cat "$TMP/silent.app")"
 [ $s3 = 1 ] && grep -q "did not answer the arena within 10 s" "$TMP/greet.app" && grep -q "^arena" "$TMP/greet"
 ok $? "one that takes the arena and never answers: likewise: $(cat "$TMP/greet.app")"
 
-# More clients than a GPU server holds: the ones it holds are served, the
-# rest wait in the listen queue (as at any full server), nothing breaks.
-"$SERVER" -l 127.0.0.1:0 -b 2 -m 8 >"$TMP/crowd-server.out" 2>&1 &
+# More clients than a GPU server holds, with -Q 0: the ones it holds are
+# served, the rest wait in the listen queue (as at any full server),
+# nothing breaks. (By default they are refused: t/crowded-server.t.)
+"$SERVER" -l 127.0.0.1:0 -b 2 -m 8 -Q 0 >"$TMP/crowd-server.out" 2>&1 &
 CS=$!
 PIDS="$PIDS $CS"
 for _ in $(seq 100); do grep -q 'listening on' "$TMP/crowd-server.out" && break; sleep 0.05; done
 CPORT=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/crowd-server.out")
 timeout 60 $ABUSE crowd "$CPORT" 60 >"$TMP/crowd" 2>&1
-is "$(head -1 "$TMP/crowd")" "echoed 16 waiting 44 other 0" "60 clients at a server of 2 x 8 connections: 16 served, 44 wait, none broken"
+is "$(head -1 "$TMP/crowd")" "echoed 16 waiting 44 other 0" "60 clients at a server of 2 x 8 connections, -Q 0: 16 served, 44 wait, none broken"
 is "$(sed -n 2p "$TMP/crowd")" "again 16" "the 16 go on being served"
 is "$(sed -n 3p "$TMP/crowd")" "after ok" "once they leave, a new client is served"
 kill "$CS"
