@@ -43,6 +43,33 @@ int app_connect(const char *spec)
 	return fd;
 }
 
+int app_connect_nb(const char *spec)
+{
+	struct sockaddr_storage ss;
+	uint32_t len;
+	int fd, one = 1;
+
+	if (gsock_parse_addr(spec, &ss, &len)) {
+		errno = EINVAL;
+		return -1;
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return -1;
+	if (ss.ss_family != AF_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&ss, len) < 0 &&
+	    errno != EINPROGRESS) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
 int app_io_all(int fd, void *p, size_t n, int sending)
 {
 	while (n) {

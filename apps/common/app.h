@@ -16,6 +16,15 @@
 /* A connected blocking TCP or unix socket to spec, TCP_NODELAY; -1, errno. */
 int app_connect(const char *spec);
 /*
+ * A non-blocking TCP or unix socket to spec, TCP_NODELAY, its connect
+ * begun: connected, or still connecting (writable when that is done;
+ * SO_ERROR says how it ended). -1 with errno when it failed at once
+ * (a unix socket whose listen queue is full: EAGAIN). A program with a
+ * deadline uses this: a blocking connect to a full listen queue waits
+ * out the kernel's SYN retries, two minutes.
+ */
+int app_connect_nb(const char *spec);
+/*
  * Send (sending != 0) or receive exactly n bytes on a blocking socket,
  * again after EINTR; 0, or -1 on an error or the peer's end.
  */

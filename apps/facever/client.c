@@ -11,6 +11,15 @@
  * answers do, pipelined, and latency counts from the scheduled time.
  * With --reconnect a broken connection is made again and the requests it
  * had in flight count as failed (for servers killed under load).
+ *
+ * Every wait is bounded, so that a dead or full server cannot hang the
+ * run: connections are made without blocking (a full listen queue drops
+ * SYNs, and a blocking connect waits out two minutes of retries), and
+ * those not made when the run ends are given up; a request with no
+ * answer after --wait seconds fails and its connection is closed; after
+ * the duration (or the last request) answers are awaited GRACE_NS more,
+ * then what is still in flight fails. What failed, and why, is said on
+ * standard error.
  */
 #include <config.h>
 
@@ -21,8 +30,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sysexits.h>
 #include <time.h>
@@ -34,6 +45,8 @@
 
 #define FLIGHT 256 /* requests one connection may have in flight */
 #define UNKNOWN_BASE 1000000000u /* ids from here on are never enrolled */
+#define GRACE_NS 2000000000ull /* answers awaited after the last request */
+#define RETRY_NS 20000000ull /* --reconnect: between tries to connect */
 
 struct opts {
 	const char *server;
@@ -41,10 +54,11 @@ struct opts {
 	double duration, rate, impostors, unknown;
 	uint64_t requests; /* 0: run for duration */
 	int reconnect;
+	double wait; /* seconds a request may wait for its answer */
 };
 
 static struct opts o = {
-	"127.0.0.1:7100", 16, 2, 100, 4, 128, 1, 5.0, 0, 0.3, 0, 0, 0
+	"127.0.0.1:7100", 16, 2, 100, 4, 128, 1, 5.0, 0, 0.3, 0, 0, 0, 10.0
 };
 static uint8_t *pictures; /* people x views, side x side each */
 
@@ -56,6 +70,8 @@ struct flight {
 
 struct conn {
 	int fd;
+	int connecting; /* the connect is in progress (EPOLLOUT) */
+	uint64_t retry_at; /* --reconnect: the next try, after a failed one */
 	uint32_t seq;
 	unsigned head, tail; /* flights [head, tail) await answers */
 	struct flight fl[FLIGHT];
@@ -72,6 +88,15 @@ struct conn {
 
 struct counts {
 	uint64_t sent, ok, wrong, unknown, store, other, failed;
+	/* why requests failed (they add up to failed) */
+	uint64_t lost_broken; /* in flight when their connection broke */
+	uint64_t lost_overdue; /* no answer within --wait */
+	uint64_t lost_end; /* no answer GRACE_NS after the last request */
+	/* connections */
+	uint64_t conn_errors; /* connects that failed */
+	uint64_t conn_late; /* connects still in progress at the end */
+	uint64_t conn_broken; /* connections the server closed or reset */
+	int conn_errno; /* why the last connect failed */
 };
 
 struct thread {
@@ -102,33 +127,71 @@ static uint64_t rnd(uint64_t *s)
 	return x ^ (x >> 31);
 }
 
-static int conn_open(struct thread *t, struct conn *c)
+/* Begin a connection (done when its EPOLLOUT comes); -1 if it failed. */
+static int conn_open(struct thread *t, struct conn *c, uint64_t now)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
 
-	c->fd = app_connect(o.server);
-	if (c->fd < 0)
-		return -1;
-	fcntl(c->fd, F_SETFL, O_NONBLOCK);
-	epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev);
 	c->head = c->tail = 0;
 	c->total = c->sent = c->in_len = 0;
+	c->fd = app_connect_nb(o.server);
+	if (c->fd < 0) {
+		t->k.conn_errors++;
+		t->k.conn_errno = errno;
+		c->retry_at = now + RETRY_NS;
+		return -1;
+	}
+	c->connecting = 1;
+	epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev);
 	return 0;
 }
 
-/* The connection broke: what it had in flight failed; maybe reconnect. */
-static void conn_broken(struct thread *t, struct conn *c)
+static void conn_close(struct thread *t, struct conn *c)
 {
-	t->k.failed += c->tail - c->head;
-	if (c->total && c->sent < c->total && c->tail == c->head)
-		t->k.failed++; /* half sent, not yet in flight */
 	epoll_ctl(t->ep, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	c->fd = -1;
+	c->connecting = 0;
+}
+
+/* Its connect is over: now it carries requests, or it failed. */
+static void conn_made(struct thread *t, struct conn *c, uint64_t now)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err) {
+		conn_close(t, c);
+		t->k.conn_errors++;
+		t->k.conn_errno = err;
+		c->retry_at = now + RETRY_NS;
+		return;
+	}
+	c->connecting = 0;
+	epoll_ctl(t->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/*
+ * The connection broke, or an answer is overdue: what it had in flight
+ * failed (counted in *lost too); maybe reconnect.
+ */
+static void conn_broken(struct thread *t, struct conn *c, uint64_t *lost,
+			uint64_t now)
+{
+	uint64_t n = c->tail - c->head;
+
+	if (c->total && c->sent < c->total && c->tail == c->head)
+		n++; /* half sent, not yet in flight */
+	t->k.failed += n;
+	*lost += n;
+	conn_close(t, c);
 	c->head = c->tail = 0;
 	c->total = c->sent = 0;
 	if (o.reconnect && !t->stop_sending)
-		conn_open(t, c); /* on failure, the sender loop retries */
+		conn_open(t, c, now); /* on failure, the sender loop retries */
 }
 
 /* Start a request on c (there is none being sent). */
@@ -245,15 +308,14 @@ static void *run(void *arg)
 	struct epoll_event evs[64];
 	uint64_t start = now_ns(), end = start + (uint64_t)(o.duration * 1e9);
 	uint64_t interval = o.rate > 0 ? (uint64_t)(1e9 * o.conns / o.rate) : 0;
-	uint64_t drain_until = 0;
+	uint64_t wait_ns = (uint64_t)(o.wait * 1e9), drain_until = 0;
 
 	for (unsigned i = 0; i < t->n; i++) {
 		struct conn *c = &t->c[i];
 
 		c->rng = (uint64_t)o.seed << 32 | (t->first + i);
 		c->next = start + (interval ? interval * i / t->n : 0);
-		if (conn_open(t, c) < 0)
-			c->fd = -1;
+		conn_open(t, c, start);
 	}
 	for (;;) {
 		uint64_t now = now_ns();
@@ -262,16 +324,29 @@ static void *run(void *arg)
 		if (!t->stop_sending && ((o.requests && t->quota == 0) ||
 					 (!o.requests && now >= end))) {
 			t->stop_sending = 1;
-			drain_until = now + 2000000000ull;
+			drain_until = now + GRACE_NS;
 		}
 		for (unsigned i = 0; i < t->n; i++) {
 			struct conn *c = &t->c[i];
 
 			if (c->fd < 0) {
-				if (o.reconnect && !t->stop_sending)
-					conn_open(t, c);
+				if (o.reconnect && !t->stop_sending &&
+				    now >= c->retry_at)
+					conn_open(t, c, now);
 				if (c->fd < 0)
 					continue;
+			}
+			if (c->connecting) {
+				if (t->stop_sending) { /* no request left for it */
+					conn_close(t, c);
+					t->k.conn_late++;
+				}
+				continue;
+			}
+			if (c->tail != c->head &&
+			    now - c->fl[c->head % FLIGHT].t0 > wait_ns) {
+				conn_broken(t, c, &t->k.lost_overdue, now);
+				continue;
 			}
 			while (interval && !t->stop_sending && c->next <= now) {
 				c->queued++;
@@ -291,8 +366,10 @@ static void *run(void *arg)
 				if (interval)
 					c->queued--;
 			}
-			if (c->total && conn_push(c) < 0)
-				conn_broken(t, c);
+			if (c->total && conn_push(c) < 0) {
+				t->k.conn_broken++;
+				conn_broken(t, c, &t->k.lost_broken, now);
+			}
 			busy |= c->fd >= 0 && c->tail != c->head;
 			sending |= c->fd >= 0 &&
 				   c->total; /* its socket was full */
@@ -302,9 +379,15 @@ static void *run(void *arg)
 		n = epoll_wait(t->ep, evs, 64, interval || sending ? 0 : 50);
 		for (int i = 0; i < n; i++) {
 			struct conn *c = evs[i].data.ptr;
+			uint64_t other = t->k.other;
 
-			if (c->fd >= 0 && conn_pull(t, c) < 0)
-				conn_broken(t, c);
+			if (c->fd >= 0 && c->connecting)
+				conn_made(t, c, now);
+			else if (c->fd >= 0 && conn_pull(t, c) < 0) {
+				/* nonsense is counted in other already */
+				t->k.conn_broken += t->k.other == other;
+				conn_broken(t, c, &t->k.lost_broken, now);
+			}
 		}
 		if ((interval || sending) && n == 0) {
 			struct timespec ts = { 0, 20000 };
@@ -313,11 +396,40 @@ static void *run(void *arg)
 		}
 	}
 	for (unsigned i = 0; i < t->n; i++) {
-		t->k.failed += t->c[i].tail - t->c[i].head;
-		if (t->c[i].fd >= 0)
-			close(t->c[i].fd);
+		struct conn *c = &t->c[i];
+
+		if (c->fd < 0)
+			continue;
+		t->k.failed += c->tail - c->head;
+		t->k.lost_end += c->tail - c->head;
+		close(c->fd);
 	}
 	return NULL;
+}
+
+/* Why requests and connections failed, on standard error. */
+static void report_losses(const struct counts *k)
+{
+	if (k->failed)
+		fprintf(stderr,
+			"facever-client: %llu requests failed: %llu in flight on connections that broke, %llu unanswered after %g s (-W), %llu unanswered %.0f s after the last request\n",
+			(unsigned long long)k->failed,
+			(unsigned long long)k->lost_broken,
+			(unsigned long long)k->lost_overdue, o.wait,
+			(unsigned long long)k->lost_end, GRACE_NS / 1e9);
+	if (k->conn_errors)
+		fprintf(stderr,
+			"facever-client: %llu connects to %s failed (the last: %s)\n",
+			(unsigned long long)k->conn_errors, o.server,
+			strerror(k->conn_errno));
+	if (k->conn_late)
+		fprintf(stderr,
+			"facever-client: %llu connections to %s were not made by the end of the run (its listen queue is full: the server has no place for them)\n",
+			(unsigned long long)k->conn_late, o.server);
+	if (k->conn_broken)
+		fprintf(stderr,
+			"facever-client: the server closed or reset %llu connections (a server with no place left refuses clients: see its -b, -m and -Q)\n",
+			(unsigned long long)k->conn_broken);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -325,6 +437,38 @@ static int cmp_u32(const void *a, const void *b)
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/*
+ * A blocking connection to the server, made within --wait seconds, its
+ * sends and receives bounded by --wait too: the descriptor, or -1 with
+ * errno (ETIMEDOUT: not made in time).
+ */
+static int connect_bounded(void)
+{
+	struct pollfd p = { .fd = app_connect_nb(o.server), .events = POLLOUT };
+	struct timeval tv = { (time_t)o.wait,
+			      (suseconds_t)((o.wait - (time_t)o.wait) * 1e6) };
+	socklen_t len = sizeof(int);
+	int err = 0, n;
+
+	if (p.fd < 0)
+		return -1;
+	n = poll(&p, 1, (int)(o.wait * 1000));
+	if (n == 0)
+		err = ETIMEDOUT;
+	else if (n < 0 ||
+		 getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err) {
+		close(p.fd);
+		errno = err;
+		return -1;
+	}
+	fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) & ~O_NONBLOCK);
+	setsockopt(p.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(p.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	return p.fd;
 }
 
 /* --id N --image FILE: one question, the answer on stdout. */
@@ -345,14 +489,25 @@ static int one_shot(uint32_t id, const char *path)
 	}
 	q.w = (uint16_t)w;
 	q.h = (uint16_t)h;
-	fd = app_connect(o.server);
-	if (fd < 0 || send(fd, &q, sizeof(q), MSG_NOSIGNAL) != sizeof(q) ||
-	    send(fd, img, (size_t)w * h, MSG_NOSIGNAL) != (ssize_t)(w * h) ||
-	    recv(fd, &r, sizeof(r), MSG_WAITALL) != sizeof(r)) {
-		fprintf(stderr, "facever-client: no answer from %s: %s\n",
+	fd = connect_bounded();
+	if (fd < 0) {
+		fprintf(stderr, "facever-client: cannot connect to %s: %s\n",
 			o.server, strerror(errno));
 		return EX_UNAVAILABLE;
 	}
+	errno = 0;
+	if (send(fd, &q, sizeof(q), MSG_NOSIGNAL) != sizeof(q) ||
+	    send(fd, img, (size_t)w * h, MSG_NOSIGNAL) != (ssize_t)(w * h) ||
+	    recv(fd, &r, sizeof(r), MSG_WAITALL) != sizeof(r)) {
+		fprintf(stderr, "facever-client: no answer from %s: %s\n",
+			o.server,
+			errno == EAGAIN ? "none within the wait (-W)" :
+			errno ? strerror(errno) :
+				"it closed the connection");
+		close(fd);
+		return EX_UNAVAILABLE;
+	}
+	close(fd);
 	if (r.status >= 0)
 		printf("%s %.4f\n", r.status == FV_MATCH ? "match" : "no-match",
 		       r.distance);
@@ -378,7 +533,11 @@ static void usage(FILE *f)
 		"  -e, --seed N          population seed (default 1)\n"
 		"  -i, --impostors F     share claiming someone else (default 0.3)\n"
 		"  -u, --unknown F       share claiming an unknown id (default 0)\n"
-		"  -R, --reconnect       remake broken connections (their requests fail)\n");
+		"  -R, --reconnect       remake broken connections (their requests fail)\n"
+		"  -W, --wait S          a request unanswered after S seconds fails, and its\n"
+		"                        connection is closed (default 10)\n"
+		"A run ends at most 2 s after its duration or its last request: what is\n"
+		"still unanswered then fails; connections not made by then are given up.\n");
 }
 
 int main(int argc, char **argv)
@@ -397,6 +556,7 @@ int main(int argc, char **argv)
 		{ "impostors", required_argument, NULL, 'i' },
 		{ "unknown", required_argument, NULL, 'u' },
 		{ "reconnect", no_argument, NULL, 'R' },
+		{ "wait", required_argument, NULL, 'W' },
 		{ "id", required_argument, NULL, 'I' },
 		{ "image", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
@@ -412,7 +572,7 @@ int main(int argc, char **argv)
 	uint64_t t0, t1;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "s:c:j:d:n:r:S:p:v:e:i:u:Rh",
+	while ((opt = getopt_long(argc, argv, "s:c:j:d:n:r:S:p:v:e:i:u:RW:h",
 				  lopts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
@@ -454,6 +614,9 @@ int main(int argc, char **argv)
 		case 'R':
 			o.reconnect = 1;
 			break;
+		case 'W':
+			o.wait = atof(optarg);
+			break;
 		case 'I':
 			id = atol(optarg);
 			break;
@@ -477,9 +640,10 @@ int main(int argc, char **argv)
 		return one_shot((uint32_t)id, image);
 	}
 	if (!o.conns || !o.threads || !o.people || !o.views ||
-	    !fv_side_ok(o.side) || o.impostors + o.unknown > 1) {
+	    !fv_side_ok(o.side) || o.impostors + o.unknown > 1 ||
+	    !(o.wait > 0) || !(o.duration >= 0)) {
 		fprintf(stderr,
-			"facever-client: conns, threads, people and views must be positive, the side %d..%d, impostors + unknown at most 1\n",
+			"facever-client: conns, threads, people, views and the wait must be positive, the side %d..%d, impostors + unknown at most 1\n",
 			FV_MIN_SIDE, FV_MAX_SIDE);
 		return EX_USAGE;
 	}
@@ -516,6 +680,14 @@ int main(int argc, char **argv)
 		k.store += th[i].k.store;
 		k.other += th[i].k.other;
 		k.failed += th[i].k.failed;
+		k.lost_broken += th[i].k.lost_broken;
+		k.lost_overdue += th[i].k.lost_overdue;
+		k.lost_end += th[i].k.lost_end;
+		k.conn_errors += th[i].k.conn_errors;
+		k.conn_late += th[i].k.conn_late;
+		k.conn_broken += th[i].k.conn_broken;
+		if (th[i].k.conn_errno)
+			k.conn_errno = th[i].k.conn_errno;
 		nlat += th[i].nlat;
 	}
 	t1 = now_ns();
@@ -527,12 +699,17 @@ int main(int argc, char **argv)
 	}
 	qsort(lat, nlat, sizeof(*lat), cmp_u32);
 #define PCT(q) (nlat ? lat[(size_t)((nlat - 1) * (q))] : 0)
-	printf("facever-client: requests=%llu ok=%llu wrong=%llu unknown=%llu store_errors=%llu other_errors=%llu failed=%llu seconds=%.2f rps=%.0f p50_us=%u p99_us=%u p999_us=%u\n",
+	printf("facever-client: requests=%llu ok=%llu wrong=%llu unknown=%llu store_errors=%llu other_errors=%llu failed=%llu seconds=%.2f rps=%.0f p50_us=%u p99_us=%u p999_us=%u conns_failed=%llu conns_broken=%llu\n",
 	       (unsigned long long)k.sent, (unsigned long long)k.ok,
 	       (unsigned long long)k.wrong, (unsigned long long)k.unknown,
 	       (unsigned long long)k.store, (unsigned long long)k.other,
 	       (unsigned long long)k.failed, (t1 - t0) / 1e9,
 	       (double)nlat / ((t1 - t0) / 1e9), PCT(0.5), PCT(0.99),
-	       PCT(0.999));
+	       PCT(0.999),
+	       (unsigned long long)(k.conn_errors + k.conn_late),
+	       (unsigned long long)k.conn_broken);
+	report_losses(&k);
+	if (!k.sent && k.conn_errors + k.conn_late)
+		return EX_UNAVAILABLE; /* not one connection was made */
 	return k.wrong || k.unknown || k.other ? 1 : 0;
 }
