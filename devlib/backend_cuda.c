@@ -316,6 +316,15 @@ void gs_be_use(const struct gsock_ctx *ctx)
 	cudaSetDevice(ctx->device);
 }
 
+int gs_be_max_threads(const void *kernel)
+{
+	struct cudaFuncAttributes fa;
+
+	if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess)
+		return -EINVAL;
+	return fa.maxThreadsPerBlock;
+}
+
 void gs_be_world_push(struct gsock_ctx *ctx)
 {
 	cudaStream_t s = ctx->be;
@@ -336,8 +345,20 @@ static int gs_be_launch(cudaStream_t stream, const void *kernel,
 	dim3 grid = { blocks, 1, 1 }, block = { threads, 1, 1 };
 	void *args[] = { &dev, &arg };
 	int per_sm = 0, sms = 0, device = 0;
+	struct cudaFuncAttributes fa;
 	cudaError_t e;
 
+	/*
+	 * A block larger than the kernel's registers allow cannot run at
+	 * all: say so, not that 0 blocks fit (the occupancy check below).
+	 */
+	if (cudaFuncGetAttributes(&fa, kernel) == cudaSuccess &&
+	    threads > (unsigned)fa.maxThreadsPerBlock) {
+		fprintf(stderr,
+			"gsock: blocks of %u threads cannot run this kernel: it uses %d registers a thread, which allows %d threads a block at most\n",
+			threads, fa.numRegs, fa.maxThreadsPerBlock);
+		return -E2BIG;
+	}
 	/*
 	 * A g-call block waits on the network and on other blocks: one that
 	 * is not resident never runs while the resident ones spin, and what

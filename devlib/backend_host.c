@@ -146,6 +146,12 @@ void gs_be_use(const struct gsock_ctx *ctx)
 	(void)ctx;
 }
 
+int gs_be_max_threads(const void *kernel)
+{
+	(void)kernel;
+	return 1024; /* a block is one thread, whatever it is given */
+}
+
 void gs_be_world_push(struct gsock_ctx *ctx)
 {
 	__atomic_fetch_or(&ctx->local->world,

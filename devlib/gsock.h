@@ -54,8 +54,9 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
  * arg (memory from gsock_alloc, or any device pointer). Returns 0 or a
  * negative errno; -ENOSPC when the blocks launched since the last
  * gsock_wait() would exceed nslots;
- * -E2BIG (cuda) when the blocks cannot all be resident on the GPU at once
- * (the sentence on stderr says how many fit); -EAGAIN (host) when only
+ * -E2BIG (cuda) when the blocks cannot all be resident on the GPU at once,
+ * or a block of threads cannot run at all (gsock_max_threads; the
+ * sentence on stderr says how many fit); -EAGAIN (host) when only
  * some blocks could be started: those run on, and gsock_stop() then
  * gsock_wait() ends them.
  */
@@ -102,6 +103,15 @@ int gsock_memcpy(struct gsock_ctx *ctx, void *dst, const void *src, size_t n);
 
 /* The context's device: its ordinal (gsock_opts.device). */
 int gsock_device(const struct gsock_ctx *ctx);
+
+/*
+ * The most threads a block of kernel can have on the context's device
+ * (cuda: what its registers and shared memory allow, cudaFuncGetAttributes'
+ * maxThreadsPerBlock; host: 1024, a block running one thread whatever it
+ * is given), or a negative errno. A program checks its -t against it
+ * before launching: gsock_launch refuses more (-E2BIG).
+ */
+int gsock_max_threads(struct gsock_ctx *ctx, const void *kernel);
 
 /* Unregister and release everything; kernels must have ended. */
 void gsock_fini(struct gsock_ctx *ctx);

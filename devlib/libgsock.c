@@ -619,6 +619,12 @@ int gsock_device(const struct gsock_ctx *ctx)
 	return ctx->device;
 }
 
+int gsock_max_threads(struct gsock_ctx *ctx, const void *kernel)
+{
+	gs_be_use(ctx);
+	return gs_be_max_threads(kernel);
+}
+
 static struct gsock_dev gs_dev_view(struct gsock_ctx *ctx, uint32_t base)
 {
 	struct gsock_dev d;

@@ -109,6 +109,8 @@ void gs_be_peer_unmap(void *view, uint64_t size, void *be);
 void gs_be_label(int device, char *buf, size_t len);
 /* Make ctx's device current for this thread (device calls follow). */
 void gs_be_use(const struct gsock_ctx *ctx);
+/* The most threads a block of kernel can have on the current device. */
+int gs_be_max_threads(const void *kernel);
 /* Copy ctx->world to the device's world word. Watcher thread only. */
 void gs_be_world_push(struct gsock_ctx *ctx);
 /*

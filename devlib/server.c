@@ -183,7 +183,7 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	struct gsrv *s;
 	char err[512];
 	uint64_t stride;
-	int r;
+	int r, max;
 
 	go.device = g->device;
 	g->ctx = gsock_init(&go, err, sizeof(err));
@@ -195,6 +195,13 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	__atomic_store_n(&gsrv_nctx, gsrv_nctx + 1, __ATOMIC_RELEASE);
 	if (!strcmp(gsock_backend(), "host"))
 		g->threads = 1; /* a block is one host thread */
+	max = app->kernel ? gsock_max_threads(g->ctx, app->kernel) : 0;
+	if (max > 0 && g->threads > (unsigned)max) {
+		fprintf(stderr,
+			"%s: -t %u: on GPU %d its kernel runs at most %d threads a block (its registers allow no more); use -t %d or fewer\n",
+			app->name, g->threads, g->device, max, max);
+		return EX_USAGE;
+	}
 	s = g->s = calloc(1, sizeof(*s));
 	if (!s)
 		goto out_of_memory;

@@ -144,6 +144,14 @@ int main(int argc, char **argv)
 		status = EX_USAGE;
 		goto out_fini;
 	}
+	r = gsock_max_threads(ctx, (const void *)echo_client_kernel);
+	if (r > 0 && threads > (unsigned)r) {
+		fprintf(stderr,
+			"gsock-echo-client: -t %u: on GPU %d its kernel runs at most %d threads a block (its registers allow no more); use -t %d or fewer\n",
+			threads, gsock_device(ctx), r, r);
+		status = EX_USAGE;
+		goto out_fini;
+	}
 	a->size = size;
 	a->iters = iters;
 	a->seed = seed;
@@ -163,7 +171,8 @@ int main(int argc, char **argv)
 	r = gsock_launch(ctx, (const void *)echo_client_kernel, blocks * group,
 			 threads, a);
 	if (r) {
-		fprintf(stderr, "gsock-echo-client: cannot launch: %d\n", r);
+		fprintf(stderr, "gsock-echo-client: cannot launch %u blocks of %u threads: %s\n",
+			blocks * group, threads, strerror(-r));
 		status = EX_SOFTWARE;
 		goto out_free;
 	}
