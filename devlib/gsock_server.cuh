@@ -582,9 +582,11 @@ GSOCK_DEVICE int gs_srv_doorman(struct gsock_dev gs, const struct gsrv *s)
  * The doorman's turn, before its gpoll. Returns 1 to poll the listener
  * with the block's connections; 0 not to, while clients wait and places
  * moved less than queue_ns ago (*wait is cut to when that is up); -1
- * after refusing clients: they waited queue_ns with no place taken or
- * freed, so each is accepted and closed at once (counted in refused;
- * gsockd closes those it had no socket for, -EMFILE, as well). When
+ * after refusing up to GSRV_REFUSE_BURST clients (the block then looks
+ * at its own connections without waiting, and refuses more next turn):
+ * they waited queue_ns with no place taken or freed, so each is
+ * accepted and closed at once (counted in refused; gsockd closes those
+ * it had no socket for, -EMFILE, as well). When
  * none is left, the next client to wait gets queue_ns of its own.
  */
 GSOCK_DEVICE int gs_srv_door(struct gsock_dev gs, struct gsrv *s, long *wait)
@@ -806,8 +808,15 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 			continue;
 		door = !room && gs_srv_doorman(gs, s);
 		lpoll = door ? gs_srv_door(gs, s, &wait) : room;
-		if (lpoll < 0) /* refused waiting clients */
-			continue;
+		if (lpoll < 0) { /* refused a burst of waiting clients */
+			/*
+			 * Then the block's own turn, without waiting: a flood
+			 * of reconnecting clients must not keep block 0 from
+			 * its connections or from its caller's by_ns.
+			 */
+			lpoll = 0;
+			wait = 0;
+		}
 		if (by_ns && gs_srv_by(gs, s, by_ns, &wait))
 			return -EAGAIN;
 		if (!by_ns && !s->idle_ns && wait < 0 && b->n == 1 &&
