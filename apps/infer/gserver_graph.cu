@@ -87,13 +87,16 @@ struct igg_job {
  * nodes to the send node's first block, block 0's sends,
  * and from there to the next turn's first receive block (the other
  * blocks' sends, the graph's end, the tail launch). The host prints the
- * means at the end.
+ * means at the end. A turn whose stamps are out of order (a send block
+ * that started only after block 0 summed the turn: more blocks than fit
+ * at once) is left out of the sums.
  */
 struct igg_clock {
 	unsigned long long recv0, first, recv1, send0; /* this turn's stamps */
 	unsigned long long send_end; /* last turn's block 0, after its sends */
 	unsigned long long wait, gather, model, send, next; /* sums, ns */
 	unsigned long long timed; /* turns summed */
+	unsigned long long nexts; /* gaps summed in next */
 	unsigned long long jobs, pixels, cap; /* sums: jobs, pixels taken, graph sizes */
 };
 
@@ -382,6 +385,7 @@ GSOCK_KERNEL_FIT(igg_recv, gs, arg, ESPCN_THREADS, 1)
 		atomicMin(&k->recv0, (unsigned long long)(by - IGG_SLICE_NS));
 		if (gs_bid() == 0 && k->send_end) {
 			k->next += by - IGG_SLICE_NS - k->send_end;
+			k->nexts++;
 			k->send_end = 0;
 		}
 	}
@@ -713,7 +717,7 @@ static void igg_print_clock(const struct igg_clock *k)
 	       k->jobs / n, k->pixels / n, k->cap / n, k->wait / n / 1e3,
 	       k->gather / n / 1e3,
 	       k->model / n / 1e3, k->send / n / 1e3,
-	       k->timed > 1 ? k->next / (n - 1) / 1e3 : 0.0);
+	       k->nexts ? k->next / (double)k->nexts / 1e3 : 0.0);
 }
 
 /* Sleep until the last turn ends (a stop, gsockd's end, a failure). */
