@@ -22,7 +22,9 @@ sizes() {
 	for n in "$@"; do
 		timeout 60 "$CLIENT" -k "$k" -n "$n" -i 3 -b 2 ${RING:+-r $RING} \
 			127.0.0.1:"$PORT" >>"$out" 2>&1 ||
-			{ echo "# size $n failed"; return 1; }
+			{ echo "# size $n failed:"; tail -5 "$out" | sed 's/^/#   /'
+			  echo "# the server said:"; tail -5 "$TMP/server.out" 2>/dev/null | sed 's/^/#   /'
+			  return 1; }
 	done
 }
 # shared FILE: chunks shared in the file's last client run (0 if none)
@@ -83,7 +85,7 @@ ok $? "server and gsockd still run"
 # Through gsockd: no direct path.
 kill "$SERVER_PID" 2>/dev/null
 kill "$GSOCKD_PID" 2>/dev/null
-wait "$GSOCKD_PID" 2>/dev/null
+wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
 printf 'direct = "off"\n' >"$TMP/bridged.conf"
 GSOCKD_CONF=$TMP/bridged.conf start_gsockd
 # 1 MiB rings on both sides, so that chunks reach a group's 64 KiB a block.

@@ -133,12 +133,14 @@ start_app() {
 
 # Start the GPU echo server; sets SERVER_PID and PORT (or the unix path).
 start_server() {
+	# new files: a server killed before and still ending writes to its own
+	rm -f "$TMP/server.out" "$TMP/server.err"
 	"$SERVER" "$@" >"$TMP/server.out" 2>"$TMP/server.err" &
 	SERVER_PID=$!
 	PIDS="$PIDS $SERVER_PID"
 	for _ in $(seq 400); do
 		if grep -q 'listening on' "$TMP/server.out"; then
-			PORT=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/server.out")
+			PORT=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/server.out" | head -1)
 			return 0
 		fi
 		kill -0 "$SERVER_PID" 2>/dev/null || break
