@@ -18,56 +18,58 @@
 
 #include "app.h"
 
-int app_connect(const char *spec)
+/* A socket of spec's family (flags: SOCK_NONBLOCK or 0), its address in ss. */
+static int app_socket(const char *spec, int flags, struct sockaddr_storage *ss,
+		      uint32_t *len)
 {
-	struct sockaddr_storage ss;
-	uint32_t len;
-	int fd, one = 1;
-
-	if (gsock_parse_addr(spec, &ss, &len)) {
+	if (gsock_parse_addr(spec, ss, len)) {
 		errno = EINVAL;
 		return -1;
 	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	return socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+}
+
+/* fd, or -1 with errno after closing fd, as r (0 or -1) says. */
+static int app_fd_or_close(int fd, int r)
+{
+	int e = errno;
+
+	if (!r)
+		return fd;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
+/* Connect to spec: blocking, or with nonblock begun (EINPROGRESS). */
+static int app_dial(const char *spec, int nonblock)
+{
+	struct sockaddr_storage ss;
+	uint32_t len;
+	int fd, one = 1, r;
+
+	fd = app_socket(spec, nonblock ? SOCK_NONBLOCK : 0, &ss, &len);
 	if (fd < 0)
 		return -1;
-	if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
+	if (nonblock && ss.ss_family != AF_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	r = connect(fd, (struct sockaddr *)&ss, len) < 0 &&
+	    !(nonblock && errno == EINPROGRESS);
+	if (app_fd_or_close(fd, -r) < 0)
 		return -1;
-	}
-	if (ss.ss_family != AF_UNIX)
+	if (!nonblock && ss.ss_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return fd;
 }
 
+int app_connect(const char *spec)
+{
+	return app_dial(spec, 0);
+}
+
 int app_connect_nb(const char *spec)
 {
-	struct sockaddr_storage ss;
-	uint32_t len;
-	int fd, one = 1;
-
-	if (gsock_parse_addr(spec, &ss, &len)) {
-		errno = EINVAL;
-		return -1;
-	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    0);
-	if (fd < 0)
-		return -1;
-	if (ss.ss_family != AF_UNIX)
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&ss, len) < 0 &&
-	    errno != EINPROGRESS) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
+	return app_dial(spec, 1);
 }
 
 int app_io_all(int fd, void *p, size_t n, int sending)
@@ -92,23 +94,12 @@ int app_listen(const char *spec, int reuseport)
 	uint32_t len;
 	int fd, one = 1;
 
-	if (gsock_parse_addr(spec, &ss, &len)) {
-		errno = EINVAL;
-		return -1;
-	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    0);
+	fd = app_socket(spec, SOCK_NONBLOCK, &ss, &len);
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (reuseport)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 1024) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
+	return app_fd_or_close(fd, -(bind(fd, (struct sockaddr *)&ss, len) < 0 ||
+				     listen(fd, 1024) < 0));
 }
