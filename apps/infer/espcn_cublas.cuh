@@ -35,6 +35,8 @@
 #define ECB_K_MAX (ESPCN_C1 * 9) /* the widest layer's columns: floats a pixel */
 /* The largest batch, plane pixels: a 1024x1024 picture and some. */
 #define ECB_PIXELS_MAX ((1u << 20) + (1u << 16))
+/* The kernels' 32-bit indices: a column entry's, a layer output's. */
+typedef char ecb_indices_fit[(uint64_t)ECB_PIXELS_MAX * ECB_K_MAX < (1ull << 32) ? 1 : -1];
 
 /* One picture of a batch (device memory). */
 struct ecb_pic {
