@@ -579,10 +579,10 @@ GSOCK_DEVICE int gs_srv_doorman(struct gsock_dev gs, const struct gsrv *s)
 #define GSRV_REFUSE_BURST 64
 
 /*
- * The doorman's turn, before its gpoll. Returns 1 to poll the listener
- * with the block's connections; 0 not to, while clients wait and places
- * moved less than queue_ns ago (*wait is cut to when that is up); -1
- * after refusing up to GSRV_REFUSE_BURST clients (the block then looks
+ * The doorman's turn, before its gpoll: it reads the listener's queue
+ * and never gpolls the listener. Returns 0 (*wait cut to when it is to
+ * look again: a quarter of queue_ns, or when waiting clients' queue_ns
+ * is up); -1 after refusing up to GSRV_REFUSE_BURST clients (the block then looks
  * at its own connections without waiting, and refuses more next turn):
  * they waited queue_ns with no place taken or freed, so each is
  * accepted and closed at once (counted in refused; gsockd closes those
@@ -592,27 +592,35 @@ GSOCK_DEVICE int gs_srv_doorman(struct gsock_dev gs, const struct gsrv *s)
 GSOCK_DEVICE int gs_srv_door(struct gsock_dev gs, struct gsrv *s, long *wait)
 {
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
-	long act = 1, w = *wait;
+	long act = 0, w = *wait;
 
 	if (gs_tid() == 0) {
 		uint64_t now = gs_now_ns(), moves = gs_ld64(s->moves);
+		long look = (long)(s->queue_ns / 4000) + 1;
 
-		if (moves != b->door_moves) { /* they wait their turn */
+		/*
+		 * The listener's queue read, not gpolled: a gpoll would make
+		 * the doorman the block its clients wake, and the blocks with
+		 * room would find them late (and be refused for it).
+		 */
+		b->lrev = gs_ld32(&gs.socks[b->lfd].accept_pending) ? POLLIN : 0;
+		if (moves != b->door_moves || !b->lrev) { /* they wait their turn */
 			b->door_moves = moves;
 			b->door_since = 0;
 		}
 		if (b->lrev && !b->door_since)
 			b->door_since = now;
-		if (b->door_since && now - b->door_since < s->queue_ns) {
-			long left = (long)((b->door_since + s->queue_ns - now) /
-					   1000) + 1;
-
-			act = 0;
-			if (w < 0 || left < w)
-				w = left;
-		} else if (b->door_since && b->lrev) {
+		if (b->door_since && now - b->door_since < s->queue_ns)
+			look = (long)((b->door_since + s->queue_ns - now) / 1000) + 1;
+		else if (b->door_since)
 			act = -1;
-		}
+		/*
+		 * Look at the queue again by then; a block holding its one
+		 * connection waits on it alone, watching the queue itself
+		 * (gs_srv_wait_one), until a client waits.
+		 */
+		if ((w < 0 || look < w) && (b->door_since || b->n != 1))
+			w = look;
 	}
 	act = gs_bcast(act);
 	*wait = gs_bcast(w);
@@ -832,8 +840,6 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 			b->k = 0;
 			b->polled = 1;
 			b->lrev = lpoll ? p[b->n].revents : 0;
-			if (door && lpoll && !b->lrev) /* none waits */
-				b->door_since = 0;
 			if (r < 0)
 				b->end = r;
 			/* a listener gsockd closed: the server's end */
