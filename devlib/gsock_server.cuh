@@ -636,7 +636,6 @@ GSOCK_DEVICE int gs_srv_door(struct gsock_dev gs, struct gsrv *s, long *wait)
 				b->end = c == -EBADF ? -ECONNABORTED : c;
 			else if (c == -EAGAIN) /* all gone */
 				b->door_since = 0;
-			b->lrev = c >= 0 || c == -EMFILE; /* more may wait */
 		}
 		gs_sync();
 		if (c < 0 && c != -EMFILE)
