@@ -57,6 +57,15 @@ GSOCK_HD uint32_t gs_htonl(uint32_t v)
 
 #include "gsock_internal.cuh" /* after the public types it uses */
 
+/*
+ * Timing points inside gsend (0-5) and grecv (8-13): nothing unless the
+ * including file defines GS_TRACE(k) first (bench/probes/direct-phases.cu
+ * does, to see where a round trip goes).
+ */
+#ifndef GS_TRACE
+#define GS_TRACE(k) do { } while (0)
+#endif
+
 /* ---- the g-calls ---- */
 
 GSOCK_DEVICE int gsocket(struct gsock_dev gs, int domain, int type,
@@ -193,6 +202,7 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 		long n = 0, avail = 0;
 		uint64_t head = 0;
 
+		GS_TRACE(8);
 		if (gs_tid() == 0) {
 			head = ls->rx_head;
 			n = avail = gs_rx_wait_t0(gs, fd, ls,
@@ -200,17 +210,22 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 			if (n > (long)(len - done))
 				n = (long)(len - done);
 		}
+		GS_TRACE(9);
 		n = gs_bcast(n);
 		if (n <= 0)
 			return done ? (long)done : n;
 		head = (uint64_t)gs_bcast((long)head);
+		GS_TRACE(10);
 		gs_ring_copy(ls->ring_size, ls->rx_ring, head,
 			     (uint8_t *)buf + done, (uint64_t)n, 0);
 		gs_sync();
+		GS_TRACE(11);
 		if (gs_tid() == 0 &&
 		    gs_rx_consume_t0(gs, fd, ls, (uint64_t)n, (uint64_t)avail))
 			n = -ECONNABORTED;
+		GS_TRACE(12);
 		n = gs_bcast(n);
+		GS_TRACE(13);
 		if (n < 0)
 			return done ? (long)done : n;
 		done += (size_t)n;
@@ -236,6 +251,7 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		long n = 0;
 		uint64_t tail = 0;
 
+		GS_TRACE(0);
 		if (gs_tid() == 0) {
 			tail = ls->tx_tail;
 			n = gs_tx_wait_t0(gs, fd, ls,
@@ -243,23 +259,27 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 			if (n > (long)(len - done))
 				n = (long)(len - done);
 		}
+		GS_TRACE(1);
 		n = gs_bcast(n);
 		if (n < 0)
 			return done ? (long)done : n;
 		tail = (uint64_t)gs_bcast((long)tail);
+		GS_TRACE(2);
 		gs_ring_copy(ls->ring_size, ls->tx_ring, tail,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
 		/*
-		 * Into another GPU's memory: every thread's stores travel
-		 * over NVLink or PCIe on their own, so each thread fences
-		 * its own before thread 0 publishes the tail.
+		 * No thread fences its own stores, into another GPU's memory
+		 * or host memory alike: the barrier orders them before thread
+		 * 0's system fence in gs_tx_publish_t0, which makes them
+		 * visible before the tail (the fence is cumulative).
 		 */
-		if (ls->flags & GS_LS_DEV_TX)
-			gs_fence();
 		gs_sync();
+		GS_TRACE(3);
 		if (gs_tid() == 0 && gs_tx_publish_t0(gs, fd, ls, tail, n))
 			n = -ECONNABORTED;
+		GS_TRACE(4);
 		n = gs_bcast(n);
+		GS_TRACE(5);
 		if (n < 0)
 			return done ? (long)done : n;
 		done += (size_t)n;
@@ -280,6 +300,67 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
  * since. Returns the number ready, 0 on timeout.
  */
 #define GS_POLL_ALL_TURNS 128
+#define GS_POLL_FULL_TURNS 8
+
+#define GS_POLL_LIGHT_READY 2
+
+/*
+ * gpoll's wait over a set with direct descriptors, block-wide: each turn
+ * the threads but 0 look at the direct descriptors' ring counters alone
+ * (gs_poll_moved) while thread 0 reads the wake counter, so a turn costs
+ * one read's time (one PCIe round trip, or none where the counters are
+ * in this GPU's memory), not a full gs_poll_one per descriptor (four
+ * reads one after another). Returns, to every thread:
+ * GS_POLL_LIGHT_READY when counters alone made descriptors ready (their
+ * revents set; an EOF or error behind the bytes shows at the next call,
+ * as after a poll that came a moment sooner); 0 for a full scan, when
+ * gsockd changed something (the wake counter moved) or every
+ * GS_POLL_FULL_TURNS turns (for a reset bit in a segment, or a
+ * descriptor another block claimed); 1 when timed out; a negative errno
+ * when the wait must end.
+ */
+GSOCK_DEVICE long gs_poll_direct_wait(struct gsock_dev gs,
+				      struct gpollfd *fds, int nfds,
+				      uint64_t *wake, uint64_t *seen,
+				      uint64_t start, long timeout_us,
+				      unsigned *turn)
+{
+	unsigned first = gs_bdim() > 1, t = gs_tid();
+
+	for (unsigned k = 0; k < GS_POLL_FULL_TURNS; k++) {
+		long r = 0;
+		int woke = 0, ready = 0;
+
+		if (t == 0) {
+			if (timeout_us > 0 &&
+			    gs_now_ns() - start >= (uint64_t)timeout_us * 1000)
+				r = 1;
+			else
+				r = gs_wait_turn(gs, turn); /* 0 or -errno */
+			if (!r) {
+				uint64_t v = gs_ld64(wake);
+
+				woke = v != *seen;
+				*seen = v;
+			}
+		}
+		if (t >= first)
+			for (int i = (int)(t - first); i < nfds;
+			     i += (int)(gs_bdim() - first)) {
+				short ev = gs_poll_moved(gs, &fds[i]);
+
+				if (ev) {
+					fds[i].revents = ev;
+					ready = 1;
+				}
+			}
+		if (gs_sync_or(woke || r))
+			return gs_bcast(r);
+		if (gs_sync_or(ready))
+			return GS_POLL_LIGHT_READY;
+	}
+	return 0;
+}
 
 GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		       long timeout_us)
@@ -327,9 +408,19 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		}
 		if (gs_sync_or(mine) || timeout_us == 0)
 			break;
-		/* Direct sockets' bytes come with no wake: scan every turn. */
-		direct = gs_sync_or(direct);
-		if (gs_tid() == 0) {
+		/*
+		 * Direct sockets' bytes come with no wake: their counters are
+		 * looked at every turn, their status every few (the wake
+		 * counter says when gsockd changed one).
+		 */
+		if (gs_sync_or(direct)) {
+			r = gs_poll_direct_wait(gs, fds, nfds, wake, &seen,
+						start, timeout_us, &turn);
+			if (r == GS_POLL_LIGHT_READY) {
+				r = 0;
+				break;
+			}
+		} else if (gs_tid() == 0) {
 			for (;;) {
 				if (timeout_us > 0 &&
 				    gs_now_ns() - start >=
@@ -340,7 +431,7 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 				uint64_t v, a;
 
 				r = gs_wait_turn(gs, &turn); /* 0 or -errno */
-				if (r || direct)
+				if (r)
 					break;
 				v = gs_ld64(wake);
 				if (v != seen) {

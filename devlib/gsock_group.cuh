@@ -227,8 +227,10 @@ GSOCK_DEVICE void gs_group_copy_slice(const struct gs_gpost *p, unsigned parts,
 
 /*
  * Rank 0, block-wide: copy n bytes between the ring at pos and buf, with
- * the group when the chunk is large enough; every rank's copy is fenced
- * (fence: the ring is in another GPU's memory) and done on return.
+ * the group when the chunk is large enough; done on return, and with
+ * fence (the ring is in another GPU's memory) every other rank's copy
+ * fenced. The calling block's own stores need no fence of their own: the
+ * barrier orders them before the publisher's system fence.
  * n, or a negative errno.
  */
 GSOCK_DEVICE long gs_group_copy(struct gsock_dev gs, struct ggroup g,
@@ -241,9 +243,9 @@ GSOCK_DEVICE long gs_group_copy(struct gsock_dev gs, struct ggroup g,
 	long r;
 
 	if (parts <= 1) {
+		/* The block alone: the barrier orders its stores before the
+		 * publisher's system fence (as in gsend), no thread fences. */
 		gs_ring_copy(ring_size, ring, pos, buf, n, to_ring);
-		if (fence)
-			gs_fence();
 		gs_sync();
 		return (long)n;
 	}

@@ -465,6 +465,14 @@ GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
 		 */
 		if (i % GS_RX_STATUS_TURNS)
 			goto wait;
+		/*
+		 * Direct, a wait: not on the first turn either. The tail
+		 * alone answers sooner (1-1.7 us a round trip on an H100),
+		 * and an EOF or error waits GS_RX_STATUS_TURNS reads more.
+		 */
+		if (i == 0 && (ls->flags & GS_LS_DIRECT) && !dontwait &&
+		    !(ls->flags & GS_LS_NONBLOCK))
+			goto wait;
 		st = gs_ld32(&s->status);
 		avail = gs_rx_refresh_t0(ls);
 		if (avail)
@@ -677,6 +685,30 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 	if (s->error || ls->error ||
 	    (ls->reset_p && (gs_ld32(ls->reset_p) & ls->peer_bit)))
 		ev |= POLLERR;
+	return ev;
+}
+
+/*
+ * The POLLIN and POLLOUT of p->events that a direct descriptor's ring
+ * counters alone make true (gpoll's light turns; any one thread per
+ * descriptor, as gs_poll_one). Bridged descriptors: 0, their changes
+ * move the wake counter.
+ */
+GSOCK_DEVICE short gs_poll_moved(struct gsock_dev gs, const struct gpollfd *p)
+{
+	struct gs_lsock *ls = gs_lsock_of(gs, p->fd);
+	short ev = 0;
+
+	if (!ls || !(ls->flags & GS_LS_DIRECT))
+		return 0;
+	if ((p->events & POLLIN) && gs_rx_refresh_t0(ls))
+		ev |= POLLIN;
+	if ((p->events & POLLOUT) && (ls->flags & GS_LS_CONNECTED) &&
+	    !(ls->flags & GS_LS_TX_SHUT)) {
+		ls->tx_head_seen = gs_tx_head_t0(ls);
+		if (ls->tx_tail - ls->tx_head_seen < ls->ring_size)
+			ev |= POLLOUT;
+	}
 	return ev;
 }
 
