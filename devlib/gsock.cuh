@@ -337,12 +337,13 @@ GSOCK_DEVICE long gs_poll_direct_wait(struct gsock_dev gs,
 				r = 1;
 			else
 				r = gs_wait_turn(gs, turn); /* 0 or -errno */
-			if (!r) {
-				uint64_t v = gs_ld64(wake);
+		}
+		gs_sync(); /* the reads after thread 0's back-off, not during it */
+		if (t == 0 && !r) {
+			uint64_t v = gs_ld64(wake);
 
-				woke = v != *seen;
-				*seen = v;
-			}
+			woke = v != *seen;
+			*seen = v;
 		}
 		if (t >= first)
 			for (int i = (int)(t - first); i < nfds;
@@ -354,9 +355,13 @@ GSOCK_DEVICE long gs_poll_direct_wait(struct gsock_dev gs,
 					ready = 1;
 				}
 			}
-		if (gs_sync_or(woke || r))
-			return gs_bcast(r);
-		if (gs_sync_or(ready))
+		ready = gs_sync_or(ready);
+		if (gs_sync_or(woke || r)) {
+			r = gs_bcast(r);
+			/* bytes found as the time ran out still count */
+			return ready && r == 1 ? GS_POLL_LIGHT_READY : r;
+		}
+		if (ready)
 			return GS_POLL_LIGHT_READY;
 	}
 	return 0;
