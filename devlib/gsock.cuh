@@ -211,20 +211,25 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 				n = (long)(len - done);
 		}
 		GS_TRACE(9);
-		n = gs_bcast(n);
+		{
+			long h = (long)head;
+
+			gs_bcast2(&n, &h);
+			head = (uint64_t)h;
+		}
 		if (n <= 0)
 			return done ? (long)done : n;
-		head = (uint64_t)gs_bcast((long)head);
 		GS_TRACE(10);
 		gs_ring_copy(ls->ring_size, ls->rx_ring, head,
 			     (uint8_t *)buf + done, (uint64_t)n, 0);
 		gs_sync();
 		GS_TRACE(11);
-		if (gs_tid() == 0 &&
-		    gs_rx_consume_t0(gs, fd, ls, (uint64_t)n, (uint64_t)avail))
+		/* n is every thread's already: one barrier says whether it failed */
+		if (gs_sync_or(gs_tid() == 0 &&
+			       gs_rx_consume_t0(gs, fd, ls, (uint64_t)n,
+						(uint64_t)avail)))
 			n = -ECONNABORTED;
 		GS_TRACE(12);
-		n = gs_bcast(n);
 		GS_TRACE(13);
 		if (n < 0)
 			return done ? (long)done : n;
@@ -260,10 +265,14 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 				n = (long)(len - done);
 		}
 		GS_TRACE(1);
-		n = gs_bcast(n);
+		{
+			long t = (long)tail;
+
+			gs_bcast2(&n, &t);
+			tail = (uint64_t)t;
+		}
 		if (n < 0)
 			return done ? (long)done : n;
-		tail = (uint64_t)gs_bcast((long)tail);
 		GS_TRACE(2);
 		gs_ring_copy(ls->ring_size, ls->tx_ring, tail,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
@@ -275,10 +284,10 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 */
 		gs_sync();
 		GS_TRACE(3);
-		if (gs_tid() == 0 && gs_tx_publish_t0(gs, fd, ls, tail, n))
+		if (gs_sync_or(gs_tid() == 0 &&
+			       gs_tx_publish_t0(gs, fd, ls, tail, n)))
 			n = -ECONNABORTED;
 		GS_TRACE(4);
-		n = gs_bcast(n);
 		GS_TRACE(5);
 		if (n < 0)
 			return done ? (long)done : n;

@@ -236,6 +236,21 @@ GSOCK_DEVICE long gs_bcast(long v)
 	return v;
 }
 
+/* Thread 0's *a and *b, to every thread: two values, one barrier pair. */
+GSOCK_DEVICE void gs_bcast2(long *a, long *b)
+{
+	GS_SHARED long shared_ab[2];
+
+	if (gs_tid() == 0) {
+		shared_ab[0] = *a;
+		shared_ab[1] = *b;
+	}
+	gs_sync();
+	*a = shared_ab[0];
+	*b = shared_ab[1];
+	gs_sync();
+}
+
 /* The sum of every thread's v, to every thread. */
 GSOCK_DEVICE uint64_t gs_sum64(uint64_t v)
 {
