@@ -16,7 +16,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 240
-plan 31
+plan 33
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 printf 'direct_conns = 2\n' >"$TMP/small.conf"
 GSOCKD_CONF=$TMP/small.conf start_gsockd || exit 1
@@ -175,6 +175,14 @@ fi
 timeout 30 "$PROBE" self 127.0.0.1:0 >"$TMP/self.out" 2>&1
 is "$(probe_value "$TMP/self.out" self-rounds) $(probe_value "$TMP/self.out" self-wrong)" "300 0" \
 	"an application talking to itself: 300 rounds of 2000 bytes and 100 back, intact"
+# gpoll over that direct connection (its ring counters each turn, a full
+# look every few): it times out idle, sees a byte (POLLIN = 1) and then
+# the end of the stream (POLLIN | POLLHUP = 17).
+w=$(probe_value "$TMP/self.out" self-poll-idle-ms)
+is "$(probe_value "$TMP/self.out" self-poll-idle) $([ "${w:-0}" -ge 19 ] && [ "${w:-0}" -lt 1000 ] && echo waited)" "0 waited" \
+	"gpoll on an idle direct connection times out after its 20 ms (waited ${w:-?} ms)"
+is "$(probe_value "$TMP/self.out" self-poll-data) $(probe_value "$TMP/self.out" self-poll-eof)" "1 17" \
+	"gpoll on a direct connection: POLLIN for a byte, then POLLIN|POLLHUP after the peer's shutdown"
 sed 's/^/# /' "$TMP/c4"
 # A third at once finds the pool used up: it takes the bridge, intact.
 stream c5 2

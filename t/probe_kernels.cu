@@ -88,6 +88,38 @@ GSOCK_DEVICE void probe_send(struct gsock_dev gs, struct probe_args *a)
  * bytes one way and 100 back, each checked (the two ways' rings must be
  * two: the application is both their sender and their receiver).
  */
+/*
+ * gpoll on the accepted end s of a connection to itself (direct where
+ * gsockd allows): idle it times out; a byte sent on c makes it POLLIN;
+ * after c shuts down for writing it says so (POLLIN and POLLHUP).
+ */
+GSOCK_DEVICE void probe_self_poll(struct gsock_dev gs, struct probe_args *a,
+				  int c, int s, uint8_t *in)
+{
+	GS_SHARED struct gpollfd pfd;
+	uint64_t t0;
+	long r;
+
+	if (gs_tid() == 0) {
+		pfd.fd = s;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+	}
+	gs_sync();
+	t0 = gs_now_ns();
+	r = gpoll(gs, &pfd, 1, 20000);
+	put(a, "self-poll-idle", r);
+	put(a, "self-poll-idle-ms", (int64_t)((gs_now_ns() - t0) / 1000000));
+	r = gsend(gs, c, in, 1, 0);
+	r = r == 1 ? gpoll(gs, &pfd, 1, 1000000) : r;
+	put(a, "self-poll-data", r == 1 ? pfd.revents : r);
+	r = r == 1 ? grecv(gs, s, in, 1, 0) : r;
+	r = r == 1 ? gshutdown(gs, c, SHUT_WR) : r;
+	/* the byte gone, the end of the stream alone makes s readable */
+	r = r == 0 ? gpoll(gs, &pfd, 1, 1000000) : r;
+	put(a, "self-poll-eof", r == 1 ? pfd.revents & (POLLIN | POLLHUP) : r);
+}
+
 GSOCK_DEVICE void probe_self(struct gsock_dev gs, struct probe_args *a)
 {
 	struct sockaddr_storage at;
@@ -142,6 +174,8 @@ GSOCK_DEVICE void probe_self(struct gsock_dev gs, struct probe_args *a)
 	put(a, "self-end", r);
 	gs_sync();
 	put(a, "self-wrong", (int64_t)bad);
+	if (s >= 0)
+		probe_self_poll(gs, a, c, s, in);
 	gclose(gs, c);
 	gclose(gs, s);
 	gclose(gs, lfd);
