@@ -15,6 +15,9 @@
  *   rtt       the client's whole round trip
  *
  * Between two processes on two GPUs only c.send and rtt mean anything.
+ * The first line also gives the client block's SM clock over its round
+ * trips (clock64 against the global timer): some runs on an H100 ran
+ * every phase ~2.7x slower, and this says whether the clock was why.
  *
  *   nvcc -O2 -I devlib -o direct-phases bench/probes/direct-phases.cu \
  *        devlib/libgsock-cuda.a -lcuda
@@ -91,6 +94,7 @@ struct probe {
 	int poll;
 	uint32_t size, iters;
 	long err[2];
+	double mhz; /* the client block's SM clock over its round trips */
 	struct stamps *t;
 };
 
@@ -164,6 +168,9 @@ GSOCK_DEVICE long ask(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 			gs_pause(10000);
 		r = fd = gsocket(gs, AF_INET, SOCK_STREAM, 0);
 	}
+#ifdef __CUDACC__
+	uint64_t c0 = clock64(), n0 = gs_now_ns();
+#endif
 	for (uint32_t i = 0; r >= 0 && i < p->iters; i++) {
 		if (gs_tid() == 0)
 			p->t->a[i] = gs_now_ns();
@@ -177,6 +184,11 @@ GSOCK_DEVICE long ask(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 		if (r >= 0 && r != (long)p->size)
 			r = -EPROTO;
 	}
+#ifdef __CUDACC__
+	if (gs_tid() == 0)
+		p->mhz = (double)(clock64() - c0) * 1e3 /
+			 (double)(gs_now_ns() - n0);
+#endif
 	if (fd >= 0)
 		gclose(gs, fd);
 	return r < 0 ? r : 0;
@@ -277,9 +289,12 @@ int main(int argc, char **argv)
 		uint32_t skip = iters / 10, n = iters - skip;
 		double *v = (double *)calloc(n, sizeof(double));
 
-		printf("direct-phases %s: %u B, %u round trips (first %u left out), %u threads%s\n",
+		printf("direct-phases %s: %u B, %u round trips (first %u left out), %u threads%s",
 		       mode, size, iters, skip, threads,
 		       poll && role != 2 ? ", server gpolls first" : "");
+		if (p->mhz > 0)
+			printf(", SM clock %.0f MHz", p->mhz);
+		printf("\n");
 		if (role != 1) {
 			for (uint32_t i = 0; i < n; i++)
 				v[i] = (double)(t->c[skip + i] - t->a[skip + i]);
