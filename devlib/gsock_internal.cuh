@@ -666,6 +666,18 @@ GSOCK_DEVICE int gs_tx_publish_t0(struct gsock_dev gs, int fd,
 }
 
 /*
+ * Whether a connection's tx ring has room for a send, from the head its
+ * receiver last published (any one thread per descriptor, as gpoll's).
+ */
+GSOCK_DEVICE int gs_poll_room(struct gs_lsock *ls)
+{
+	if (!(ls->flags & GS_LS_CONNECTED) || (ls->flags & GS_LS_TX_SHUT))
+		return 0;
+	ls->tx_head_seen = gs_tx_head_t0(ls);
+	return ls->tx_tail - ls->tx_head_seen < ls->ring_size;
+}
+
+/*
  * The poll events that are true of one descriptor now. Any one thread
  * may ask about a given descriptor (it refreshes that socket's cached
  * counters), so gpoll spreads a set over the block's threads.
@@ -688,12 +700,8 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 	if (gs_rx_refresh_t0(ls) || (st & GS_ST_RX_EOF))
 		ev |= POLLIN;
 	/* Each read here is a PCIe round trip: none for events not asked. */
-	if ((p->events & POLLOUT) && (ls->flags & GS_LS_CONNECTED) &&
-	    !(ls->flags & GS_LS_TX_SHUT)) {
-		ls->tx_head_seen = gs_tx_head_t0(ls);
-		if (ls->tx_tail - ls->tx_head_seen < ls->ring_size)
-			ev |= POLLOUT;
-	}
+	if ((p->events & POLLOUT) && gs_poll_room(ls))
+		ev |= POLLOUT;
 	ev &= p->events;
 	if (st & GS_ST_RX_EOF)
 		ev |= POLLHUP;
@@ -718,12 +726,8 @@ GSOCK_DEVICE short gs_poll_moved(struct gsock_dev gs, const struct gpollfd *p)
 		return 0;
 	if ((p->events & POLLIN) && gs_rx_refresh_t0(ls))
 		ev |= POLLIN;
-	if ((p->events & POLLOUT) && (ls->flags & GS_LS_CONNECTED) &&
-	    !(ls->flags & GS_LS_TX_SHUT)) {
-		ls->tx_head_seen = gs_tx_head_t0(ls);
-		if (ls->tx_tail - ls->tx_head_seen < ls->ring_size)
-			ev |= POLLOUT;
-	}
+	if ((p->events & POLLOUT) && gs_poll_room(ls))
+		ev |= POLLOUT;
 	return ev;
 }
 

@@ -98,6 +98,15 @@ struct probe {
 	struct stamps *t;
 };
 
+/* The probe's address: 127.0.0.1, port -P. */
+GSOCK_DEVICE void probe_addr(const struct probe *p, struct sockaddr_in *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = p->port;
+	sa->sin_addr.s_addr = p->addr;
+}
+
 GSOCK_DEVICE long serve(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 {
 	struct sockaddr_in sa;
@@ -105,10 +114,7 @@ GSOCK_DEVICE long serve(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 	int one = 1, lfd, c;
 	long r;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = p->port;
-	sa.sin_addr.s_addr = p->addr;
+	probe_addr(p, &sa);
 	r = lfd = gsocket(gs, AF_INET, SOCK_STREAM, 0);
 	if (r >= 0)
 		r = gsetsockopt(gs, lfd, SOL_SOCKET, SO_REUSEADDR, &one,
@@ -154,10 +160,7 @@ GSOCK_DEVICE long ask(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 	long r;
 	int fd;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = p->port;
-	sa.sin_addr.s_addr = p->addr;
+	probe_addr(p, &sa);
 	r = fd = gsocket(gs, AF_INET, SOCK_STREAM, 0);
 	for (int k = 0; r >= 0 && k < 2000; k++) { /* until the server listens */
 		r = gconnect(gs, fd, (struct sockaddr *)&sa, sizeof(sa));
@@ -212,8 +215,12 @@ static int cmp(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-static void line(const char *what, double *v, uint32_t n)
+/* The percentiles of to[i] - from[i] over the n stamps after skip. */
+static void line(const char *what, const uint64_t *to, const uint64_t *from,
+		 uint32_t skip, uint32_t n, double *v)
 {
+	for (uint32_t i = 0; i < n; i++)
+		v[i] = (double)(to[skip + i] - from[skip + i]);
 	qsort(v, n, sizeof(*v), cmp);
 	printf("  %-7s p10 %7.2f  p50 %7.2f  p90 %7.2f  p99 %7.2f us\n", what,
 	       v[n / 10] / 1e3, v[n / 2] / 1e3, v[n * 9 / 10] / 1e3,
@@ -296,28 +303,15 @@ int main(int argc, char **argv)
 			printf(", SM clock %.0f MHz", p->mhz);
 		printf("\n");
 		if (role != 1) {
-			for (uint32_t i = 0; i < n; i++)
-				v[i] = (double)(t->c[skip + i] - t->a[skip + i]);
-			line("rtt", v, n);
-			for (uint32_t i = 0; i < n; i++)
-				v[i] = (double)(t->b[skip + i] - t->a[skip + i]);
-			line("c.send", v, n);
+			line("rtt", t->c, t->a, skip, n, v);
+			line("c.send", t->b, t->a, skip, n, v);
 		}
-		if (role == 1) {
-			for (uint32_t i = 0; i < n; i++)
-				v[i] = (double)(t->e[skip + i] - t->d[skip + i]);
-			line("s.turn", v, n);
-		}
+		if (role == 1)
+			line("s.turn", t->e, t->d, skip, n, v);
 		if (role == 0) {
-			for (uint32_t i = 0; i < n; i++)
-				v[i] = (double)(t->d[skip + i] - t->a[skip + i]);
-			line("c->s", v, n);
-			for (uint32_t i = 0; i < n; i++)
-				v[i] = (double)(t->e[skip + i] - t->d[skip + i]);
-			line("s.turn", v, n);
-			for (uint32_t i = 0; i < n; i++)
-				v[i] = (double)(t->c[skip + i] - t->e[skip + i]);
-			line("s->c", v, n);
+			line("c->s", t->d, t->a, skip, n, v);
+			line("s.turn", t->e, t->d, skip, n, v);
+			line("s->c", t->c, t->e, skip, n, v);
 		}
 		free(v);
 	}
