@@ -507,6 +507,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			__atomic_store_n(&p->head, head + n, __ATOMIC_RELEASE);
 			if (got == want || !(flags & MSG_WAITALL))
 				break;
+			spin_until = 0; /* progress: the next wait spins afresh */
 			continue;
 		}
 		end = rx_end(c, 0);
@@ -604,6 +605,14 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 				  1);
 			__atomic_store_n(&p->tail, tail + n, __ATOMIC_RELEASE);
 			done += n;
+			/*
+			 * Progress: the next full ring spins afresh. A send
+			 * larger than the ring fills it again and again; had
+			 * the spin counted from its first wait, every later
+			 * wait would arm and sleep, and each would cost a
+			 * doorbell and a wake-up through gsockd.
+			 */
+			spin_until = 0;
 			continue;
 		}
 		if (nonblocking(fd, flags, &nb)) {
