@@ -84,11 +84,6 @@ GSOCK_DEVICE void probe_send(struct gsock_dev gs, struct probe_args *a)
 }
 
 /*
- * One application connected to its own listener: 300 rounds of 2000
- * bytes one way and 100 back, each checked (the two ways' rings must be
- * two: the application is both their sender and their receiver).
- */
-/*
  * gpoll on the accepted end s of a connection to itself (direct where
  * gsockd allows): idle it times out; a byte sent on c makes it POLLIN;
  * after c shuts down for writing it says so (POLLIN and POLLHUP).
@@ -120,6 +115,11 @@ GSOCK_DEVICE void probe_self_poll(struct gsock_dev gs, struct probe_args *a,
 	put(a, "self-poll-eof", r == 1 ? pfd.revents & (POLLIN | POLLHUP) : r);
 }
 
+/*
+ * One application connected to its own listener: 300 rounds of 2000
+ * bytes one way and 100 back, each checked (the two ways' rings must be
+ * two: the application is both their sender and their receiver).
+ */
 GSOCK_DEVICE void probe_self(struct gsock_dev gs, struct probe_args *a)
 {
 	struct sockaddr_storage at;
