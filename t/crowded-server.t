@@ -10,8 +10,7 @@
 # at -Q 300 and still serves the ones it holds and a new client after.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
-command -v memcached >/dev/null || skip_all "memcached is not installed (scripts/setup installs it)"
-[ -x "$GSOCK_BUILD/apps/facever/facever-enrol" ] || skip_all "facever-enrol is not built (configure found no libmemcached; scripts/setup installs it)"
+need_facever
 time_limit 60
 plan 14
 

@@ -98,6 +98,12 @@ need_backend() {
 	command -v python3 >/dev/null || skip_all "python3 is not installed"
 }
 
+# Face verification's tests: memcached and the enrolment tool.
+need_facever() {
+	command -v memcached >/dev/null || skip_all "memcached is not installed (scripts/setup installs it)"
+	[ -x "$GSOCK_BUILD/apps/facever/facever-enrol" ] || skip_all "facever-enrol is not built (configure found no libmemcached; scripts/setup installs it)"
+}
+
 # Start gsockd on a private control socket; extra args go to gsockd.
 start_gsockd() { # [gsockd options]; $GSOCKD_CONF: a conf file (default empty)
 	[ -n "${GSOCKD_CONF:-}" ] || { GSOCKD_CONF=$TMP/gsock.conf; : >"$GSOCKD_CONF"; }
