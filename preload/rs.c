@@ -516,6 +516,26 @@ static ssize_t rs_send_all(int r, const void *b, size_t n, int f)
 	return (ssize_t)done;
 }
 
+/*
+ * rshutdown, like rclose (close_rsocket), waits, blocking, until every
+ * send it posted completes, which with the peer gone takes until the
+ * hardware gives up (minutes and more under Soft-RoCE). A connection
+ * whose peer is gone (its CM event waits: rsocket, which has not taken
+ * it, still counts it connected) is no longer connected, as a kernel
+ * socket after a reset: ENOTCONN at once. netcat, told that its send
+ * failed, shut the connection down and hung there.
+ */
+static int rs_shutdown(int r, int how)
+{
+	struct pl_sock *s = pl_cur_sock;
+
+	if (s && peer_gone(s)) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	return RS(pl_rdmacm.rshutdown(r, how));
+}
+
 /* recvmmsg and sendmmsg, one message at a time. */
 static int rs_recvmmsg(int r, struct mmsghdr *v, unsigned int n, int flags,
 		       struct timespec *t)
@@ -636,7 +656,6 @@ WRAP_IO(ssize_t, rs_send, (int r, const void *b, size_t n, int f), rs_send_all(r
 WRAP_IO(ssize_t, rs_sendto, (int r, const void *b, size_t n, int f, const struct sockaddr *sa, socklen_t l),
      ((void)sa, (void)l, rs_send_all(r, b, n, f)))
 WRAP_IO(ssize_t, rs_sendmsg, (int r, const struct msghdr *m, int f), WRF(f, pl_rdmacm.rsendmsg(r, m, f)))
-WRAP(int, rs_shutdown, (int r, int how), pl_rdmacm.rshutdown(r, how))
 WRAP(int, rs_getsockopt, (int r, int lv, int nm, void *v, socklen_t *l), pl_rdmacm.rgetsockopt(r, lv, nm, v, l))
 WRAP(int, rs_getsockname, (int r, struct sockaddr *sa, socklen_t *l), pl_rdmacm.rgetsockname(r, sa, l))
 WRAP(int, rs_getpeername, (int r, struct sockaddr *sa, socklen_t *l), pl_rdmacm.rgetpeername(r, sa, l))

@@ -25,6 +25,11 @@
  *              route the first is refused (EOPNOTSUPP), the second goes on;
  *              a vfork child's exec goes on either way.
  *              Only when named: the process that execs is this one.
+ *   peer-killed  a connection whose peer (a process of its own that never
+ *              reads) is killed while this end waits to send: the wait
+ *              ends, a send fails (a reset), and shutdown (ENOTCONN, as
+ *              after a TCP reset) and close return at once. Only when
+ *              named.
  *
  * usage: preload-torture [TEST...]   (default: all but exec-rs)
  *
@@ -556,6 +561,112 @@ static int exec_child(const char *name)
 }
 
 /* The program exec-rs started: what it found at the descriptor. */
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* peer-killed's peer: listens, says its port, accepts, never reads. */
+static int peer_killed_child(void)
+{
+	struct sockaddr_in sa;
+	int l = listener(&sa), a;
+
+	printf("%u\n", ntohs(sa.sin_port));
+	a = accept(l, NULL, NULL);
+	printf("%s\n", a < 0 ? "no" : "accepted");
+	while (a >= 0)
+		pause(); /* until killed */
+	return 1;
+}
+
+static void t_peer_killed(void)
+{
+	struct sockaddr_in sa;
+	static char buf[65536];
+	char line[32] = "";
+	const char *ip = getenv("TORTURE_IP"), *sent = "no send failed";
+	int out[2], c, st, waited;
+	double t, shut_s, close_s;
+	size_t total = 0;
+	FILE *f;
+	pid_t pid;
+
+	if (pipe(out))
+		die("peer-killed: pipe");
+	pid = fork();
+	if (pid == 0) {
+		dup2(out[1], 1);
+		close(out[0]);
+		execl("/proc/self/exe", self, "peer-killed-child", (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	f = fdopen(out[0], "r");
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (ip && inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
+		die("TORTURE_IP");
+	if (pid < 0 || !f || !fgets(line, sizeof(line), f))
+		die("peer-killed: the peer's port");
+	sa.sin_port = htons((uint16_t)atoi(line));
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	if (c < 0 || connect(c, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    !fgets(line, sizeof(line), f) || strcmp(line, "accepted\n"))
+		die("peer-killed: a connection");
+	/* Fill every buffer between the two ends (at most 1 GiB). */
+	for (t = now_s(); total < (1u << 30) && now_s() - t < 20;) {
+		ssize_t r = send(c, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (r > 0) {
+			total += (size_t)r;
+			continue;
+		}
+		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			die("peer-killed: filling the connection");
+		struct pollfd w = { c, POLLOUT, 0 };
+
+		if (poll(&w, 1, 200) == 0)
+			break; /* full: the peer reads nothing */
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	{
+		struct pollfd w = { c, POLLOUT, 0 };
+
+		waited = poll(&w, 1, 10000) == 1;
+	}
+	for (t = now_s(); now_s() - t < 10;) {
+		ssize_t r = send(c, buf, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			sent = errno == ECONNRESET || errno == EPIPE ?
+				       "a send failed (a reset)" :
+				       strerror(errno);
+			break;
+		}
+		usleep(10000);
+	}
+	t = now_s();
+	errno = 0;
+	st = shutdown(c, SHUT_WR) < 0 ? errno : 0;
+	shut_s = now_s() - t;
+	t = now_s();
+	close(c);
+	close_s = now_s() - t;
+	printf("peer-killed: the wait %s, %s, shutdown returned %s (%s), close %s\n",
+	       waited ? "ended" : "did not end in 10 s", sent,
+	       shut_s < 2 ? "at once" : "late", st ? strerror(st) : "no error",
+	       close_s < 2 ? "at once" : "late");
+	if (shut_s >= 2 || close_s >= 2)
+		fprintf(stderr, "peer-killed: shutdown took %.1f s, close %.1f s\n", shut_s, close_s);
+	fclose(f);
+}
+
 static int exec_rs_child(const char *how, int fd)
 {
 	int fl = fcntl(fd, F_GETFD);
@@ -781,7 +892,7 @@ static const struct {
 	{ "cloexec", t_cloexec, 0 }, { "select", t_select, 0 },
 	{ "manyfds", t_manyfds, 0 }, { "scm", t_scm, 0 },
 	{ "storm", t_storm, 0 },     { "execs", t_execs, 0 },
-	{ "exec-rs", t_exec_rs, 1 },
+	{ "exec-rs", t_exec_rs, 1 },  { "peer-killed", t_peer_killed, 1 },
 };
 
 int main(int argc, char **argv)
@@ -796,6 +907,8 @@ int main(int argc, char **argv)
 		return exec_child(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "exec-rs-child"))
 		return exec_rs_child(argv[2], atoi(argv[3]));
+	if (argc == 2 && !strcmp(argv[1], "peer-killed-child"))
+		return peer_killed_child();
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		int want = argc == 1 && !tests[i].named_only;
 

@@ -168,6 +168,18 @@ echo "# loadgen: $(cat /tmp/lg.kill)"
 [ $rc -eq 1 ] && grep -q "errors=1" /tmp/lg.kill
 ok $? "server killed mid-stream: a preloaded loadgen gets the error (status $rc), no hang"
 
+# The same, step by step: the peer (it never reads) is killed while this
+# end waits to send; the wait ends, a send fails, and shutdown and close
+# return at once, as over the kernel. rsocket still counts the connection
+# connected until it takes the CM event, and its shutdown then waited for
+# its sends to complete: for ever under Soft-RoCE (netcat above hung so).
+env TORTURE_IP=$IP LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 40 preload-torture peer-killed >/tmp/pk.rs 2>&1
+rc=$?
+env TORTURE_IP=$IP LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=os timeout 40 preload-torture peer-killed >/tmp/pk.os 2>&1
+sed 's/^/# rsocket: /' /tmp/pk.rs; sed 's/^/# kernel route: /' /tmp/pk.os
+[ $rc -eq 0 ] && grep -q "shutdown returned at once" /tmp/pk.rs && cmp -s /tmp/pk.rs /tmp/pk.os
+ok $? "peer killed while a preloaded client waits to send: the send fails, shutdown and close return at once (as over the kernel)"
+
 
 # A client killed mid-stream: the server sees the end and exits.
 env LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 20 nc -d -l $IP 7301 >/dev/null 2>&1 &
