@@ -186,6 +186,40 @@ struct pl_sock *pl_fd_take(int fd)
 	return old;
 }
 
+int pl_fd_take_range(unsigned lo, unsigned hi, struct pl_sock ***out)
+{
+	unsigned top = hi < PL_FD_MAX - 1 ? hi : PL_FD_MAX - 1;
+	int n = 0, k = 0;
+
+	*out = NULL;
+	if (lo > top)
+		return 0;
+	pthread_rwlock_wrlock(&tab_lock);
+	for (int pass = 0; pass < 2; pass++) {
+		for (unsigned fd = lo; fd <= top; fd++) {
+			struct pl_sock **c = chunks[fd >> CHUNK_BITS];
+
+			if (!c) { /* a whole chunk of plain descriptors */
+				fd |= CHUNK - 1;
+				continue;
+			}
+			if (!c[fd & (CHUNK - 1)])
+				continue;
+			if (pass == 0)
+				n++;
+			else
+				(*out)[k++] = __atomic_exchange_n(&c[fd & (CHUNK - 1)], NULL,
+								  __ATOMIC_ACQ_REL);
+		}
+		if (pass == 0 && (!n || !(*out = malloc((size_t)n * sizeof(**out))))) {
+			n = n ? -1 : 0;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&tab_lock);
+	return n;
+}
+
 void pl_fd_clear(int fd)
 {
 	pl_sock_put(pl_fd_take(fd));

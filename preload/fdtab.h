@@ -99,6 +99,12 @@ void pl_fd_clear(int fd);
 /* Forget fd; its reference is the caller's to drop (NULL: a plain fd). */
 struct pl_sock *pl_fd_take(int fd);
 /*
+ * Forget every fd in [lo, hi] (close_range, closefrom): their references
+ * go into *out (malloc'd, NULL when none), the caller's to drop and to
+ * free; how many, or -1 when out of memory (nothing forgotten).
+ */
+int pl_fd_take_range(unsigned lo, unsigned hi, struct pl_sock ***out);
+/*
  * The lowest fd whose entry match() says yes to, or -1 (also when a
  * writer holds the table: it never waits); match runs with the table's
  * read lock held (it must not change the table).

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "direct.h"
@@ -858,7 +859,7 @@ int close(int fd)
 	int r;
 
 	pl_init();
-	if (!pl_busy) {
+	if (!pl_busy && getpid() == pl_pid) { /* not a vfork child: forget_range */
 		s = pl_fd_take(fd);
 #ifdef HAVE_RDMACM
 		if (pl_route_rdma_possible())
@@ -879,6 +880,78 @@ int close(int fd)
 		errno = saved;
 	}
 	return r;
+}
+
+/*
+ * close_range and closefrom close many descriptors without close(): the
+ * entries among them go as close's do, after the kernel's descriptors.
+ * Missed, a number the program takes again (a file, a pipe) would still
+ * be routed as the socket it was. CLOSE_RANGE_CLOEXEC closes nothing
+ * (exec's checks read the flag itself). A vfork (or clone) child closes
+ * its own copies of the descriptors but shares its parent's memory, so
+ * the table, which is the parent's, stays (python's subprocess does this
+ * before every exec).
+ */
+static int forget_range(unsigned lo, unsigned hi, struct pl_sock ***taken)
+{
+	int n;
+
+	*taken = NULL;
+	if (pl_busy || lo > hi || getpid() != pl_pid)
+		return 0;
+#ifdef HAVE_RDMACM
+	if (pl_route_rdma_possible())
+		pl_rs_epoll_forget_range(lo, hi);
+#endif
+	n = pl_fd_take_range(lo, hi, taken);
+	if (n < 0) { /* no memory for the list: one at a time, now */
+		for (unsigned fd = lo; fd <= hi && fd < PL_FD_MAX; fd++)
+			pl_fd_clear((int)fd);
+		n = 0;
+	}
+	return n;
+}
+
+static void drop_taken(struct pl_sock **taken, int n)
+{
+	int saved = errno;
+
+	for (int i = 0; i < n; i++)
+		pl_sock_put(taken[i]);
+	free(taken);
+	errno = saved;
+}
+
+int close_range(unsigned int first, unsigned int last, int flags)
+{
+	struct pl_sock **taken = NULL;
+	int n = 0, r;
+
+	pl_init();
+	if (!(flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) &&
+	    !(flags & CLOSE_RANGE_CLOEXEC))
+		n = forget_range(first, last, &taken);
+	if (pl_real.close_range)
+		r = pl_real.close_range(first, last, flags);
+	else
+		r = (int)syscall(SYS_close_range, first, last, flags);
+	drop_taken(taken, n);
+	return r;
+}
+
+void closefrom(int lowfd)
+{
+	struct pl_sock **taken = NULL;
+	int n = 0;
+
+	pl_init();
+	if (lowfd >= 0)
+		n = forget_range((unsigned)lowfd, ~0u, &taken);
+	if (pl_real.closefrom)
+		pl_real.closefrom(lowfd);
+	else
+		syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0);
+	drop_taken(taken, n);
 }
 
 /* newfd now names what oldfd names. */

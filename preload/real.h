@@ -56,6 +56,8 @@
 	X(int, epoll_pwait2, (int, struct epoll_event *, int,                \
 			      const struct timespec *, const sigset_t *))    \
 	X(int, close, (int))                                                 \
+	X(int, close_range, (unsigned int, unsigned int, int))               \
+	X(void, closefrom, (int))                                            \
 	X(int, shutdown, (int, int))                                         \
 	X(int, dup, (int))                                                   \
 	X(int, dup2, (int, int))                                             \

@@ -88,6 +88,8 @@ int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 		     int *done);
 /* The epoll descriptor epfd is closed. */
 void pl_rs_epoll_forget(int epfd);
+/* The same for every set numbered in [lo, hi] (close_range, closefrom). */
+void pl_rs_epoll_forget_range(unsigned lo, unsigned hi);
 #endif
 
 #endif

@@ -430,13 +430,20 @@ void pl_rs_ep_rewatch_kernel(int fd, struct pl_sock *s)
 
 void pl_rs_epoll_forget(int epfd)
 {
+	pl_rs_epoll_forget_range((unsigned)epfd, (unsigned)epfd);
+}
+
+void pl_rs_epoll_forget_range(unsigned lo, unsigned hi)
+{
 	struct ep_set **pp, *e;
 
 	pthread_mutex_lock(&ep_lock);
-	for (pp = &ep_sets; *pp && (*pp)->epfd != epfd; pp = &(*pp)->next)
-		;
-	e = *pp;
-	if (e) {
+	for (pp = &ep_sets; *pp;) {
+		e = *pp;
+		if (e->epfd < 0 || (unsigned)e->epfd < lo || (unsigned)e->epfd > hi) {
+			pp = &e->next;
+			continue;
+		}
 		*pp = e->next;
 		while (e->n)
 			ep_drop(e, 0);

@@ -14,7 +14,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 38
+plan 39
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -76,6 +76,8 @@ client fork fork "$PORT"
 ok $? "fork: child and parent use one direct descriptor in turn"
 client dup dup "$PORT"
 ok $? "dup: the copy carries the connection; shutdown on it gives EOF"
+client cr closerange "$PORT"
+ok $? "close_range and closefrom close a direct descriptor: its number, taken again by a file, is the file's"
 client shut shutdown "$PORT" 100000
 ok $? "shutdown(SHUT_WR): the echo, then EOF"
 client scopes scopes "$PORT"

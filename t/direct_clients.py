@@ -34,6 +34,10 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
                          and sleep (to be killed), or close after 0.3 s
   forkread PORT N        send N bytes and fork; the parent closes its copy
                          with the echo unread, then the child reads it all
+  closerange PORT        a subprocess (close_fds) leaves the connection
+                         working; close_range, then closefrom, close a
+                         direct descriptor without close(): its number,
+                         taken again by a file, writes and reads the file
   scopes PORT            each wait looks at the descriptors it covers: two
                          threads' epoll sets of their own, a member closed
                          under a dup, a set inside a set, a dup of a set,
@@ -478,12 +482,49 @@ def scopes(port):
     return good
 
 
+def closerange(port):
+    libc = ctypes.CDLL(None, use_errno=True)
+    import subprocess
+    s = connect(port)
+    # subprocess closes the child's descriptors with close_range, in a
+    # vfork child that shares this process's memory: ours stay.
+    r = subprocess.run(["true"], close_fds=True).returncode
+    good = say(r == 0 and round_trip(s, b"sub" * 1000),
+               "a subprocess closed its copies (close_fds): the connection works on")
+    s.close()
+    for how in ("close_range", "closefrom"):
+        s = connect(port)
+        good &= say(round_trip(s, b"cr" * 1000), "%s: a round trip first" % how)
+        s.sendall(b"stale echo")  # its echo lands in the ring, unread
+        time.sleep(0.2)
+        fd = s.detach()
+        if how == "close_range":
+            r = libc.close_range(fd, fd, 0)
+        else:
+            libc.closefrom.restype = None
+            r = libc.closefrom(fd)
+        path = "/tmp/gsock-closerange.%d" % os.getpid()
+        f = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.unlink(path)
+        try:
+            wrote = os.write(f, b"file bytes")
+            os.lseek(f, 0, os.SEEK_SET)
+            got = os.read(f, 100)
+        except OSError as e:
+            wrote, got = -1, os.strerror(e.errno).encode()
+        os.close(f)
+        good &= say(r in (0, None) and f == fd and wrote == 10 and got == b"file bytes",
+                    "%s: descriptor %d, taken again by a file (%d), writes and reads the file: %r"
+                    % (how, fd, f, got))
+    return good
+
+
 def main(argv):
     modes = {"epoll-et": epoll_et, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
              "wait-end": wait_end, "late": late, "raw": raw,
-             "scopes": scopes, "unread": unread,
+             "scopes": scopes, "unread": unread, "closerange": closerange,
              "until-up": until_up, "refused": refused, "forkread": forkread}
     if len(argv) < 3 or argv[1] not in modes:
         print(__doc__, file=sys.stderr)

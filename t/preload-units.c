@@ -77,7 +77,7 @@ int main(void)
 	int fam, len, line;
 	cfg_t *cfg;
 
-	tap_plan(27);
+	tap_plan(29);
 
 	/* fd table */
 	ok(pl_fd_get(7) == NULL, "an unknown fd has no entry");
@@ -99,9 +99,22 @@ int main(void)
 	pl_fd_set(70000, t); /* another chunk */
 	pl_fd_set(5000, t);
 	ok(pl_fd_find(is_wanted) == 5000, "find: the lowest fd that matches");
+	{
+		struct pl_sock **taken;
+		int n = pl_fd_take_range(4, ~0u, &taken);
+
+		ok(n == 2 && taken[0] == t && taken[1] == t && t->refs == 3 &&
+			   pl_fd_get(5000) == NULL && pl_fd_get(70000) == NULL,
+		   "take_range [4, max]: the two entries above 3, across chunks, references kept");
+		for (int i = 0; i < n; i++)
+			pl_sock_put(taken[i]);
+		free(taken);
+		got = pl_fd_get(3);
+		ok(got == s && pl_fd_take_range(0, 2, &taken) == 0 && !taken,
+		   "take_range leaves the rest; an empty range takes nothing");
+		pl_sock_put(got);
+	}
 	pl_fd_clear(3);
-	pl_fd_clear(5000);
-	pl_fd_clear(70000);
 	pl_sock_put(s);
 	pl_sock_put(t);
 
