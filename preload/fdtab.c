@@ -186,7 +186,14 @@ struct pl_sock *pl_fd_take(int fd)
 	return old;
 }
 
-int pl_fd_take_range(unsigned lo, unsigned hi, struct pl_sock ***out)
+int pl_fd_has(int fd)
+{
+	struct pl_sock **slot = slot_of(fd);
+
+	return slot && __atomic_load_n(slot, __ATOMIC_ACQUIRE) != NULL;
+}
+
+int pl_fd_take_range(unsigned lo, unsigned hi, struct pl_fd_taken **out)
 {
 	unsigned top = hi < PL_FD_MAX - 1 ? hi : PL_FD_MAX - 1;
 	int n = 0, k = 0;
@@ -205,11 +212,13 @@ int pl_fd_take_range(unsigned lo, unsigned hi, struct pl_sock ***out)
 			}
 			if (!c[fd & (CHUNK - 1)])
 				continue;
-			if (pass == 0)
+			if (pass == 0) {
 				n++;
-			else
-				(*out)[k++] = __atomic_exchange_n(&c[fd & (CHUNK - 1)], NULL,
-								  __ATOMIC_ACQ_REL);
+				continue;
+			}
+			(*out)[k].fd = (int)fd;
+			(*out)[k++].s = __atomic_exchange_n(&c[fd & (CHUNK - 1)], NULL,
+							    __ATOMIC_ACQ_REL);
 		}
 		if (pass == 0 && (!n || !(*out = malloc((size_t)n * sizeof(**out))))) {
 			n = n ? -1 : 0;

@@ -98,12 +98,20 @@ int pl_fd_set(int fd, struct pl_sock *s);
 void pl_fd_clear(int fd);
 /* Forget fd; its reference is the caller's to drop (NULL: a plain fd). */
 struct pl_sock *pl_fd_take(int fd);
+/* Whether fd has an entry (no lock, no reference: a hint for close). */
+int pl_fd_has(int fd);
+/* An entry pl_fd_take_range took: the fd it was at, and its reference. */
+struct pl_fd_taken {
+	int fd;
+	struct pl_sock *s;
+};
 /*
- * Forget every fd in [lo, hi] (close_range, closefrom): their references
- * go into *out (malloc'd, NULL when none), the caller's to drop and to
- * free; how many, or -1 when out of memory (nothing forgotten).
+ * Forget every fd in [lo, hi] (close_range, closefrom): what they held
+ * goes into *out (malloc'd, NULL when none), the caller's to drop (or
+ * put back) and to free; how many, or -1 when out of memory (nothing
+ * forgotten).
  */
-int pl_fd_take_range(unsigned lo, unsigned hi, struct pl_sock ***out);
+int pl_fd_take_range(unsigned lo, unsigned hi, struct pl_fd_taken **out);
 /*
  * The lowest fd whose entry match() says yes to, or -1 (also when a
  * writer holds the table: it never waits); match runs with the table's

@@ -28,6 +28,7 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
+#include <linux/kcmp.h>
 #include <unistd.h>
 
 #include "direct.h"
@@ -853,18 +854,48 @@ int accept(int fd, struct sockaddr *sa, socklen_t *len)
 	return accept4(fd, sa, len, 0);
 }
 
+/*
+ * Whether this process shares its memory with the process whose table
+ * this is (pl_pid): a vfork or CLONE_VM child, whose close closes only
+ * its own copy of a descriptor while the table stays its parent's
+ * (python's subprocess close_range's in one before every exec). A fork
+ * child has its own pl_pid (the atfork handler); one forked around the
+ * handlers (_Fork, a fork system call) is told apart by kcmp(KCMP_VM).
+ * Where kcmp cannot tell (not built in, not allowed, the parent gone),
+ * the table stays: the parent's connections first.
+ */
+static int shares_parent_vm(void)
+{
+	pid_t me = getpid();
+	long r;
+
+	if (me == pl_pid)
+		return 0;
+	r = syscall(SYS_kcmp, me, pl_pid, KCMP_VM, 0, 0);
+	return r != 1 && r != 2 && r != 3;
+}
+
 int close(int fd)
 {
 	struct pl_sock *s = NULL;
 	int r;
 
 	pl_init();
-	if (!pl_busy && getpid() == pl_pid) { /* not a vfork child: forget_range */
-		s = pl_fd_take(fd);
+	if (!pl_busy) {
+		int mine = pl_fd_has(fd);
+
 #ifdef HAVE_RDMACM
-		if (pl_route_rdma_possible())
-			pl_rs_epoll_forget(fd); /* if fd was an epoll set */
+		/* an epoll set of ours */
+		mine = mine || (pl_route_rdma_possible() && pl_rs_epoll_has(fd));
 #endif
+		/* getpid only then: close is called often (shares_parent_vm) */
+		if (mine && !shares_parent_vm()) {
+			s = pl_fd_take(fd);
+#ifdef HAVE_RDMACM
+			if (pl_route_rdma_possible())
+				pl_rs_epoll_forget(fd);
+#endif
+		}
 	}
 	r = pl_real.close(fd);
 	/*
@@ -884,25 +915,19 @@ int close(int fd)
 
 /*
  * close_range and closefrom close many descriptors without close(): the
- * entries among them go as close's do, after the kernel's descriptors.
- * Missed, a number the program takes again (a file, a pipe) would still
- * be routed as the socket it was. CLOSE_RANGE_CLOEXEC closes nothing
- * (exec's checks read the flag itself). A vfork (or clone) child closes
- * its own copies of the descriptors but shares its parent's memory, so
- * the table, which is the parent's, stays (python's subprocess does this
- * before every exec).
+ * entries among them go as close's do, after the kernel's descriptors
+ * (and back if the kernel closed nothing). Missed, a number the program
+ * takes again (a file, a pipe) would still be routed as the socket it
+ * was. CLOSE_RANGE_CLOEXEC closes nothing (exec's checks read the flag
+ * itself).
  */
-static int forget_range(unsigned lo, unsigned hi, struct pl_sock ***taken)
+static int forget_range(unsigned lo, unsigned hi, struct pl_fd_taken **taken)
 {
 	int n;
 
 	*taken = NULL;
-	if (pl_busy || lo > hi || getpid() != pl_pid)
+	if (pl_busy || lo > hi || shares_parent_vm())
 		return 0;
-#ifdef HAVE_RDMACM
-	if (pl_route_rdma_possible())
-		pl_rs_epoll_forget_range(lo, hi);
-#endif
 	n = pl_fd_take_range(lo, hi, taken);
 	if (n < 0) { /* no memory for the list: one at a time, now */
 		for (unsigned fd = lo; fd <= hi && fd < PL_FD_MAX; fd++)
@@ -912,46 +937,58 @@ static int forget_range(unsigned lo, unsigned hi, struct pl_sock ***taken)
 	return n;
 }
 
-static void drop_taken(struct pl_sock **taken, int n)
+/* After the kernel's call: closed (forget them for good) or not (put back). */
+static void range_done(unsigned lo, unsigned hi, struct pl_fd_taken *taken,
+		       int n, int closed)
 {
 	int saved = errno;
 
-	for (int i = 0; i < n; i++)
-		pl_sock_put(taken[i]);
+#ifdef HAVE_RDMACM
+	if (closed && !pl_busy && pl_route_rdma_possible() && !shares_parent_vm())
+		pl_rs_epoll_forget_range(lo, hi);
+#endif
+	for (int i = 0; i < n; i++) {
+		if (!closed)
+			pl_fd_set(taken[i].fd, taken[i].s);
+		pl_sock_put(taken[i].s);
+	}
 	free(taken);
 	errno = saved;
 }
 
 int close_range(unsigned int first, unsigned int last, int flags)
 {
-	struct pl_sock **taken = NULL;
-	int n = 0, r;
+	struct pl_fd_taken *taken = NULL;
+	int n = 0, r, closing;
 
 	pl_init();
-	if (!(flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) &&
-	    !(flags & CLOSE_RANGE_CLOEXEC))
+	closing = !(flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) &&
+		  !(flags & CLOSE_RANGE_CLOEXEC) && first <= last;
+	if (closing)
 		n = forget_range(first, last, &taken);
 	if (pl_real.close_range)
 		r = pl_real.close_range(first, last, flags);
 	else
 		r = (int)syscall(SYS_close_range, first, last, flags);
-	drop_taken(taken, n);
+	if (closing)
+		range_done(first, last, taken, n, r == 0);
 	return r;
 }
 
+/* glibc closes from 0 when lowfd is negative. */
 void closefrom(int lowfd)
 {
-	struct pl_sock **taken = NULL;
-	int n = 0;
+	unsigned lo = lowfd < 0 ? 0 : (unsigned)lowfd;
+	struct pl_fd_taken *taken = NULL;
+	int n;
 
 	pl_init();
-	if (lowfd >= 0)
-		n = forget_range((unsigned)lowfd, ~0u, &taken);
+	n = forget_range(lo, ~0u, &taken);
 	if (pl_real.closefrom)
 		pl_real.closefrom(lowfd);
 	else
-		syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0);
-	drop_taken(taken, n);
+		syscall(SYS_close_range, lo, ~0u, 0);
+	range_done(lo, ~0u, taken, n, 1);
 }
 
 /* newfd now names what oldfd names. */

@@ -519,17 +519,21 @@ static ssize_t rs_send_all(int r, const void *b, size_t n, int f)
 /*
  * rshutdown, like rclose (close_rsocket), waits, blocking, until every
  * send it posted completes, which with the peer gone takes until the
- * hardware gives up (minutes and more under Soft-RoCE). A connection
- * whose peer is gone (its CM event waits: rsocket, which has not taken
- * it, still counts it connected) is no longer connected, as a kernel
- * socket after a reset: ENOTCONN at once. netcat, told that its send
- * failed, shut the connection down and hung there.
+ * hardware gives up (minutes and more under Soft-RoCE). A peer that
+ * closed in order said so in the stream (rpoll then reports POLLHUP and
+ * rshutdown returns at once, 0, as the kernel's does after a FIN); one
+ * that vanished left only its CM event, and rsocket still counts the
+ * connection connected: that is a reset, and shutdown after a reset
+ * fails at once with ENOTCONN, as the kernel's does. netcat, told that
+ * its send failed, shut the connection down and hung there.
  */
 static int rs_shutdown(int r, int how)
 {
 	struct pl_sock *s = pl_cur_sock;
+	struct pollfd p = { r, POLLIN | POLLOUT, 0 };
 
-	if (s && peer_gone(s)) {
+	if (s && RS(pl_rdmacm.rpoll(&p, 1, 0)) >= 0 && !(p.revents & POLLHUP) &&
+	    peer_gone(s)) {
 		errno = ENOTCONN;
 		return -1;
 	}

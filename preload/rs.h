@@ -86,6 +86,8 @@ int pl_rs_epoll_ctl(int epfd, int op, int fd, struct pl_sock *s,
 /* epoll_wait over a set with rsocket members; *done is 0 if it has none. */
 int pl_rs_epoll_wait(int epfd, struct epoll_event *out, int max, int timeout,
 		     int *done);
+/* Whether epfd is an epoll set with rsocket members. */
+int pl_rs_epoll_has(int epfd);
 /* The epoll descriptor epfd is closed. */
 void pl_rs_epoll_forget(int epfd);
 /* The same for every set numbered in [lo, hi] (close_range, closefrom). */

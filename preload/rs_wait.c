@@ -428,6 +428,17 @@ void pl_rs_ep_rewatch_kernel(int fd, struct pl_sock *s)
 	pthread_mutex_unlock(&ep_lock);
 }
 
+int pl_rs_epoll_has(int epfd)
+{
+	struct ep_set *e;
+
+	pthread_mutex_lock(&ep_lock);
+	for (e = ep_sets; e && e->epfd != epfd; e = e->next)
+		;
+	pthread_mutex_unlock(&ep_lock);
+	return e != NULL;
+}
+
 void pl_rs_epoll_forget(int epfd)
 {
 	pl_rs_epoll_forget_range((unsigned)epfd, (unsigned)epfd);

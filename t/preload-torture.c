@@ -25,11 +25,14 @@
  *              route the first is refused (EOPNOTSUPP), the second goes on;
  *              a vfork child's exec goes on either way.
  *              Only when named: the process that execs is this one.
+ *   vfork-close  a vfork child closes its copy of a connection: the
+ *              parent's carries on. Only when named.
  *   peer-killed  a connection whose peer (a process of its own that never
  *              reads) is killed while this end waits to send: the wait
  *              ends, a send fails (a reset), and shutdown (ENOTCONN, as
- *              after a TCP reset) and close return at once. Only when
- *              named.
+ *              after a TCP reset) and close return at once; then a peer
+ *              that closes in order: EOF, and shutdown is no error. Only
+ *              when named.
  *
  * usage: preload-torture [TEST...]   (default: all but exec-rs)
  *
@@ -569,8 +572,36 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* peer-killed's peer: listens, says its port, accepts, never reads. */
-static int peer_killed_child(void)
+/*
+ * vfork-close: a vfork child closes its copy of a connection and exits;
+ * the parent's goes on carrying bytes both ways.
+ */
+static void t_vfork_close(void)
+{
+	int a, b, st, good;
+	char c = 'v', got = 0;
+	pid_t pid;
+
+	tcp_pair(&a, &b, 0);
+	pid = vfork();
+	if (pid == 0) {
+		close(a);
+		_exit(0);
+	}
+	good = pid > 0 && waitpid(pid, &st, 0) == pid && !full(a, &c, 1, 1) &&
+	       !full(b, &got, 1, 0) && got == 'v' && !full(b, &c, 1, 1) &&
+	       !full(a, &got, 1, 0);
+	printf("vfork-close: after a vfork child closed its copy, the connection %s\n",
+	       good ? "carries bytes both ways" : "is broken");
+	close(a);
+	close(b);
+}
+
+/*
+ * peer-killed's peer: listens, says its port, accepts, then never reads
+ * ("stay", until killed) or closes the connection in order ("close").
+ */
+static int peer_killed_child(const char *how)
 {
 	struct sockaddr_in sa;
 	int l = listener(&sa), a;
@@ -578,46 +609,67 @@ static int peer_killed_child(void)
 	printf("%u\n", ntohs(sa.sin_port));
 	a = accept(l, NULL, NULL);
 	printf("%s\n", a < 0 ? "no" : "accepted");
+	if (a >= 0 && !strcmp(how, "close"))
+		close(a);
 	while (a >= 0)
 		pause(); /* until killed */
 	return 1;
 }
 
-static void t_peer_killed(void)
+/* Start a peer (peer_killed_child how), connect to it: the connection. */
+static int peer_connect(const char *how, pid_t *pid, FILE **f)
 {
 	struct sockaddr_in sa;
-	static char buf[65536];
+	const char *ip = getenv("TORTURE_IP");
 	char line[32] = "";
-	const char *ip = getenv("TORTURE_IP"), *sent = "no send failed";
-	int out[2], c, st, waited;
-	double t, shut_s, close_s;
-	size_t total = 0;
-	FILE *f;
-	pid_t pid;
+	int out[2], c;
 
 	if (pipe(out))
 		die("peer-killed: pipe");
-	pid = fork();
-	if (pid == 0) {
+	*pid = fork();
+	if (*pid == 0) {
 		dup2(out[1], 1);
 		close(out[0]);
-		execl("/proc/self/exe", self, "peer-killed-child", (char *)NULL);
+		execl("/proc/self/exe", self, "peer-killed-child", how, (char *)NULL);
 		_exit(127);
 	}
 	close(out[1]);
-	f = fdopen(out[0], "r");
+	*f = fdopen(out[0], "r");
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (ip && inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
 		die("TORTURE_IP");
-	if (pid < 0 || !f || !fgets(line, sizeof(line), f))
+	if (*pid < 0 || !*f || !fgets(line, sizeof(line), *f))
 		die("peer-killed: the peer's port");
 	sa.sin_port = htons((uint16_t)atoi(line));
 	c = socket(AF_INET, SOCK_STREAM, 0);
 	if (c < 0 || connect(c, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    !fgets(line, sizeof(line), f) || strcmp(line, "accepted\n"))
+	    !fgets(line, sizeof(line), *f) || strcmp(line, "accepted\n"))
 		die("peer-killed: a connection");
+	return c;
+}
+
+static void peer_stop(pid_t pid, FILE *f)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	fclose(f);
+}
+
+static void t_peer_killed(void)
+{
+	static char buf[65536];
+	const char *sent = "no send failed";
+	int c, st, waited;
+	double t, shut_s, close_s;
+	size_t total = 0;
+	FILE *f;
+	pid_t pid;
+
+	c = peer_connect("stay", &pid, &f);
 	/* Fill every buffer between the two ends (at most 1 GiB). */
 	for (t = now_s(); total < (1u << 30) && now_s() - t < 20;) {
 		ssize_t r = send(c, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -633,8 +685,7 @@ static void t_peer_killed(void)
 		if (poll(&w, 1, 200) == 0)
 			break; /* full: the peer reads nothing */
 	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
+	peer_stop(pid, f);
 	{
 		struct pollfd w = { c, POLLOUT, 0 };
 
@@ -664,7 +715,21 @@ static void t_peer_killed(void)
 	       close_s < 2 ? "at once" : "late");
 	if (shut_s >= 2 || close_s >= 2)
 		fprintf(stderr, "peer-killed: shutdown took %.1f s, close %.1f s\n", shut_s, close_s);
-	fclose(f);
+
+	/* A peer that closed in order: EOF, and shutdown is no error. */
+	c = peer_connect("close", &pid, &f);
+	{
+		struct pollfd w = { c, POLLIN, 0 };
+		ssize_t r = -1;
+
+		while (poll(&w, 1, 10000) == 1 && (r = recv(c, buf, sizeof(buf), 0)) > 0)
+			;
+		st = shutdown(c, SHUT_WR) < 0 ? errno : 0;
+		printf("peer-killed: a peer that closed in order: %s, then shutdown: %s\n",
+		       r == 0 ? "EOF" : "no EOF", st ? strerror(st) : "no error");
+	}
+	close(c);
+	peer_stop(pid, f);
 }
 
 static int exec_rs_child(const char *how, int fd)
@@ -893,6 +958,7 @@ static const struct {
 	{ "manyfds", t_manyfds, 0 }, { "scm", t_scm, 0 },
 	{ "storm", t_storm, 0 },     { "execs", t_execs, 0 },
 	{ "exec-rs", t_exec_rs, 1 },  { "peer-killed", t_peer_killed, 1 },
+	{ "vfork-close", t_vfork_close, 1 },
 };
 
 int main(int argc, char **argv)
@@ -907,8 +973,8 @@ int main(int argc, char **argv)
 		return exec_child(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "exec-rs-child"))
 		return exec_rs_child(argv[2], atoi(argv[3]));
-	if (argc == 2 && !strcmp(argv[1], "peer-killed-child"))
-		return peer_killed_child();
+	if (argc == 3 && !strcmp(argv[1], "peer-killed-child"))
+		return peer_killed_child(argv[2]);
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		int want = argc == 1 && !tests[i].named_only;
 

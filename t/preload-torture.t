@@ -12,7 +12,7 @@
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 ROUNDS=${GSOCK_TORTURE_ROUNDS:-1}
 time_limit $((150 + ROUNDS * 90))
-plan $((ROUNDS + 10))
+plan $((ROUNDS + 11))
 APPS=$GSOCK_SRC/t/torture-apps
 TORTURE=$GSOCK_BUILD/t/preload-torture
 PROBE=$GSOCK_BUILD/t/gcall-probe-$BACKEND
@@ -122,6 +122,14 @@ if [ -x "$PROBE" ]; then
 	rc=$?
 	[ $rc = 0 ] || echo "$bad" | sed 's/^/#   /'
 	ok $rc "and every one of their $n connections took the direct path, with nothing else said"
+	# A vfork child (python's subprocess makes one before every exec)
+	# closing its copy of a direct descriptor leaves the parent's alone.
+	env LD_PRELOAD="$PRELOAD" TORTURE_RELAY=$RP timeout 60 "$TORTURE" vfork-close >"$TMP/vfork.txt" 2>&1
+	echo "vfork-close: after a vfork child closed its copy, the connection carries bytes both ways" |
+		cmp -s - "$TMP/vfork.txt"
+	rc=$?
+	[ $rc = 0 ] || sed 's/^/#   /' "$TMP/vfork.txt"
+	ok $rc "direct path: a vfork child that closes its copy of a connection leaves the parent's working"
 	env LD_PRELOAD="$PRELOAD" TORTURE_RELAY=$RP timeout 120 "$TORTURE" spawn cloexec scm \
 		>"$TMP/relay-refused.txt" 2>"$TMP/relay-refused.err"
 	printf '%s\n' "spawn: posix_spawn child said '', vfork child said ''" \
@@ -135,7 +143,7 @@ if [ -x "$PROBE" ]; then
 	ok $rc "direct path: exec and SCM_RIGHTS are refused, and posix_spawn's raw write resets, each said, none hangs"
 	kill "$RELAY_PID" 2>/dev/null
 else
-	for _ in 1 2 3; do
+	for _ in 1 2 3 4; do
 		echo "ok $((tap_n += 1)) # SKIP the $BACKEND backend's gcall-probe is not built"
 	done
 fi

@@ -100,14 +100,15 @@ int main(void)
 	pl_fd_set(5000, t);
 	ok(pl_fd_find(is_wanted) == 5000, "find: the lowest fd that matches");
 	{
-		struct pl_sock **taken;
+		struct pl_fd_taken *taken;
 		int n = pl_fd_take_range(4, ~0u, &taken);
 
-		ok(n == 2 && taken[0] == t && taken[1] == t && t->refs == 3 &&
-			   pl_fd_get(5000) == NULL && pl_fd_get(70000) == NULL,
-		   "take_range [4, max]: the two entries above 3, across chunks, references kept");
+		ok(n == 2 && taken[0].fd == 5000 && taken[0].s == t &&
+			   taken[1].fd == 70000 && taken[1].s == t && t->refs == 3 &&
+			   !pl_fd_has(5000) && !pl_fd_has(70000) && pl_fd_has(3),
+		   "take_range [4, max]: the two entries above 3, across chunks, with their fds, references kept");
 		for (int i = 0; i < n; i++)
-			pl_sock_put(taken[i]);
+			pl_sock_put(taken[i].s);
 		free(taken);
 		got = pl_fd_get(3);
 		ok(got == s && pl_fd_take_range(0, 2, &taken) == 0 && !taken,
