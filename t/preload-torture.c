@@ -31,8 +31,9 @@
  *              reads) is killed while this end waits to send: the wait
  *              ends, a send fails (a reset), and shutdown (ENOTCONN, as
  *              after a TCP reset) and close return at once; then a peer
- *              that closes in order: EOF, and shutdown is no error. Only
- *              when named.
+ *              that closes in order: EOF, and shutdown is no error; then
+ *              a peer alive that reads nothing: shutdown returns at once.
+ *              Only when named.
  *
  * usage: preload-torture [TEST...]   (default: all but exec-rs)
  *
@@ -659,19 +660,13 @@ static void peer_stop(pid_t pid, FILE *f)
 	fclose(f);
 }
 
-static void t_peer_killed(void)
+/* Fill every buffer between c and a peer that reads nothing (1 GiB at most). */
+static void fill(int c)
 {
 	static char buf[65536];
-	const char *sent = "no send failed";
-	int c, st, waited;
-	double t, shut_s, close_s;
 	size_t total = 0;
-	FILE *f;
-	pid_t pid;
 
-	c = peer_connect("stay", &pid, &f);
-	/* Fill every buffer between the two ends (at most 1 GiB). */
-	for (t = now_s(); total < (1u << 30) && now_s() - t < 20;) {
+	for (double t = now_s(); total < (1u << 30) && now_s() - t < 20;) {
 		ssize_t r = send(c, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		if (r > 0) {
@@ -683,8 +678,30 @@ static void t_peer_killed(void)
 		struct pollfd w = { c, POLLOUT, 0 };
 
 		if (poll(&w, 1, 200) == 0)
-			break; /* full: the peer reads nothing */
+			break; /* full */
 	}
+}
+
+static void *shutdown_run(void *arg)
+{
+	int *c = arg;
+
+	c[1] = shutdown(c[0], SHUT_WR) < 0 ? errno : 0;
+	__atomic_store_n(&c[2], 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void t_peer_killed(void)
+{
+	static char buf[65536];
+	const char *sent = "no send failed";
+	int c, st, waited;
+	double t, shut_s, close_s;
+	FILE *f;
+	pid_t pid;
+
+	c = peer_connect("stay", &pid, &f);
+	fill(c);
 	peer_stop(pid, f);
 	{
 		struct pollfd w = { c, POLLOUT, 0 };
@@ -727,6 +744,33 @@ static void t_peer_killed(void)
 		st = shutdown(c, SHUT_WR) < 0 ? errno : 0;
 		printf("peer-killed: a peer that closed in order: %s, then shutdown: %s\n",
 		       r == 0 ? "EOF" : "no EOF", st ? strerror(st) : "no error");
+	}
+	close(c);
+	peer_stop(pid, f);
+
+	/*
+	 * A peer alive that reads nothing: shutdown does not wait for it
+	 * (its own thread, given 5 s), as the kernel's does not.
+	 */
+	c = peer_connect("stay", &pid, &f);
+	fill(c);
+	{
+		int arg[3] = { c, 0, 0 };
+		pthread_t th;
+
+		if (pthread_create(&th, NULL, shutdown_run, arg))
+			die("peer-killed: a thread");
+		for (t = now_s(); !__atomic_load_n(&arg[2], __ATOMIC_ACQUIRE) && now_s() - t < 5;)
+			usleep(10000);
+		if (__atomic_load_n(&arg[2], __ATOMIC_ACQUIRE)) {
+			pthread_join(th, NULL);
+			printf("peer-killed: a peer alive that reads nothing: shutdown returned at once (%s)\n",
+			       arg[1] ? strerror(arg[1]) : "no error");
+		} else {
+			printf("peer-killed: a peer alive that reads nothing: shutdown still waits after 5 s\n");
+			fflush(stdout);
+			_exit(1); /* the thread cannot be had back */
+		}
 	}
 	close(c);
 	peer_stop(pid, f);

@@ -173,13 +173,14 @@ ok $? "server killed mid-stream: a preloaded loadgen gets the error (status $rc)
 # return at once, as over the kernel. rsocket still counts the connection
 # connected until it takes the CM event, and its shutdown then waited for
 # its sends to complete: for ever under Soft-RoCE (netcat above hung so).
-# Then a peer that closes in order: EOF, and shutdown is no error.
+# Then a peer that closes in order: EOF, and shutdown is no error; and
+# one alive that reads nothing: shutdown does not wait for it.
 env TORTURE_IP=$IP LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=rsocket timeout 40 preload-torture peer-killed >/tmp/pk.rs 2>&1
 rc=$?
 env TORTURE_IP=$IP LD_PRELOAD=$PRELOAD GSOCK_TRANSPORT=os timeout 40 preload-torture peer-killed >/tmp/pk.os 2>&1
 sed 's/^/# rsocket: /' /tmp/pk.rs; sed 's/^/# kernel route: /' /tmp/pk.os
 [ $rc -eq 0 ] && grep -q "shutdown returned at once" /tmp/pk.rs && cmp -s /tmp/pk.rs /tmp/pk.os
-ok $? "peer killed while a preloaded client waits to send: the send fails, shutdown and close return at once; a peer that closes in order: EOF, shutdown no error (as over the kernel)"
+ok $? "peer killed while a preloaded client waits to send: the send fails, shutdown and close return at once; a peer that closes in order: EOF, shutdown no error; one that reads nothing: shutdown at once (as over the kernel)"
 
 
 # A client killed mid-stream: the server sees the end and exits.
