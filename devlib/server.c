@@ -341,10 +341,12 @@ static void *gsrv_serve(void *p)
 			snprintf(gpu, sizeof(gpu), ", GPU %d", g->device);
 		g->listened = 1;
 		gsock_format_addr(&g->s->pub->bound, where, sizeof(where));
-		printf("%s: listening on %s (%s backend, %u blocks x %u threads%s, %u connections per %s%s%s)\n",
-		       name, where, gsock_backend(),
-		       g->blocks * g->s->group_blocks, g->threads, gpu,
-		       g->s->per_block,
+		unsigned nb = g->blocks * g->s->group_blocks;
+
+		printf("%s: listening on %s (%s backend, %u block%s x %u thread%s%s, %u connection%s per %s%s%s)\n",
+		       name, where, gsock_backend(), nb, nb == 1 ? "" : "s",
+		       g->threads, g->threads == 1 ? "" : "s", gpu,
+		       g->s->per_block, g->s->per_block == 1 ? "" : "s",
 		       g->s->group_blocks > 1 ? "group of blocks" : "block",
 		       detail ? ", " : "", detail ? detail : "");
 		fflush(stdout);
