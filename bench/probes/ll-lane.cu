@@ -4,7 +4,10 @@
  * validity (NCCL's LL: 8-byte units of 4 data bytes and a 4-byte flag,
  * each one 8-byte store) against today's direct-path protocol (the bytes,
  * a fence, then a tail counter that the reader polls before it reads the
- * bytes), with no library around either, side by side in one run.
+ * bytes), and against a mirror of the two (today's protocol, the tail
+ * still the truth for every other reader, plus an LL copy that the
+ * receiver takes instead), with no library around any, side by side in
+ * one run.
  *
  *   gpu-gpu  two one-warp blocks of one kernel ping-pong
  *   cpu-gpu  a CPU thread ping-pongs with a one-warp block
@@ -26,8 +29,9 @@
 #define UNITS (MSG / 4) /* LL units of one message */
 #define MAXIT 200000
 
-enum { P_RING, P_LL };
-static const char *pname[] = { "ring (bytes, fence, tail)", "LL (flag in every unit)" };
+enum { P_RING, P_LL, P_MIRROR };
+static const char *pname[] = { "ring (bytes, fence, tail)", "LL (flag in every unit)",
+			       "mirror (ring, tail + LL copy)" };
 
 /*
  * One direction's lane: the ring protocol uses tail and data; LL uses
@@ -55,11 +59,10 @@ __device__ static void dsend(struct lane *l, int proto, uint32_t seq)
 {
 	int i = threadIdx.x;
 
-	if (proto == P_LL) {
-		if (i < UNITS)
-			l->unit[i] = (uint64_t)seq << 32 | (seq * 131u + i);
+	if (proto != P_RING && i < UNITS)
+		l->unit[i] = (uint64_t)seq << 32 | (seq * 131u + i);
+	if (proto == P_LL)
 		return;
-	}
 	if (i < UNITS)
 		l->data[i] = seq * 131u + i;
 	__syncwarp();
@@ -74,7 +77,7 @@ __device__ static int drecv(struct lane *l, int proto, uint32_t seq)
 {
 	int i = threadIdx.x, good = 1;
 
-	if (proto == P_LL) {
+	if (proto != P_RING) { /* the mirror's reader takes the LL copy */
 		if (i < UNITS) {
 			uint64_t u;
 
@@ -127,12 +130,12 @@ __global__ void gpu_pong(struct lane *ab, struct lane *ba, int proto, int iters,
 
 static void hsend(struct lane *l, int proto, uint32_t seq)
 {
-	if (proto == P_LL) {
+	if (proto != P_RING)
 		for (int i = 0; i < UNITS; i++)
 			__atomic_store_n((uint64_t *)&l->unit[i],
 					 (uint64_t)seq << 32 | (seq * 131u + i), __ATOMIC_RELAXED);
+	if (proto == P_LL)
 		return;
-	}
 	for (int i = 0; i < UNITS; i++)
 		l->data[i] = seq * 131u + i;
 	__atomic_store_n((uint64_t *)&l->tail, seq, __ATOMIC_RELEASE);
@@ -142,7 +145,7 @@ static int hrecv(struct lane *l, int proto, uint32_t seq)
 {
 	int good = 1;
 
-	if (proto == P_LL) {
+	if (proto != P_RING) {
 		for (int i = 0; i < UNITS; i++) {
 			uint64_t u;
 
@@ -212,7 +215,7 @@ int main(int argc, char **argv)
 	CK(cudaMalloc((void **)&rtt_d, MAXIT * sizeof(uint64_t)));
 	CK(cudaMalloc((void **)&bad_d, sizeof(int)));
 	for (int round = 0; round < 2; round++) /* the two protocols alternate */
-		for (int proto = P_RING; proto <= P_LL; proto++) {
+		for (int proto = P_RING; proto <= P_MIRROR; proto++) {
 			for (int mem = 0; mem < 2; mem++) {
 				struct lane *l = mem ? d : hd;
 
