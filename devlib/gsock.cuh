@@ -138,8 +138,10 @@ GSOCK_DEVICE int gclose(struct gsock_dev gs, int fd)
 	if (!gs_lsock_of(gs, fd))
 		return -EBADF;
 	gs_sync();
-	if (gs_tid() == 0)
+	if (gs_tid() == 0) {
+		gs_rx_settle_t0(gs, &gs.lsock[fd]);
 		gs.lsock[fd].flags = 0;
+	}
 	return (int)gs_command(gs, GS_OP_CLOSE, fd, 0, 0, 0, 0, 0, 0, 0);
 }
 
@@ -203,6 +205,19 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 		uint64_t head = 0;
 
 		GS_TRACE(8);
+		/* An empty ring: the lane may have the next bytes sooner. */
+		if (gs_lane_rx(ls) && !gs_bcast(gs_tid() == 0 && gs_rx_avail(ls))) {
+			n = gs_rx_lane(gs, fd, ls, (uint8_t *)buf + done,
+				       len - done, (flags & MSG_DONTWAIT) != 0);
+			if (n != GS_RX_NONE) {
+				if (n <= 0)
+					return done ? (long)done : n;
+				done += (size_t)n;
+				if (!(flags & MSG_WAITALL))
+					break;
+				continue;
+			}
+		}
 		if (gs_tid() == 0) {
 			head = ls->rx_head;
 			n = avail = gs_rx_wait_t0(gs, fd, ls,
@@ -255,6 +270,7 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 	do {
 		long n = 0;
 		uint64_t tail = 0;
+		int lane;
 
 		GS_TRACE(0);
 		if (gs_tid() == 0) {
@@ -263,6 +279,8 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 					  (flags & MSG_DONTWAIT) != 0);
 			if (n > (long)(len - done))
 				n = (long)(len - done);
+			if (ls->lane_tx == GS_LANE_TX_WAIT && len <= GS_LANE_MAX)
+				gs_lane_ask_t0(ls);
 		}
 		GS_TRACE(1);
 		{
@@ -274,6 +292,12 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		if (n < 0)
 			return done ? (long)done : n;
 		GS_TRACE(2);
+		/* A whole small send: its copy in the receiver's lane first. */
+		lane = !done && n > 0 && (size_t)n == len && len <= GS_LANE_MAX &&
+		       ls->lane_tx == GS_LANE_TX_ON;
+		if (lane)
+			gs_lane_put(ls->tx_lane, gs_lane_tag(ls->lane_seq), tail,
+				    (const uint8_t *)buf, (uint32_t)n);
 		gs_ring_copy(ls->ring_size, ls->tx_ring, tail,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
 		/*
@@ -284,6 +308,8 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 */
 		gs_sync();
 		GS_TRACE(3);
+		if (lane && gs_tid() == 0)
+			ls->lane_seq = gs_lane_tag(ls->lane_seq);
 		if (gs_sync_or(gs_tid() == 0 &&
 			       gs_tx_publish_t0(gs, fd, ls, tail, n)))
 			n = -ECONNABORTED;

@@ -262,6 +262,38 @@ struct gs_sock {
  * (READER) or takes the spill back out (WRITER). Nothing of this is
  * looked at between two GPU sides.
  *
+ * Lanes. A send of at most GS_LANE_MAX bytes, made whole in one go,
+ * also leaves a copy of its bytes in its pipe's lane, where the receiver
+ * (a GPU side) looks when its ring seems empty: the lane's units carry
+ * their own validity, so one crossing of PCIe or NVLink both finds and
+ * brings the bytes, where the ring costs two (the tail, then the bytes)
+ * and waits for the sender's fence before the tail. The ring, the tail
+ * and the head stay the whole truth: the copy is only a faster way to
+ * the same bytes, so gsockd, gpoll and a CPU side never look at a lane,
+ * and a receiver never publishes a head beyond the tail it has seen.
+ * A lane is GS_LANE_UNITS units of 8 bytes, each written with one store:
+ * 4 bytes of value (low half) and the copy's tag (high half):
+ *
+ *   unit 0   the stream position (the tail before) of the first byte,
+ *            low 32 bits
+ *   unit 1   the length | position bits 32..47 << 16
+ *   unit 2.. the bytes, 4 a unit, little-endian
+ *
+ * The tag counts the pipe's copies from 1 (0 never: a zeroed unit is
+ * no copy's); a receiver takes a copy when both header units and every
+ * unit of the bytes carry one tag and its position is where the
+ * receiver stands. At the tag's wrap the sender writes every unit.
+ * Where a pipe's ring lies in the segment, so does its lane (lane[k]:
+ * gsockd zeroes it with the segment). Where the ring lies in the
+ * receiver's pool, the lane is the pool's gs_dctr lane: the receiver
+ * zeroes it when it learns the segment, then sets lane_ok[k] to
+ * GS_LANE_OK(sgen), and the sender writes no copy there before it has
+ * read that.
+ *
+ *   lane_ok   receiving GPU side   per pipe, above
+ *   lane_seq  CPU side             the tag of its pipe's last copy
+ *                                  (its threads and forks share it)
+ *
  * Segment layout: gs_dseg (one page), ring 0, ring 1; the segments lie
  * GS_DSEG_STRIDE() bytes apart from the pool's start.
  */
@@ -280,6 +312,11 @@ struct gs_dpipe {
 #define GS_DW_READER 0x1
 #define GS_DW_WRITER 0x2
 
+#define GS_LANE_UNITS 64
+#define GS_LANE_HDR 2 /* header units before the bytes */
+#define GS_LANE_MAX ((GS_LANE_UNITS - GS_LANE_HDR) * 4) /* 248 bytes */
+#define GS_LANE_OK(sgen) (1ull << 32 | (sgen))
+
 struct gs_dseg {
 	struct gs_dpipe pipe[2];
 	uint32_t closed;
@@ -294,7 +331,12 @@ struct gs_dseg {
 	uint32_t tokens[2];
 	uint32_t lock[2];
 	uint64_t spill_in[2], spill_out[2];
-	uint8_t pad1[GS_DSEG_HDR - 5 * GS_LINE - 48];
+	uint64_t lane_ok[2];
+	uint32_t lane_seq[2];
+	uint8_t pad1[GS_LINE - 8];
+	uint64_t lane[2][GS_LANE_UNITS];
+	uint8_t pad2[GS_DSEG_HDR - 7 * GS_LINE -
+		     2 * GS_LANE_UNITS * sizeof(uint64_t)];
 };
 
 /* Bytes from one segment's start to the next's. */
@@ -309,6 +351,7 @@ struct gs_dctr {
 	uint8_t pad0[GS_LINE - 8];
 	uint64_t head; /* of the pipe out of it */
 	uint8_t pad1[GS_LINE - 8];
+	uint64_t lane[GS_LANE_UNITS]; /* of the pipe into the owner */
 };
 
 #define GS_DCTR_BITS 32
@@ -342,6 +385,9 @@ struct gs_dpool {
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct gs_dseg) == GS_DSEG_HDR, "segment layout");
+_Static_assert(__builtin_offsetof(struct gs_dseg, lane) % GS_LINE == 0,
+	       "lanes on their own lines");
+_Static_assert(sizeof(struct gs_dctr) % GS_LINE == 0, "counter copies");
 _Static_assert(sizeof(struct gs_dpool) == GS_DSEG_HDR, "pool page layout");
 _Static_assert(sizeof(struct gs_arena_hdr) == 3 * GS_LINE, "header layout");
 _Static_assert(sizeof(struct gs_cmd) % GS_LINE == 0, "slot layout");

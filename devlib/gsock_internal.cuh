@@ -50,7 +50,24 @@ struct gs_lsock {
 	 */
 	uint64_t *rx_tail_m, *tx_head_m, *tx_tail_m, *rx_head_m;
 	uint64_t sgen; /* gs_dseg.sgen << GS_DCTR_BITS */
+	/*
+	 * Bytes taken from the rx lane run ahead of the tail seen until the
+	 * sender's tail catches up: the head published is rx_head then, or
+	 * the tail seen while it is behind (gs_rx_publish_t0).
+	 */
+	uint64_t rx_head_pub; /* the head last published */
+	uint64_t *rx_lane; /* direct: the lane we look at, or NULL */
+	uint64_t *tx_lane; /* direct: the lane our copies go to, or NULL */
+	uint64_t *lane_ok_p; /* GS_LANE_TX_WAIT: the receiver's lane_ok */
+	uint64_t lane_ok_v; /* GS_LANE_OK of this use of the segment */
+	uint32_t lane_tx; /* GS_LANE_TX_*: the sending block's alone */
+	uint32_t lane_seq; /* the tag of our last copy */
+	uint32_t lane_asks; /* small sends while GS_LANE_TX_WAIT */
 };
+
+#define GS_LANE_TX_OFF 0 /* no copies */
+#define GS_LANE_TX_WAIT 1 /* copies once the receiver's lane_ok says so */
+#define GS_LANE_TX_ON 2 /* a copy with every whole small send */
 
 #define GS_LS_OPEN 0x1 /* a descriptor of ours: gsocket/gaccept, not gclose */
 #define GS_LS_CONNECTED 0x2 /* gconnect or gaccept succeeded */
@@ -94,6 +111,7 @@ struct gsock_dev {
 	uint32_t dring_size; /* bytes per ring in a segment */
 	uint8_t *rxpool; /* this arena's receive pool in device memory, or NULL */
 	uint64_t *peers; /* GS_MAX_PEERS: each receive pool's device view, or 0 */
+	uint32_t lane; /* 1: direct connections use lanes ($GSOCK_DIRECT_LANE) */
 };
 
 /* 0 while the world is well, else the error every wait must return. */
@@ -314,7 +332,48 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 	ls->reset_p = 0;
 	ls->want_rx_p = ls->want_tx_p = 0;
 	ls->rx_tail_m = ls->tx_head_m = ls->tx_tail_m = ls->rx_head_m = 0;
+	ls->rx_head_pub = 0;
+	ls->rx_lane = ls->tx_lane = ls->lane_ok_p = 0;
+	ls->lane_ok_v = 0;
+	ls->lane_tx = GS_LANE_TX_OFF;
+	ls->lane_seq = ls->lane_asks = 0;
 	gs_st32(&s->poll_slot, 0);
+}
+
+/*
+ * Thread 0, fd direct (gs_direct_t0 below): its lanes (gsock_arena.h).
+ * We look at the lane of the pipe into us; one in our receive pool we
+ * zero first and then say so in lane_ok, as the sender may write there
+ * only after. Our copies go to the lane of the pipe out of us where the
+ * receiver is a GPU side (a CPU side never looks at one).
+ */
+GSOCK_DEVICE void gs_lane_setup_t0(struct gsock_dev gs, struct gs_lsock *ls,
+				   struct gs_dseg *g, uint32_t seg,
+				   uint32_t side, uint32_t dev, uint8_t *peer)
+{
+	ls->lane_ok_v = GS_LANE_OK(gs_ld32(&g->sgen) & GS_SGEN_MASK);
+	if (dev & GS_DC_SIDE(side ^ 1)) {
+		uint64_t *l = GS_RXPOOL_CTR(gs.rxpool, gs.dsegs, gs.dring_size,
+					    seg)->lane;
+
+		for (unsigned u = 0; u < GS_LANE_UNITS; u++)
+			gs_st_unit(l + u, 0);
+		gs_st64(&g->lane_ok[side ^ 1], ls->lane_ok_v); /* after a fence */
+		ls->rx_lane = l;
+	} else {
+		ls->rx_lane = g->lane[side ^ 1];
+	}
+	if (ls->flags & GS_LS_CPU_PEER)
+		return;
+	if (dev & GS_DC_SIDE(side)) {
+		ls->tx_lane = GS_RXPOOL_CTR(peer, gs.dsegs, gs.dring_size,
+					    seg)->lane;
+		ls->lane_ok_p = &g->lane_ok[side];
+		ls->lane_tx = GS_LANE_TX_WAIT;
+	} else {
+		ls->tx_lane = g->lane[side];
+		ls->lane_tx = GS_LANE_TX_ON;
+	}
 }
 
 /*
@@ -387,6 +446,8 @@ GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
 	ls->flags |= GS_LS_DIRECT;
 	if (gs_ld32(&g->cpu) & GS_DC_SIDE(side ^ 1))
 		ls->flags |= GS_LS_CPU_PEER;
+	if (gs.lane)
+		gs_lane_setup_t0(gs, ls, g, seg, side, dev, peer);
 	return 0;
 }
 
@@ -418,20 +479,65 @@ GSOCK_DEVICE struct gs_lsock *gs_lsock_of(struct gsock_dev gs, int fd)
 	return &gs.lsock[fd];
 }
 
-/* Thread 0: bytes in the rx ring, reading its tail. */
+/*
+ * Bytes in the rx ring as last seen: none while bytes taken from the lane
+ * are ahead of the tail seen.
+ */
+GSOCK_DEVICE uint64_t gs_rx_avail(const struct gs_lsock *ls)
+{
+	uint64_t d = ls->rx_tail_seen - ls->rx_head;
+
+	return (int64_t)d > 0 ? d : 0;
+}
+
+/*
+ * Thread 0: tell the sender how far it may write: rx_head, or the tail
+ * seen while that is behind it (so the head is never past the tail for
+ * gsockd, gpoll and a CPU side, which know nothing of lanes). The stores
+ * come after the loads of the bytes they free have returned.
+ */
+GSOCK_DEVICE void gs_rx_publish_t0(struct gs_lsock *ls)
+{
+	uint64_t h = (int64_t)(ls->rx_tail_seen - ls->rx_head) < 0 ?
+			     ls->rx_tail_seen :
+			     ls->rx_head;
+
+	if (h == ls->rx_head_pub)
+		return;
+	ls->rx_head_pub = h;
+	if (ls->rx_head_m)
+		gs_st_plain64(ls->rx_head_m, ls->sgen | (h & GS_DCTR_MASK));
+	gs_st_plain64(ls->rx_head_p, h);
+}
+
+/*
+ * Thread 0: bytes in the rx ring, reading its tail; more than the ring
+ * holds (callers: -EIO) when the tail went back, which no sender does.
+ */
 GSOCK_DEVICE uint64_t gs_rx_refresh_t0(struct gs_lsock *ls)
 {
+	uint64_t t;
+
 	if (ls->rx_tail_m) {
-		/* our GPU's copy: the tail lies in [head, head + ring] */
+		/*
+		 * Our GPU's copy: the tail lies in [head - bytes taken from
+		 * the lane, head + ring], well within 2^31 of the head.
+		 */
 		uint64_t v = gs_ld64(ls->rx_tail_m);
 
-		if ((v & ~GS_DCTR_MASK) == ls->sgen)
-			ls->rx_tail_seen = ls->rx_head +
-					   ((v - ls->rx_head) & GS_DCTR_MASK);
+		if ((v & ~GS_DCTR_MASK) != ls->sgen)
+			return gs_rx_avail(ls);
+		t = ls->rx_head + (uint64_t)(int64_t)(int32_t)(uint32_t)(v -
+									ls->rx_head);
 	} else {
-		ls->rx_tail_seen = gs_ld64(ls->rx_tail_p);
+		t = gs_ld64(ls->rx_tail_p);
 	}
-	return ls->rx_tail_seen - ls->rx_head;
+	if ((int64_t)(t - ls->rx_tail_seen) < 0)
+		return ~0ull;
+	ls->rx_tail_seen = t;
+	if (ls->rx_head_pub != ls->rx_head)
+		gs_rx_publish_t0(ls);
+	return gs_rx_avail(ls);
 }
 
 /* Thread 0: the tx ring's head as the receiver last published it. */
@@ -451,77 +557,114 @@ GSOCK_DEVICE uint64_t gs_tx_head_t0(struct gs_lsock *ls)
 #define GS_RX_STATUS_TURNS 8
 
 /*
+ * Thread 0, before fd closes: bytes taken from the lane ahead of the tail
+ * wait for it, else gsockd would see bytes between head and tail and
+ * reset the connection as TCP does over unread bytes. The sender
+ * publishes the tail right after its copy; one that stalls past 10 ms,
+ * or died, leaves the head where the tail is.
+ */
+GSOCK_DEVICE void gs_rx_settle_t0(struct gsock_dev gs, struct gs_lsock *ls)
+{
+	uint64_t t0 = gs_now_ns();
+	unsigned i = 0;
+
+	while (ls->rx_head_pub != ls->rx_head &&
+	       gs_rx_refresh_t0(ls) <= ls->ring_size &&
+	       ls->rx_head_pub != ls->rx_head &&
+	       gs_now_ns() - t0 < 10000000 && !gs_wait_turn(gs, &i))
+		;
+}
+
+/* gs_rx_look_t0: nothing yet (no errno is this large). */
+#define GS_RX_NONE (-0x7fffffffL)
+
+/*
+ * Thread 0, turn i of a wait for rx bytes (`waits`: the caller waits
+ * rather than say EAGAIN). Returns bytes available (> 0), 0 at EOF, a
+ * negative errno, or GS_RX_NONE.
+ */
+GSOCK_DEVICE long gs_rx_look_t0(struct gsock_dev gs, int fd,
+				struct gs_lsock *ls, unsigned i, int waits)
+{
+	struct gs_sock *s = &gs.socks[fd];
+	uint64_t avail = gs_rx_avail(ls);
+	uint32_t st;
+
+	if (!avail)
+		avail = gs_rx_refresh_t0(ls);
+	if (avail > ls->ring_size)
+		return -EIO;
+	if (avail)
+		return (long)avail;
+	if (ls->error)
+		return ls->error;
+	/*
+	 * Slow path, on the first turn and every GS_RX_STATUS_TURNS after:
+	 * status first, then the tail it covers. The turns between read the
+	 * tail alone, one PCIe read each.
+	 */
+	if (i % GS_RX_STATUS_TURNS)
+		return GS_RX_NONE;
+	/*
+	 * Direct, a wait: not on the first turn either. The tail alone
+	 * answers sooner (1-1.7 us a round trip on an H100), and an EOF or
+	 * error waits GS_RX_STATUS_TURNS reads more.
+	 */
+	if (i == 0 && (ls->flags & GS_LS_DIRECT) && waits)
+		return GS_RX_NONE;
+	st = gs_ld32(&s->status);
+	avail = gs_rx_refresh_t0(ls);
+	if (avail > ls->ring_size)
+		return -EIO;
+	if (avail)
+		return (long)avail;
+	if (!(st & GS_ST_OPEN))
+		return -EBADF;
+	/*
+	 * Direct: a peer that reset the connection in the segment (a CPU
+	 * program that wrote around the preload, or went with our bytes
+	 * unread) may have left its kernel socket alive or ended with a FIN:
+	 * the reset comes first.
+	 */
+	if (ls->reset_p && (gs_ld32(ls->reset_p) & ls->peer_bit))
+		return ls->error = -ECONNRESET;
+	if (st & GS_ST_RX_EOF)
+		return 0;
+	if (s->error)
+		return ls->error = s->error;
+	if (!(st & GS_ST_CONNECTED))
+		return -ENOTCONN;
+	/* An empty ring: a stalled bridge would wait for us forever. */
+	if (i == 0 && !(ls->flags & GS_LS_DIRECT) && gs_ld32(&s->rx_blocked)) {
+		int err = gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
+
+		if (err)
+			return err;
+	}
+	return GS_RX_NONE;
+}
+
+/*
  * Thread 0: wait until the rx ring has bytes, EOF or an error. Returns
  * bytes available (> 0), 0 at EOF, or a negative errno.
  */
 GSOCK_DEVICE long gs_rx_wait_t0(struct gsock_dev gs, int fd,
 				struct gs_lsock *ls, int dontwait)
 {
-	struct gs_sock *s = &gs.socks[fd];
-	uint64_t avail = ls->rx_tail_seen - ls->rx_head;
+	int waits = !dontwait && !(ls->flags & GS_LS_NONBLOCK);
 	unsigned i = 0;
 
-	if (!avail)
-		avail = gs_rx_refresh_t0(ls);
 	for (;;) {
-		uint32_t st;
+		long r = gs_rx_look_t0(gs, fd, ls, i, waits);
 		int err;
 
-		if (avail > ls->ring_size)
-			return -EIO;
-		if (avail)
-			return (long)avail;
-		if (ls->error)
-			return ls->error;
-		/*
-		 * Slow path, on the first turn and every GS_RX_STATUS_TURNS
-		 * after: status first, then the tail it covers. The turns
-		 * between read the tail alone, one PCIe read each.
-		 */
-		if (i % GS_RX_STATUS_TURNS)
-			goto wait;
-		/*
-		 * Direct, a wait: not on the first turn either. The tail
-		 * alone answers sooner (1-1.7 us a round trip on an H100),
-		 * and an EOF or error waits GS_RX_STATUS_TURNS reads more.
-		 */
-		if (i == 0 && (ls->flags & GS_LS_DIRECT) && !dontwait &&
-		    !(ls->flags & GS_LS_NONBLOCK))
-			goto wait;
-		st = gs_ld32(&s->status);
-		avail = gs_rx_refresh_t0(ls);
-		if (avail)
-			continue;
-		if (!(st & GS_ST_OPEN))
-			return -EBADF;
-		/*
-		 * Direct: a peer that reset the connection in the segment
-		 * (a CPU program that wrote around the preload, or went with
-		 * our bytes unread) may have left its kernel socket alive or
-		 * ended with a FIN: the reset comes first.
-		 */
-		if (ls->reset_p && (gs_ld32(ls->reset_p) & ls->peer_bit))
-			return ls->error = -ECONNRESET;
-		if (st & GS_ST_RX_EOF)
-			return 0;
-		if (s->error)
-			return ls->error = s->error;
-		if (!(st & GS_ST_CONNECTED))
-			return -ENOTCONN;
-		/* An empty ring: a stalled bridge would wait for us forever. */
-		if (i == 0 && !(ls->flags & GS_LS_DIRECT) &&
-		    gs_ld32(&s->rx_blocked)) {
-			err = gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
-			if (err)
-				return err;
-		}
-wait:
-		if (dontwait || (ls->flags & GS_LS_NONBLOCK))
+		if (r != GS_RX_NONE)
+			return r;
+		if (!waits)
 			return -EAGAIN;
 		err = gs_wait_turn(gs, &i);
 		if (err)
 			return err;
-		avail = gs_rx_refresh_t0(ls);
 	}
 }
 
@@ -539,10 +682,7 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 
 	/* The copy's loads have returned: no fence before freeing the space. */
 	ls->rx_head += n;
-	if (ls->rx_head_m)
-		gs_st_plain64(ls->rx_head_m,
-			      ls->sgen | (ls->rx_head & GS_DCTR_MASK));
-	gs_st_plain64(ls->rx_head_p, ls->rx_head);
+	gs_rx_publish_t0(ls);
 	/*
 	 * Direct: the sender looks at the head itself. A CPU sender sleeps
 	 * only on a full ring, and is rung when the ring drains below half:
@@ -562,6 +702,174 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 	if (gs_ld32(&s->rx_blocked))
 		return gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
 	return 0;
+}
+
+/*
+ * Units of a lane each thread holds while it looks (gs_rx_lane): a CUDA
+ * block of 32 threads or more covers a lane in one round of loads; the
+ * host backend's one thread holds it all. Smaller CUDA blocks leave the
+ * lane alone.
+ */
+#ifdef __CUDACC__
+#define GS_LANE_SLOTS 2
+#else
+#define GS_LANE_SLOTS GS_LANE_UNITS
+#endif
+
+/* Whether this block looks at fd's lane (every thread the same). */
+GSOCK_DEVICE int gs_lane_rx(const struct gs_lsock *ls)
+{
+	return ls->rx_lane && gs_bdim() * GS_LANE_SLOTS >= GS_LANE_UNITS;
+}
+
+/*
+ * Thread 0: the lane's header units h0 and h1, if they name a copy that
+ * starts where we stand: tag << 32 | length; else 0. Bytes taken ahead of
+ * the tail seen stay within half a ring (an honest sender publishes each
+ * copy's tail right after it; a lying one only stalls its own stream).
+ */
+GSOCK_DEVICE long gs_lane_hdr_t0(const struct gs_lsock *ls, uint64_t h0,
+				 uint64_t h1)
+{
+	uint32_t tag = (uint32_t)(h0 >> 32), w = (uint32_t)h1;
+	uint32_t n = w & 0xffff;
+
+	if (!tag || (uint32_t)(h1 >> 32) != tag ||
+	    (uint32_t)h0 != (uint32_t)ls->rx_head ||
+	    w >> 16 != (uint32_t)(ls->rx_head >> 32 & 0xffff) || !n ||
+	    n > GS_LANE_MAX ||
+	    ls->rx_head + n - ls->rx_tail_seen > ls->ring_size / 2)
+		return 0;
+	return (long)((uint64_t)tag << 32 | n);
+}
+
+/*
+ * Direct, fd has a lane and the ring is empty as far as we know: wait
+ * for bytes as gs_rx_wait_t0 does, looking at the lane each turn with
+ * the block's threads side by side while thread 0 reads the ring's
+ * counters, so one round trip both finds the bytes and brings them.
+ * Every thread returns the same: bytes taken from the lane into buf and
+ * consumed (> 0); GS_RX_NONE when the ring has bytes (gs_rx_wait_t0 then
+ * returns them at once); 0 at EOF; or a negative errno.
+ */
+GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
+			     uint8_t *buf, size_t len, int dontwait)
+{
+	const uint64_t *lane = ls->rx_lane;
+	unsigned t = gs_tid(), nt = gs_bdim(), i = 0;
+	int waits = !dontwait && !(ls->flags & GS_LS_NONBLOCK);
+
+	for (;;) {
+		uint64_t v[GS_LANE_SLOTS];
+		long r = 0, hdr = 0;
+
+GS_UNROLL
+		for (unsigned k = 0; k < GS_LANE_SLOTS; k++)
+			v[k] = t + k * nt < GS_LANE_UNITS ?
+				       gs_ld_unit(lane + t + k * nt) :
+				       0;
+		if (t == 0) {
+			uint64_t h1 = gs_ld_unit(lane + 1);
+
+			r = gs_rx_look_t0(gs, fd, ls, i, waits);
+			if (r == GS_RX_NONE)
+				hdr = gs_lane_hdr_t0(ls, v[0], h1);
+		}
+		gs_bcast2(&r, &hdr);
+		if (r != GS_RX_NONE)
+			return r > 0 ? GS_RX_NONE : r;
+		if (hdr) {
+			uint32_t tag = (uint32_t)((uint64_t)hdr >> 32);
+			uint32_t n = (uint32_t)hdr & 0xffff;
+			unsigned end = GS_LANE_HDR + (n + 3) / 4;
+			size_t k = n < len ? n : len;
+			int bad = 0;
+
+GS_UNROLL
+			for (unsigned j = 0; j < GS_LANE_SLOTS; j++) {
+				unsigned u = t + j * nt;
+
+				if (u >= GS_LANE_HDR && u < end &&
+				    (uint32_t)(v[j] >> 32) != tag)
+					bad = 1;
+			}
+			/* a unit of another copy: the sender is mid-write */
+			if (!gs_sync_or(bad)) {
+GS_UNROLL
+				for (unsigned j = 0; j < GS_LANE_SLOTS; j++) {
+					unsigned u = t + j * nt;
+					size_t o = (size_t)(u - GS_LANE_HDR) * 4;
+
+					if (u < GS_LANE_HDR || u >= end)
+						continue;
+					for (unsigned b = 0; b < 4 && o + b < k; b++)
+						buf[o + b] = (uint8_t)(v[j] >> 8 * b);
+				}
+				gs_sync();
+				if (gs_sync_or(t == 0 && gs_rx_consume_t0(
+								 gs, fd, ls, k, 0)))
+					return -ECONNABORTED;
+				return (long)k;
+			}
+		}
+		if (!waits)
+			return -EAGAIN;
+		if (t == 0)
+			r = gs_wait_turn(gs, &i);
+		r = gs_bcast(r);
+		if (r)
+			return r;
+	}
+}
+
+/*
+ * Thread 0, before a whole send of at most GS_LANE_MAX bytes: while our
+ * copies wait for the receiver's lane_ok, read it at the 1st, 2nd, 4th,
+ * 8th ... such send (a PCIe read each; a receiver that never says so
+ * costs few).
+ */
+GSOCK_DEVICE void gs_lane_ask_t0(struct gs_lsock *ls)
+{
+	uint32_t a = ++ls->lane_asks;
+
+	if (a & (a - 1))
+		return;
+	if (gs_ld64(ls->lane_ok_p) == ls->lane_ok_v)
+		ls->lane_tx = GS_LANE_TX_ON;
+}
+
+/* The tag after seq: 0 never (a zeroed unit is no copy's). */
+GSOCK_DEVICE uint32_t gs_lane_tag(uint32_t seq)
+{
+	return seq + 1 ? seq + 1 : 1;
+}
+
+/*
+ * Every thread: the copy of a whole send of n <= GS_LANE_MAX bytes of buf,
+ * at stream position pos, into lane with tag. No fence: the units carry
+ * their own validity, and the ring's copy and tail follow as always. At
+ * the tag's wrap every unit is written, so none keeps an old tag 1.
+ */
+GSOCK_DEVICE void gs_lane_put(uint64_t *lane, uint32_t tag, uint64_t pos,
+			      const uint8_t *buf, uint32_t n)
+{
+	unsigned end = tag == 1 ? GS_LANE_UNITS : GS_LANE_HDR + (n + 3) / 4;
+
+	for (unsigned u = gs_tid(); u < end; u += gs_bdim()) {
+		uint32_t w = 0;
+
+		if (u == 0) {
+			w = (uint32_t)pos;
+		} else if (u == 1) {
+			w = n | (uint32_t)(pos >> 32 & 0xffff) << 16;
+		} else {
+			uint32_t o = (u - GS_LANE_HDR) * 4;
+
+			for (uint32_t b = 0; b < 4 && o + b < n; b++)
+				w |= (uint32_t)buf[o + b] << 8 * b;
+		}
+		gs_st_unit(lane + u, (uint64_t)tag << 32 | w);
+	}
 }
 
 /* Thread 0: after a command that returned a new descriptor. */

@@ -16,6 +16,7 @@
 #ifdef __CUDACC__
 #define GSOCK_BACKEND_NAME "cuda"
 #define GSOCK_DEVICE __device__ __forceinline__ static
+#define GS_UNROLL _Pragma("unroll") /* before a loop of constant count */
 #define GSOCK_HD __host__ __device__ __forceinline__ static
 #define GS_SHARED __shared__
 #define GSOCK_KERNEL(name, gs, arg) \
@@ -129,6 +130,23 @@ GSOCK_DEVICE uint32_t gs_ld_local32(const uint32_t *p)
 	return *(const volatile uint32_t *)p;
 }
 
+/*
+ * A lane unit (gsock_arena.h): one 8-byte load or store, whole, with no
+ * ordering, so a thread's loads of several units travel side by side.
+ */
+GSOCK_DEVICE uint64_t gs_ld_unit(const uint64_t *p)
+{
+	uint64_t v;
+
+	asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p));
+	return v;
+}
+
+GSOCK_DEVICE void gs_st_unit(uint64_t *p, uint64_t v)
+{
+	asm volatile("st.relaxed.sys.u64 [%0], %1;" : : "l"(p), "l"(v));
+}
+
 GSOCK_DEVICE uint64_t gs_fetch_add64(unsigned long long *p, uint64_t v)
 {
 	return atomicAdd(p, (unsigned long long)v);
@@ -202,6 +220,7 @@ GSOCK_DEVICE void gs_relax(unsigned i)
 
 #define GSOCK_BACKEND_NAME "host"
 #define GSOCK_DEVICE static inline
+#define GS_UNROLL
 #define GSOCK_HD static inline
 #define GS_SHARED
 /*
@@ -283,6 +302,16 @@ GSOCK_DEVICE void gs_st_plain64(uint64_t *p, uint64_t v)
 GSOCK_DEVICE uint32_t gs_ld_local32(const uint32_t *p)
 {
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+GSOCK_DEVICE uint64_t gs_ld_unit(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+GSOCK_DEVICE void gs_st_unit(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 
 GSOCK_DEVICE uint64_t gs_fetch_add64(unsigned long long *p, uint64_t v)

@@ -567,6 +567,20 @@ static uint32_t env_poll_ns(void)
 	return (uint32_t)v;
 }
 
+/* $GSOCK_DIRECT_LANE: on (unset too) or off; anything else is said, and on. */
+static uint32_t env_lane(void)
+{
+	const char *s = getenv("GSOCK_DIRECT_LANE");
+
+	if (!s || !*s || !strcmp(s, "on"))
+		return 1;
+	if (!strcmp(s, "off"))
+		return 0;
+	fprintf(stderr,
+		"libgsock: GSOCK_DIRECT_LANE=%s is not on or off; on\n", s);
+	return 1;
+}
+
 struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 			     size_t errlen)
 {
@@ -608,6 +622,7 @@ struct gsock_ctx *gsock_init(const struct gsock_opts *opts, char *err,
 	}
 	ctx->watching = 1;
 	ctx->poll_ns = opts && opts->poll_ns ? opts->poll_ns : env_poll_ns();
+	ctx->lane = env_lane();
 	return ctx;
 err_free:
 	gsock_fini(ctx);
@@ -649,6 +664,7 @@ static struct gsock_dev gs_dev_view(struct gsock_ctx *ctx, uint32_t base)
 	d.dring_size = ctx->dring_size;
 	d.rxpool = ctx->peers ? ctx->rx_dev : NULL;
 	d.peers = ctx->peers;
+	d.lane = ctx->lane;
 	return d;
 }
 

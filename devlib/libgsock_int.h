@@ -65,6 +65,7 @@ struct gsock_ctx {
 	pthread_mutex_t lock;
 	uint32_t next_slot;
 	uint32_t poll_ns; /* gsock_opts.poll_ns or $GSOCK_POLL_NS */
+	uint32_t lane; /* $GSOCK_DIRECT_LANE: direct connections use lanes */
 	struct gs_launch *launches;
 	int device; /* gsock_opts.device */
 	void *be; /* the backend's: cuda, the stream that copies world */

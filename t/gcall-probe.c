@@ -4,6 +4,7 @@
  * each result as "NAME VALUE", values as the g-call returned them
  * (negative errno). Exit status 69 if gsockd went away.
  * gcall-probe copy THREADS: the block copy probe, one block of THREADS.
+ * gcall-probe lane THREADS: the direct path's lane probe, the same way.
  * gcall-probe send ADDR [BYTES]: listen at ADDR, serve one connection
  * BYTES (default 1000000) of a pattern that recv checks, then close.
  * gcall-probe relay ADDR: listen at ADDR and join the connections it
@@ -42,9 +43,10 @@ int main(int argc, char **argv)
 	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[1], "send")) ||
 	    (strcmp(argv[1], "recv") && strcmp(argv[1], "errors") &&
 	     strcmp(argv[1], "copy") && strcmp(argv[1], "send") &&
+	     strcmp(argv[1], "lane") &&
 	     strcmp(argv[1], "relay") && strcmp(argv[1], "self"))) {
 		fprintf(stderr,
-			"usage: gcall-probe recv|errors|relay|self ADDR, gcall-probe send ADDR [BYTES], or gcall-probe copy THREADS\n");
+			"usage: gcall-probe recv|errors|relay|self ADDR, gcall-probe send ADDR [BYTES], or gcall-probe copy|lane THREADS\n");
 		return EX_USAGE;
 	}
 	if (!strcmp(argv[1], "relay"))
@@ -59,12 +61,13 @@ int main(int argc, char **argv)
 								  RELAY_MEM);
 	a->mode = !strcmp(argv[1], "recv") ? PROBE_RECV :
 		  !strcmp(argv[1], "copy") ? PROBE_COPY :
+		  !strcmp(argv[1], "lane") ? PROBE_LANE :
 		  !strcmp(argv[1], "send") ? PROBE_SEND :
 		  !strcmp(argv[1], "relay") ? PROBE_RELAY :
 		  !strcmp(argv[1], "self") ? PROBE_SELF :
 					     PROBE_ERRORS;
 	a->count = argc == 4 ? strtoull(argv[3], NULL, 10) : 1000000;
-	if (a->mode == PROBE_COPY) {
+	if (a->mode == PROBE_COPY || a->mode == PROBE_LANE) {
 		threads = (unsigned)strtoul(argv[2], NULL, 10);
 		if (threads < 1 || threads > 1024) {
 			fprintf(stderr,

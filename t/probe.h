@@ -17,6 +17,7 @@ enum probe_mode {
 	PROBE_SEND, /* listen at addr, accept one, gsend count bytes, gclose */
 	PROBE_RELAY, /* listen at addr; join accepted connections in pairs */
 	PROBE_SELF, /* listen at addr, connect to it, talk to itself */
+	PROBE_LANE, /* a direct connection's lane, made up: no gsockd needed */
 };
 
 /*

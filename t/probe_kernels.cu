@@ -422,6 +422,181 @@ GSOCK_DEVICE void probe_copy(struct probe_args *a)
 	put(a, "copy-errors", (int64_t)bad);
 }
 
+/*
+ * The direct path's lane (gsock_arena.h) against a connection made up in
+ * a->buf, with no ring bytes at all, so whatever arrives came from the
+ * lane: copies of every length class at odd buffer offsets are taken
+ * whole and the head is published only as far as the tail; a copy at
+ * another position, a torn one, one past the bound, one of length 0 and
+ * a short buffer are handled as gsock_arena.h says; the tag's wrap
+ * writes every unit; a close waits for the tail of bytes taken ahead of
+ * it (10 ms at most); a tail that goes back is EIO; EOF still ends a
+ * wait. Every failed check adds to lane-errors.
+ */
+GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
+{
+	static const uint32_t lens[] = { 1,  2,	 3,   4,   5,	63,
+					 64, 65, 127, 200, 247, GS_LANE_MAX };
+	uint8_t *m = a->buf;
+	struct gs_sock *s = (struct gs_sock *)m;
+	struct gs_lsock *ls = (struct gs_lsock *)(m + 256);
+	uint64_t *lane = (uint64_t *)(m + 1024);
+	uint64_t *ctr = (uint64_t *)(m + 1536); /* the tail, the head */
+	uint8_t *out = m + 1792, *src = m + 2560;
+	unsigned t = gs_tid(), nt = gs_bdim();
+	struct gsock_dev g = gs;
+	int64_t bad = 0, cases = 0;
+	uint32_t seq = 0;
+	uint64_t pos = 0;
+	long r;
+
+	g.socks = s;
+	g.lsock = ls;
+	g.nsocks = 1;
+	for (unsigned k = t; k < 2560; k += nt)
+		m[k] = 0;
+	for (unsigned k = t; k < 256; k += nt)
+		src[k] = (uint8_t)(k * 13 + 5);
+	gs_sync();
+	if (t == 0) {
+		s->status = GS_ST_OPEN | GS_ST_CONNECTED;
+		ls->flags = GS_LS_OPEN | GS_LS_CONNECTED | GS_LS_DIRECT;
+		ls->ring_size = 1024;
+		ls->rx_tail_p = &ctr[0];
+		ls->rx_head_p = &ctr[1];
+		ls->rx_ring = m + 3072; /* never read: no copy takes the ring */
+		ls->rx_lane = lane;
+	}
+	gs_sync();
+	put(a, "lane-rx", gs_lane_rx(ls));
+	if (!gs_lane_rx(ls))
+		return;
+	/* Every length, at buffer offsets 0, 1 and 3. */
+	for (unsigned li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+		for (unsigned off = 0; off < 4; off += off ? 2 : 1) {
+			uint32_t n = lens[li];
+
+			seq = gs_lane_tag(seq);
+			gs_lane_put(lane, seq, pos, src + off, n);
+			gs_sync();
+			r = gs_rx_lane(g, 0, ls, out + off, 256, 1);
+			for (unsigned k = t; k < n; k += nt)
+				bad += out[off + k] != src[off + k];
+			if (t == 0) {
+				bad += r != (long)n;
+				bad += ls->rx_head != pos + n;
+				/* bytes ahead of the tail: the head waits for it */
+				bad += gs_ld64(&ctr[1]) != pos;
+				gs_st64(&ctr[0], pos + n); /* the sender's tail */
+				bad += gs_rx_refresh_t0(ls) != 0;
+				bad += gs_ld64(&ctr[1]) != pos + n;
+			}
+			pos += n;
+			cases++;
+			gs_sync();
+		}
+	/* A copy of bytes further on, or a torn one: not taken. */
+	seq = gs_lane_tag(seq);
+	gs_lane_put(lane, seq, pos + 4, src, 8);
+	gs_sync();
+	r = gs_rx_lane(g, 0, ls, out, 256, 1);
+	bad += t == 0 && (r != -EAGAIN || ls->rx_head != pos);
+	seq = gs_lane_tag(seq);
+	gs_lane_put(lane, seq, pos, src, 40);
+	gs_sync();
+	if (t == 0)
+		gs_st_unit(&lane[7], (uint64_t)(seq - 1) << 32);
+	gs_sync();
+	r = gs_rx_lane(g, 0, ls, out, 256, 1);
+	bad += t == 0 && (r != -EAGAIN || ls->rx_head != pos);
+	/* Past the bound (half a ring ahead of the tail), or of length 0. */
+	if (t == 0)
+		ls->ring_size = 64;
+	seq = gs_lane_tag(seq);
+	gs_lane_put(lane, seq, pos, src, 40);
+	gs_sync();
+	r = gs_rx_lane(g, 0, ls, out, 256, 1);
+	bad += t == 0 && (r != -EAGAIN || ls->rx_head != pos);
+	if (t == 0)
+		ls->ring_size = 1024;
+	seq = gs_lane_tag(seq);
+	gs_lane_put(lane, seq, pos, src, 0);
+	gs_sync();
+	r = gs_rx_lane(g, 0, ls, out, 256, 1);
+	bad += t == 0 && r != -EAGAIN;
+	/* A short buffer takes its part; the rest comes through the ring. */
+	seq = gs_lane_tag(seq);
+	gs_lane_put(lane, seq, pos, src, 100);
+	gs_sync();
+	r = gs_rx_lane(g, 0, ls, out, 10, 1);
+	bad += t == 0 && (r != 10 || ls->rx_head != pos + 10);
+	r = gs_rx_lane(g, 0, ls, out, 256, 1);
+	bad += t == 0 && r != -EAGAIN;
+	if (t == 0)
+		gs_st64(&ctr[0], pos + 100);
+	gs_sync();
+	r = gs_rx_lane(g, 0, ls, out, 256, 1);
+	if (t == 0) {
+		bad += r != GS_RX_NONE;
+		bad += gs_rx_wait_t0(g, 0, ls, 1) != 90;
+		bad += gs_ld64(&ctr[1]) != pos + 10;
+		bad += gs_rx_consume_t0(g, 0, ls, 90, 90) != 0;
+		bad += gs_ld64(&ctr[1]) != pos + 100;
+	}
+	pos += 100;
+	cases += 4;
+	gs_sync();
+	/* The tag's wrap: tag 1 again, every unit written. */
+	seq = gs_lane_tag(0xffffffffu);
+	gs_lane_put(lane, seq, pos, src, 12);
+	gs_sync();
+	for (unsigned u = t; u < GS_LANE_UNITS; u += nt)
+		bad += (uint32_t)(gs_ld_unit(&lane[u]) >> 32) != 1;
+	r = gs_rx_lane(g, 0, ls, out, 256, 1);
+	bad += t == 0 && r != 12;
+	if (t == 0)
+		gs_st64(&ctr[0], pos + 12);
+	pos += 12;
+	cases++;
+	gs_sync();
+	/* A close waits (10 ms at most) for the tail of bytes taken early. */
+	seq = gs_lane_tag(seq);
+	gs_lane_put(lane, seq, pos, src, 8);
+	gs_sync();
+	r = gs_rx_lane(g, 0, ls, out, 256, 1);
+	if (t == 0) {
+		uint64_t t0 = gs_now_ns();
+
+		bad += r != 8;
+		gs_rx_settle_t0(g, ls);
+		bad += gs_now_ns() - t0 < 10000000 || gs_ld64(&ctr[1]) != pos;
+		gs_st64(&ctr[0], pos + 8);
+		gs_rx_settle_t0(g, ls);
+		bad += gs_ld64(&ctr[1]) != pos + 8;
+	}
+	pos += 8;
+	cases++;
+	gs_sync();
+	/* A tail that goes back, then EOF. */
+	if (t == 0) {
+		bad += gs_rx_refresh_t0(ls) != 0;
+		gs_st64(&ctr[0], pos - 1);
+	}
+	gs_sync();
+	r = gs_rx_lane(g, 0, ls, out, 256, 1);
+	bad += t == 0 && r != -EIO;
+	if (t == 0) {
+		gs_st64(&ctr[0], pos);
+		s->status |= GS_ST_RX_EOF;
+	}
+	gs_sync();
+	r = gs_rx_lane(g, 0, ls, out, 256, 1);
+	bad += t == 0 && r != 0;
+	cases += 2;
+	put(a, "lane-cases", cases);
+	put(a, "lane-errors", (int64_t)gs_sum64((uint64_t)bad));
+}
+
 GSOCK_KERNEL(probe_kernel, gs, arg)
 {
 	struct probe_args *a = (struct probe_args *)arg;
@@ -436,6 +611,8 @@ GSOCK_KERNEL(probe_kernel, gs, arg)
 		probe_self(gs, a);
 	else if (a->mode == PROBE_COPY)
 		probe_copy(a);
+	else if (a->mode == PROBE_LANE)
+		probe_lane(gs, a);
 	else
 		probe_errors(gs, a);
 	if (gs_tid() == 0)
