@@ -705,21 +705,23 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 }
 
 /*
- * Units of a lane each thread holds while it looks (gs_rx_lane): a CUDA
- * block of 32 threads or more covers a lane in one round of loads; the
- * host backend's one thread holds it all. Smaller CUDA blocks leave the
- * lane alone.
+ * Who reads a lane (gs_rx_lane): on CUDA the block's first warp, a unit a
+ * thread, in two waves: the header and 120 bytes first, and the rest
+ * only for a longer copy; the host backend's one thread reads them all.
+ * A CUDA block under 32 threads leaves the lane alone.
  */
 #ifdef __CUDACC__
-#define GS_LANE_SLOTS 2
+#define GS_LANE_W 32
 #else
-#define GS_LANE_SLOTS GS_LANE_UNITS
+#define GS_LANE_W 1
 #endif
+#define GS_LANE_SLOTS (GS_LANE_UNITS / GS_LANE_W) /* units a reader holds */
+#define GS_LANE_WAVE 32 /* units of the first wave */
 
 /* Whether this block looks at fd's lane (every thread the same). */
 GSOCK_DEVICE int gs_lane_rx(const struct gs_lsock *ls)
 {
-	return ls->rx_lane && gs_bdim() * GS_LANE_SLOTS >= GS_LANE_UNITS;
+	return ls->rx_lane && gs_bdim() >= GS_LANE_W;
 }
 
 /*
@@ -738,46 +740,63 @@ GSOCK_DEVICE long gs_lane_hdr_t0(const struct gs_lsock *ls, uint64_t h0,
 	    (uint32_t)h0 != (uint32_t)ls->rx_head ||
 	    w >> 16 != (uint32_t)(ls->rx_head >> 32 & 0xffff) || !n ||
 	    n > GS_LANE_MAX ||
-	    ls->rx_head + n - ls->rx_tail_seen > ls->ring_size / 2)
+	    (int64_t)(ls->rx_head + n - ls->rx_tail_seen) >
+		    (int64_t)(ls->ring_size / 2))
 		return 0;
 	return (long)((uint64_t)tag << 32 | n);
 }
 
 /*
+ * Load the lane's units [from, to) that this thread holds (v[k]: unit
+ * t + k x GS_LANE_W); no ordering, so they travel side by side.
+ */
+GSOCK_DEVICE void gs_lane_load(const uint64_t *lane, uint64_t *v,
+			       unsigned from, unsigned to)
+{
+	unsigned t = gs_tid();
+
+	GS_UNROLL
+	for (unsigned k = 0; k < GS_LANE_SLOTS; k++) {
+		unsigned u = t + k * GS_LANE_W;
+
+		if (t < GS_LANE_W && u >= from && u < to)
+			v[k] = gs_ld_unit(lane + u);
+	}
+}
+
+/*
  * Direct, fd has a lane and the ring is empty as far as we know: wait
- * for bytes as gs_rx_wait_t0 does, looking at the lane each turn with
- * the block's threads side by side while thread 0 reads the ring's
- * counters, so one round trip both finds the bytes and brings them.
- * Every thread returns the same: bytes taken from the lane into buf and
- * consumed (> 0); GS_RX_NONE when the ring has bytes (gs_rx_wait_t0 then
- * returns them at once); 0 at EOF; or a negative errno.
+ * for bytes as gs_rx_wait_t0 does, looking at the lane each turn beside
+ * thread 0's read of the ring's counters, so one round trip both finds
+ * the bytes and brings them. A copy at our position is taken even when
+ * the tail shows its bytes too: they are here already, the ring's would
+ * cost another crossing. Every thread returns the same: bytes taken from
+ * the lane into buf and consumed (> 0); GS_RX_NONE when the ring has
+ * bytes the lane does not (gs_rx_wait_t0 then returns them at once); 0
+ * at EOF; or a negative errno.
  */
 GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 			     uint8_t *buf, size_t len, int dontwait)
 {
 	const uint64_t *lane = ls->rx_lane;
-	unsigned t = gs_tid(), nt = gs_bdim(), i = 0;
+	unsigned t = gs_tid(), i = 0;
 	int waits = !dontwait && !(ls->flags & GS_LS_NONBLOCK);
 
 	for (;;) {
 		uint64_t v[GS_LANE_SLOTS];
 		long r = 0, hdr = 0;
 
-GS_UNROLL
-		for (unsigned k = 0; k < GS_LANE_SLOTS; k++)
-			v[k] = t + k * nt < GS_LANE_UNITS ?
-				       gs_ld_unit(lane + t + k * nt) :
-				       0;
+		gs_lane_load(lane, v, 0, GS_LANE_WAVE);
 		if (t == 0) {
 			uint64_t h1 = gs_ld_unit(lane + 1);
 
 			r = gs_rx_look_t0(gs, fd, ls, i, waits);
-			if (r == GS_RX_NONE)
+			if (r > 0 || r == GS_RX_NONE)
 				hdr = gs_lane_hdr_t0(ls, v[0], h1);
 		}
 		gs_bcast2(&r, &hdr);
-		if (r != GS_RX_NONE)
-			return r > 0 ? GS_RX_NONE : r;
+		if (r != GS_RX_NONE && r <= 0)
+			return r;
 		if (hdr) {
 			uint32_t tag = (uint32_t)((uint64_t)hdr >> 32);
 			uint32_t n = (uint32_t)hdr & 0xffff;
@@ -785,33 +804,40 @@ GS_UNROLL
 			size_t k = n < len ? n : len;
 			int bad = 0;
 
-GS_UNROLL
+			if (end > GS_LANE_WAVE)
+				gs_lane_load(lane, v, GS_LANE_WAVE, end);
+			GS_UNROLL
 			for (unsigned j = 0; j < GS_LANE_SLOTS; j++) {
-				unsigned u = t + j * nt;
+				unsigned u = t + j * GS_LANE_W;
 
-				if (u >= GS_LANE_HDR && u < end &&
-				    (uint32_t)(v[j] >> 32) != tag)
+				if (t < GS_LANE_W && u >= GS_LANE_HDR &&
+				    u < end && (uint32_t)(v[j] >> 32) != tag)
 					bad = 1;
 			}
 			/* a unit of another copy: the sender is mid-write */
 			if (!gs_sync_or(bad)) {
-GS_UNROLL
+				GS_UNROLL
 				for (unsigned j = 0; j < GS_LANE_SLOTS; j++) {
-					unsigned u = t + j * nt;
+					unsigned u = t + j * GS_LANE_W;
 					size_t o = (size_t)(u - GS_LANE_HDR) * 4;
 
-					if (u < GS_LANE_HDR || u >= end)
+					if (t >= GS_LANE_W || u < GS_LANE_HDR ||
+					    u >= end)
 						continue;
 					for (unsigned b = 0; b < 4 && o + b < k; b++)
 						buf[o + b] = (uint8_t)(v[j] >> 8 * b);
 				}
 				gs_sync();
+				/* r: the ring's bytes, where the tail showed them */
 				if (gs_sync_or(t == 0 && gs_rx_consume_t0(
-								 gs, fd, ls, k, 0)))
+								 gs, fd, ls, k,
+								 r > 0 ? r : 0)))
 					return -ECONNABORTED;
 				return (long)k;
 			}
 		}
+		if (r > 0)
+			return GS_RX_NONE;
 		if (!waits)
 			return -EAGAIN;
 		if (t == 0)

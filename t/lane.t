@@ -1,8 +1,9 @@
 #!/bin/sh
 # The direct path's lanes: a small send's copy that the receiver takes
 # instead of reading the tail and then the ring. gcall-probe's lane mode
-# makes a connection up in device memory, with no bytes in its ring, so
-# every byte that arrives came from a lane: copies of every length at odd
+# makes a connection up in device memory whose ring holds zeros, so the
+# pattern that arrives came from a lane (also where the tail already
+# shows the bytes): copies of every length at odd
 # buffer offsets arrive whole, the head is never published past the
 # tail, and a copy at another position, a torn copy, one past its bound,
 # one of length 0, a short buffer, the tag's wrap, a close before the

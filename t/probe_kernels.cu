@@ -424,8 +424,8 @@ GSOCK_DEVICE void probe_copy(struct probe_args *a)
 
 /*
  * The direct path's lane (gsock_arena.h) against a connection made up in
- * a->buf, with no ring bytes at all, so whatever arrives came from the
- * lane: copies of every length class at odd buffer offsets are taken
+ * a->buf whose ring holds zeros, so the pattern that arrives came from
+ * the lane, even where the tail already shows the bytes: copies of every length class at odd buffer offsets are taken
  * whole and the head is published only as far as the tail; a copy at
  * another position, a torn one, one past the bound, one of length 0 and
  * a short buffer are handled as gsock_arena.h says; the tag's wrap
@@ -478,6 +478,9 @@ GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
 
 			seq = gs_lane_tag(seq);
 			gs_lane_put(lane, seq, pos, src + off, n);
+			/* at offset 3 the tail is there too: still the lane's */
+			if (off == 3 && t == 0)
+				gs_st64(&ctr[0], pos + n);
 			gs_sync();
 			r = gs_rx_lane(g, 0, ls, out + off, 256, 1);
 			for (unsigned k = t; k < n; k += nt)
@@ -486,7 +489,7 @@ GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
 				bad += r != (long)n;
 				bad += ls->rx_head != pos + n;
 				/* bytes ahead of the tail: the head waits for it */
-				bad += gs_ld64(&ctr[1]) != pos;
+				bad += gs_ld64(&ctr[1]) != (off == 3 ? pos + n : pos);
 				gs_st64(&ctr[0], pos + n); /* the sender's tail */
 				bad += gs_rx_refresh_t0(ls) != 0;
 				bad += gs_ld64(&ctr[1]) != pos + n;
