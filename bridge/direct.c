@@ -213,6 +213,18 @@ static struct gs_dseg *seg_at(int seg)
 	return (struct gs_dseg *)(dp.base + (uint64_t)seg * dp.stride);
 }
 
+/*
+ * Bytes in a pipe's ring its receiver has not taken. With lanes
+ * (gsock_arena.h) the head may pass the tail for a moment: none then.
+ */
+static uint64_t pipe_unread(const struct gs_dpipe *p)
+{
+	uint64_t d = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE) -
+		     __atomic_load_n(&p->head, __ATOMIC_ACQUIRE);
+
+	return (int64_t)d > 0 ? d : 0;
+}
+
 static bool key_of(const struct sockaddr *sa, socklen_t len, struct dkey *k)
 {
 	static const uint8_t zero[16];
@@ -814,10 +826,7 @@ void br_direct_drop(int seg)
 		return;
 	pthread_mutex_lock(&dp.lock);
 	/* Closed unaccepted: a FIN, or a reset over bytes it never read. */
-	side_gone(seg, 1,
-		  __atomic_load_n(&seg_at(seg)->pipe[0].tail, __ATOMIC_ACQUIRE) !=
-			  __atomic_load_n(&seg_at(seg)->pipe[0].head,
-					  __ATOMIC_ACQUIRE));
+	side_gone(seg, 1, pipe_unread(&seg_at(seg)->pipe[0]) > 0);
 	seg_put(seg);
 	pthread_mutex_unlock(&dp.lock);
 }
@@ -892,8 +901,7 @@ void br_direct_close(struct br_sock *s)
 	d = seg_at(s->dseg);
 	in = &d->pipe[s->dside ^ 1];
 	/* Bytes it never read: the kernel would reset; so do we. */
-	unread = __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE) !=
-		 __atomic_load_n(&in->head, __ATOMIC_ACQUIRE);
+	unread = pipe_unread(in) > 0;
 	if (s->fd >= 0 && unread)
 		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
 	pthread_mutex_lock(&dp.lock);
@@ -919,9 +927,9 @@ int br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
 	in = &d->pipe[s->dside ^ 1];
 	out = &d->pipe[s->dside];
 	*rx = __atomic_load_n(&in->tail, __ATOMIC_RELAXED);
-	*rxq = *rx - __atomic_load_n(&in->head, __ATOMIC_RELAXED);
+	*rxq = pipe_unread(in);
 	*tx = __atomic_load_n(&out->tail, __ATOMIC_RELAXED);
-	*txq = *tx - __atomic_load_n(&out->head, __ATOMIC_RELAXED);
+	*txq = pipe_unread(out);
 	return devmem ? 2 : 1;
 }
 
@@ -1052,9 +1060,7 @@ static void cpu_ended(int seg)
 	if (dp.cpu[seg].ended)
 		return;
 	dp.cpu[seg].ended = true;
-	side_gone(seg, 0,
-		  __atomic_load_n(&in->tail, __ATOMIC_ACQUIRE) !=
-			  __atomic_load_n(&in->head, __ATOMIC_ACQUIRE));
+	side_gone(seg, 0, pipe_unread(in) > 0);
 }
 
 void br_direct_peer_fin(struct br_sock *s)

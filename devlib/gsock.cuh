@@ -138,10 +138,8 @@ GSOCK_DEVICE int gclose(struct gsock_dev gs, int fd)
 	if (!gs_lsock_of(gs, fd))
 		return -EBADF;
 	gs_sync();
-	if (gs_tid() == 0) {
-		gs_rx_settle_t0(gs, &gs.lsock[fd]);
+	if (gs_tid() == 0)
 		gs.lsock[fd].flags = 0;
-	}
 	return (int)gs_command(gs, GS_OP_CLOSE, fd, 0, 0, 0, 0, 0, 0, 0);
 }
 
@@ -197,6 +195,7 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 {
 	struct gs_lsock *ls = gs_lsock_of(gs, fd);
 	size_t done = 0;
+	int ring = 0; /* the lane said the ring has bytes it has not */
 
 	if (!ls)
 		return -EBADF;
@@ -205,25 +204,18 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 		uint64_t head = 0;
 
 		GS_TRACE(8);
-		/* An empty ring: the lane may have the next bytes sooner. */
-		if (gs_lane_rx(ls) && !gs_bcast(gs_tid() == 0 && gs_rx_avail(ls))) {
-			n = gs_rx_lane(gs, fd, ls, (uint8_t *)buf + done,
-				       len - done, (flags & MSG_DONTWAIT) != 0);
-			if (n != GS_RX_NONE) {
-				if (n <= 0)
-					return done ? (long)done : n;
-				done += (size_t)n;
-				if (!(flags & MSG_WAITALL))
-					break;
-				continue;
-			}
-		}
 		if (gs_tid() == 0) {
 			head = ls->rx_head;
-			n = avail = gs_rx_wait_t0(gs, fd, ls,
-						  (flags & MSG_DONTWAIT) != 0);
-			if (n > (long)(len - done))
-				n = (long)(len - done);
+			/* An empty ring: the lane may have the bytes sooner. */
+			if (ls->rx_lane && !ring && !gs_rx_avail(ls) &&
+			    gs_bdim() >= GS_LANE_W) {
+				n = GS_RX_LANE;
+			} else {
+				n = avail = gs_rx_wait_t0(
+					gs, fd, ls, (flags & MSG_DONTWAIT) != 0);
+				if (n > (long)(len - done))
+					n = (long)(len - done);
+			}
 		}
 		GS_TRACE(9);
 		{
@@ -231,6 +223,21 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 
 			gs_bcast2(&n, &h);
 			head = (uint64_t)h;
+		}
+		ring = 0;
+		if (n == GS_RX_LANE) {
+			n = gs_rx_lane(gs, fd, ls, (uint8_t *)buf + done,
+				       len - done, (flags & MSG_DONTWAIT) != 0);
+			if (n == GS_RX_NONE) {
+				ring = 1;
+				continue;
+			}
+			if (n > 0) {
+				done += (size_t)n;
+				if (!(flags & MSG_WAITALL))
+					break;
+				continue;
+			}
 		}
 		if (n <= 0)
 			return done ? (long)done : n;

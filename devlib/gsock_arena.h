@@ -211,7 +211,8 @@ struct gs_sock {
  *
  *   word     writer           meaning
  *   tail     sending side     bytes written into the pipe's ring
- *   head     receiving side   bytes consumed from it
+ *   head     receiving side   bytes consumed from it (with lanes, below,
+ *                             it may pass the tail for a moment)
  *   closed   bridge           GS_DC_SIDE(k) once side k closed or died:
  *                             the other side's sends fail (EPIPE) when
  *                             its ring is full, as TCP's fail after RST
@@ -262,17 +263,19 @@ struct gs_sock {
  * (READER) or takes the spill back out (WRITER). Nothing of this is
  * looked at between two GPU sides.
  *
- * Lanes. A send of at most GS_LANE_MAX bytes, made whole in one go,
- * also leaves a copy of its bytes in its pipe's lane, where the receiver
- * (a GPU side) looks when its ring seems empty: the lane's units carry
- * their own validity, so one crossing of PCIe or NVLink both finds and
- * brings the bytes, where the ring costs two (the tail, then the bytes)
- * and waits for the sender's fence before the tail. The ring, the tail
- * and the head stay the whole truth: the copy is only a faster way to
- * the same bytes, so gsockd, gpoll and a CPU side never look at a lane,
- * and a receiver never publishes a head beyond the tail it has seen.
- * A lane is GS_LANE_UNITS units of 8 bytes, each written with one store:
- * 4 bytes of value (low half) and the copy's tag (high half):
+ * Lanes. Where a pipe's ring lies in the receiver's pool (two GPU
+ * sides), a send of at most GS_LANE_MAX bytes, made whole in one go, also
+ * leaves a copy of its bytes in the pool's gs_dctr lane for the segment,
+ * where the receiver looks when its ring seems empty: the lane's units
+ * carry their own validity, so one read both finds and brings the bytes,
+ * where the ring costs two (the tail, then the bytes) and waits for the
+ * sender's fence before the tail. The ring and the tail stay the whole
+ * truth: the copy is only a faster way to the same bytes, and gsockd
+ * never looks at a lane. The receiver's head may pass the tail for a
+ * moment (bytes taken from a copy before its tail came, at most half a
+ * ring): whoever counts unread bytes counts tail - head only when it is
+ * positive. A lane is GS_LANE_UNITS units of 8 bytes, each written with
+ * one store: 4 bytes of value (low half) and the copy's tag (high half):
  *
  *   unit 0   the stream position (the tail before) of the first byte,
  *            low 32 bits
@@ -282,17 +285,13 @@ struct gs_sock {
  * The tag counts the pipe's copies from 1 (0 never: a zeroed unit is
  * no copy's); a receiver takes a copy when both header units and every
  * unit of the bytes carry one tag and its position is where the
- * receiver stands. At the tag's wrap the sender writes every unit.
- * Where a pipe's ring lies in the segment, so does its lane (lane[k]:
- * gsockd zeroes it with the segment). Where the ring lies in the
- * receiver's pool, the lane is the pool's gs_dctr lane: the receiver
- * zeroes it when it learns the segment, then sets lane_ok[k] to
- * GS_LANE_OK(sgen), and the sender writes no copy there before it has
- * read that.
+ * receiver stands. Every 65536th copy (tags 1, 65537, ...) writes every
+ * unit, so no unit keeps a tag that comes round again. The receiver
+ * zeroes its lane when it learns the segment, then sets lane_ok[k] to
+ * GS_LANE_OK(sgen) (below); the sender writes no copy before it has read
+ * that.
  *
- *   lane_ok   receiving GPU side   per pipe, above
- *   lane_seq  CPU side             the tag of its pipe's last copy
- *                                  (its threads and forks share it)
+ *   lane_ok   receiving side   per pipe, above
  *
  * Segment layout: gs_dseg (one page), ring 0, ring 1; the segments lie
  * GS_DSEG_STRIDE() bytes apart from the pool's start.
@@ -332,11 +331,7 @@ struct gs_dseg {
 	uint32_t lock[2];
 	uint64_t spill_in[2], spill_out[2];
 	uint64_t lane_ok[2];
-	uint32_t lane_seq[2];
-	uint8_t pad1[GS_LINE - 8];
-	uint64_t lane[2][GS_LANE_UNITS];
-	uint8_t pad2[GS_DSEG_HDR - 7 * GS_LINE -
-		     2 * GS_LANE_UNITS * sizeof(uint64_t)];
+	uint8_t pad1[GS_DSEG_HDR - 6 * GS_LINE];
 };
 
 /* Bytes from one segment's start to the next's. */
@@ -385,8 +380,6 @@ struct gs_dpool {
 
 #ifndef __cplusplus
 _Static_assert(sizeof(struct gs_dseg) == GS_DSEG_HDR, "segment layout");
-_Static_assert(__builtin_offsetof(struct gs_dseg, lane) % GS_LINE == 0,
-	       "lanes on their own lines");
 _Static_assert(sizeof(struct gs_dctr) % GS_LINE == 0, "counter copies");
 _Static_assert(sizeof(struct gs_dpool) == GS_DSEG_HDR, "pool page layout");
 _Static_assert(sizeof(struct gs_arena_hdr) == 3 * GS_LINE, "header layout");

@@ -51,12 +51,11 @@ struct gs_lsock {
 	uint64_t *rx_tail_m, *tx_head_m, *tx_tail_m, *rx_head_m;
 	uint64_t sgen; /* gs_dseg.sgen << GS_DCTR_BITS */
 	/*
-	 * Bytes taken from the rx lane run ahead of the tail seen until the
-	 * sender's tail catches up: the head published is rx_head then, or
-	 * the tail seen while it is behind (gs_rx_publish_t0).
+	 * Direct, the ring in a receive pool (gsock_arena.h, lanes): bytes
+	 * taken from the rx lane may run ahead of the tail seen until the
+	 * sender's tail catches up.
 	 */
-	uint64_t rx_head_pub; /* the head last published */
-	uint64_t *rx_lane; /* direct: the lane we look at, or NULL */
+	uint64_t *rx_lane; /* the lane we look at, or NULL */
 	uint64_t *tx_lane; /* direct: the lane our copies go to, or NULL */
 	uint64_t *lane_ok_p; /* GS_LANE_TX_WAIT: the receiver's lane_ok */
 	uint64_t lane_ok_v; /* GS_LANE_OK of this use of the segment */
@@ -332,7 +331,6 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 	ls->reset_p = 0;
 	ls->want_rx_p = ls->want_tx_p = 0;
 	ls->rx_tail_m = ls->tx_head_m = ls->tx_tail_m = ls->rx_head_m = 0;
-	ls->rx_head_pub = 0;
 	ls->rx_lane = ls->tx_lane = ls->lane_ok_p = 0;
 	ls->lane_ok_v = 0;
 	ls->lane_tx = GS_LANE_TX_OFF;
@@ -341,11 +339,9 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 }
 
 /*
- * Thread 0, fd direct (gs_direct_t0 below): its lanes (gsock_arena.h).
- * We look at the lane of the pipe into us; one in our receive pool we
- * zero first and then say so in lane_ok, as the sender may write there
- * only after. Our copies go to the lane of the pipe out of us where the
- * receiver is a GPU side (a CPU side never looks at one).
+ * Thread 0, fd direct (gs_direct_t0 below): its lanes (gsock_arena.h),
+ * where a pipe's ring lies in its receiver's pool. Ours we zero first and
+ * then say so in lane_ok, as the sender writes there only after.
  */
 GSOCK_DEVICE void gs_lane_setup_t0(struct gsock_dev gs, struct gs_lsock *ls,
 				   struct gs_dseg *g, uint32_t seg,
@@ -360,19 +356,12 @@ GSOCK_DEVICE void gs_lane_setup_t0(struct gsock_dev gs, struct gs_lsock *ls,
 			gs_st_unit(l + u, 0);
 		gs_st64(&g->lane_ok[side ^ 1], ls->lane_ok_v); /* after a fence */
 		ls->rx_lane = l;
-	} else {
-		ls->rx_lane = g->lane[side ^ 1];
 	}
-	if (ls->flags & GS_LS_CPU_PEER)
-		return;
 	if (dev & GS_DC_SIDE(side)) {
 		ls->tx_lane = GS_RXPOOL_CTR(peer, gs.dsegs, gs.dring_size,
 					    seg)->lane;
 		ls->lane_ok_p = &g->lane_ok[side];
 		ls->lane_tx = GS_LANE_TX_WAIT;
-	} else {
-		ls->tx_lane = g->lane[side];
-		ls->lane_tx = GS_LANE_TX_ON;
 	}
 }
 
@@ -491,26 +480,6 @@ GSOCK_DEVICE uint64_t gs_rx_avail(const struct gs_lsock *ls)
 }
 
 /*
- * Thread 0: tell the sender how far it may write: rx_head, or the tail
- * seen while that is behind it (so the head is never past the tail for
- * gsockd, gpoll and a CPU side, which know nothing of lanes). The stores
- * come after the loads of the bytes they free have returned.
- */
-GSOCK_DEVICE void gs_rx_publish_t0(struct gs_lsock *ls)
-{
-	uint64_t h = (int64_t)(ls->rx_tail_seen - ls->rx_head) < 0 ?
-			     ls->rx_tail_seen :
-			     ls->rx_head;
-
-	if (h == ls->rx_head_pub)
-		return;
-	ls->rx_head_pub = h;
-	if (ls->rx_head_m)
-		gs_st_plain64(ls->rx_head_m, ls->sgen | (h & GS_DCTR_MASK));
-	gs_st_plain64(ls->rx_head_p, h);
-}
-
-/*
  * Thread 0: bytes in the rx ring, reading its tail; more than the ring
  * holds (callers: -EIO) when the tail went back, which no sender does.
  */
@@ -535,8 +504,6 @@ GSOCK_DEVICE uint64_t gs_rx_refresh_t0(struct gs_lsock *ls)
 	if ((int64_t)(t - ls->rx_tail_seen) < 0)
 		return ~0ull;
 	ls->rx_tail_seen = t;
-	if (ls->rx_head_pub != ls->rx_head)
-		gs_rx_publish_t0(ls);
 	return gs_rx_avail(ls);
 }
 
@@ -556,27 +523,9 @@ GSOCK_DEVICE uint64_t gs_tx_head_t0(struct gs_lsock *ls)
 
 #define GS_RX_STATUS_TURNS 8
 
-/*
- * Thread 0, before fd closes: bytes taken from the lane ahead of the tail
- * wait for it, else gsockd would see bytes between head and tail and
- * reset the connection as TCP does over unread bytes. The sender
- * publishes the tail right after its copy; one that stalls past 10 ms,
- * or died, leaves the head where the tail is.
- */
-GSOCK_DEVICE void gs_rx_settle_t0(struct gsock_dev gs, struct gs_lsock *ls)
-{
-	uint64_t t0 = gs_now_ns();
-	unsigned i = 0;
-
-	while (ls->rx_head_pub != ls->rx_head &&
-	       gs_rx_refresh_t0(ls) <= ls->ring_size &&
-	       ls->rx_head_pub != ls->rx_head &&
-	       gs_now_ns() - t0 < 10000000 && !gs_wait_turn(gs, &i))
-		;
-}
-
-/* gs_rx_look_t0: nothing yet (no errno is this large). */
+/* gs_rx_look_t0: nothing yet; grecv: look at the lane (no errno is this large). */
 #define GS_RX_NONE (-0x7fffffffL)
+#define GS_RX_LANE (-0x7ffffffeL)
 
 /*
  * Thread 0, turn i of a wait for rx bytes (`waits`: the caller waits
@@ -682,7 +631,10 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 
 	/* The copy's loads have returned: no fence before freeing the space. */
 	ls->rx_head += n;
-	gs_rx_publish_t0(ls);
+	if (ls->rx_head_m)
+		gs_st_plain64(ls->rx_head_m,
+			      ls->sgen | (ls->rx_head & GS_DCTR_MASK));
+	gs_st_plain64(ls->rx_head_p, ls->rx_head);
 	/*
 	 * Direct: the sender looks at the head itself. A CPU sender sleeps
 	 * only on a full ring, and is rung when the ring drains below half:
@@ -717,12 +669,6 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 #endif
 #define GS_LANE_SLOTS (GS_LANE_UNITS / GS_LANE_W) /* units a reader holds */
 #define GS_LANE_WAVE 32 /* units of the first wave */
-
-/* Whether this block looks at fd's lane (every thread the same). */
-GSOCK_DEVICE int gs_lane_rx(const struct gs_lsock *ls)
-{
-	return ls->rx_lane && gs_bdim() >= GS_LANE_W;
-}
 
 /*
  * Thread 0: the lane's header units h0 and h1, if they name a copy that
@@ -864,7 +810,10 @@ GSOCK_DEVICE void gs_lane_ask_t0(struct gs_lsock *ls)
 		ls->lane_tx = GS_LANE_TX_ON;
 }
 
-/* The tag after seq: 0 never (a zeroed unit is no copy's). */
+/*
+ * The tag after seq: 0 never (a zeroed unit is no copy's); every 65536th
+ * (1, 65537, ...) writes every unit (gs_lane_put).
+ */
 GSOCK_DEVICE uint32_t gs_lane_tag(uint32_t seq)
 {
 	return seq + 1 ? seq + 1 : 1;
@@ -873,13 +822,16 @@ GSOCK_DEVICE uint32_t gs_lane_tag(uint32_t seq)
 /*
  * Every thread: the copy of a whole send of n <= GS_LANE_MAX bytes of buf,
  * at stream position pos, into lane with tag. No fence: the units carry
- * their own validity, and the ring's copy and tail follow as always. At
- * the tag's wrap every unit is written, so none keeps an old tag 1.
+ * their own validity, and the ring's copy and tail follow as always.
+ * Every 65536th copy writes every unit: a unit past the copies between
+ * keeps a tag at most 65535 copies old, never one that comes round again
+ * (a reader that sees the new header beside old units sees other tags).
  */
 GSOCK_DEVICE void gs_lane_put(uint64_t *lane, uint32_t tag, uint64_t pos,
 			      const uint8_t *buf, uint32_t n)
 {
-	unsigned end = tag == 1 ? GS_LANE_UNITS : GS_LANE_HDR + (n + 3) / 4;
+	unsigned end = (tag & 0xffff) == 1 ? GS_LANE_UNITS :
+					     GS_LANE_HDR + (n + 3) / 4;
 
 	for (unsigned u = gs_tid(); u < end; u += gs_bdim()) {
 		uint32_t w = 0;

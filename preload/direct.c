@@ -94,7 +94,6 @@ static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_dconn *conns;
 static int nconns; /* atomic for readers without the lock */
 static long spin_ns = -1;
-static int lane_on = 1; /* $GSOCK_DIRECT_LANE */
 
 /* The pool as this process maps it (one per gsockd it met). */
 static struct {
@@ -143,8 +142,6 @@ static void setup_once(void)
 	long us = e && *e ? strtol(e, NULL, 10) : SPIN_US_DEFAULT;
 
 	spin_ns = (us < 0 ? 0 : us > 100000 ? 100000 : us) * 1000;
-	e = secure_getenv("GSOCK_DIRECT_LANE");
-	lane_on = !e || strcmp(e, "off");
 	pthread_atfork(list_lock_fork, list_unlock_fork, list_unlock_fork);
 }
 
@@ -469,47 +466,6 @@ static void ring_copy(uint8_t *ring, uint32_t size, uint64_t pos,
 	}
 }
 
-/*
- * A whole send of n <= GS_LANE_MAX bytes at stream position pos: its copy
- * in the pipe's lane (gsock_arena.h), before the ring's copy and tail,
- * under the pipe's lock. Each unit is one 8-byte store.
- */
-static void lane_put(struct gs_dseg *d, const struct iovec *iov, int iovcnt,
-		     uint64_t pos, size_t n)
-{
-	uint8_t b[GS_LANE_MAX + 3] = { 0 };
-	uint32_t tag = d->lane_seq[OUT] + 1, end;
-	size_t off = 0;
-
-	for (int i = 0; i < iovcnt && off < n; i++) {
-		size_t k = iov[i].iov_len < n - off ? iov[i].iov_len : n - off;
-
-		memcpy(b + off, iov[i].iov_base, k);
-		off += k;
-	}
-	if (!tag)
-		tag = 1; /* 0 is no copy's tag */
-	/* the first copy and the wrap write every unit: none keeps a tag 1 */
-	end = tag == 1 ? GS_LANE_UNITS : GS_LANE_HDR + (uint32_t)(n + 3) / 4;
-	d->lane_seq[OUT] = tag;
-	for (uint32_t u = 0; u < end; u++) {
-		uint32_t w;
-
-		if (u == 0) {
-			w = (uint32_t)pos;
-		} else if (u == 1) {
-			w = (uint32_t)n | (uint32_t)(pos >> 32 & 0xffff) << 16;
-		} else {
-			uint32_t o = (u - GS_LANE_HDR) * 4;
-
-			w = (uint32_t)b[o] | (uint32_t)b[o + 1] << 8 |
-			    (uint32_t)b[o + 2] << 16 | (uint32_t)b[o + 3] << 24;
-		}
-		__atomic_store_n(&d->lane[OUT][u], (uint64_t)tag << 32 | w,
-				 __ATOMIC_RELAXED);
-	}
-}
-
 static ssize_t fail(int e)
 {
 	errno = e;
@@ -645,8 +601,6 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 
 			if (n > len - done)
 				n = len - done;
-			if (lane_on && !done && n == len && len <= GS_LANE_MAX)
-				lane_put(c->d, iov, iovcnt, tail, n);
 			ring_copy(c->tx, c->ring, tail, iov, iovcnt, done, n,
 				  1);
 			__atomic_store_n(&p->tail, tail + n, __ATOMIC_RELEASE);

@@ -1,15 +1,14 @@
 #!/bin/sh
-# The direct path's lanes: a small send's copy that the receiver takes
-# instead of reading the tail and then the ring. gcall-probe's lane mode
-# makes a connection up in device memory whose ring holds zeros, so the
-# pattern that arrives came from a lane (also where the tail already
-# shows the bytes): copies of every length at odd
-# buffer offsets arrive whole, the head is never published past the
-# tail, and a copy at another position, a torn copy, one past its bound,
-# one of length 0, a short buffer, the tag's wrap, a close before the
-# tail came (it waits for it, 10 ms at most), a tail that goes back and
-# EOF each go the way gsock_arena.h says. On the cuda backend over
-# several block sizes (a block under 32 threads leaves the lane alone).
+# The direct path's lanes: a small send's copy in the receiver's GPU
+# memory that the receiver takes instead of reading the tail and then the
+# ring. gcall-probe's lane mode makes a connection up in device memory
+# whose ring holds zeros, so the pattern that arrives came from a lane
+# (also where the tail already shows the bytes): copies of every length
+# at odd buffer offsets arrive whole, and a copy at another position, a
+# torn copy, one past its bound, one of length 0, a short buffer, the
+# tag's wrap and every 65536th copy, a tail that goes back and EOF each
+# go the way gsock_arena.h says. On the cuda backend over several block
+# sizes (a block under 32 threads leaves the lane alone).
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
