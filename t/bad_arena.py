@@ -19,7 +19,20 @@ import sys
 import tempfile
 import time
 
-CTL_MAGIC, CTL_VERSION, WELCOME_MAGIC = 0x6C746367, 7, 0x6C657767
+CTL_MAGIC, WELCOME_MAGIC = 0x6C746367, 0x6C657767
+
+
+def _ctl_version():
+    """GS_CTL_VERSION, read from the header so the two never drift apart."""
+    h = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "devlib", "gsock_ctl.h")
+    with open(h) as f:
+        for line in f:
+            if line.startswith("#define GS_CTL_VERSION "):
+                return int(line.split()[2])
+    raise SystemExit("bad_arena: no GS_CTL_VERSION in " + h)
+
+
+CTL_VERSION = _ctl_version()
 ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, 4
 HDR, CMD, SOCK, DBQ = 192, 384, 256, 64  # sizeof gs_arena_hdr, gs_cmd, gs_sock, gs_dbq (t/ring checks them)
 DB_CMD = 0x80000000
