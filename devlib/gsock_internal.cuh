@@ -480,10 +480,12 @@ GSOCK_DEVICE uint64_t gs_rx_avail(const struct gs_lsock *ls)
 }
 
 /*
- * Thread 0: bytes in the rx ring, reading its tail; more than the ring
- * holds (callers: -EIO) when the tail went back, which no sender does.
+ * Bytes in the rx ring, reading its tail. A tail below one seen before
+ * (no sender does that) is more than the ring holds where strict
+ * (thread 0's waits: callers say -EIO); gpoll, whose threads may share a
+ * descriptor listed twice and so read it out of turn, leaves it for them.
  */
-GSOCK_DEVICE uint64_t gs_rx_refresh_t0(struct gs_lsock *ls)
+GSOCK_DEVICE uint64_t gs_rx_read_tail(struct gs_lsock *ls, int strict)
 {
 	uint64_t t;
 
@@ -502,9 +504,15 @@ GSOCK_DEVICE uint64_t gs_rx_refresh_t0(struct gs_lsock *ls)
 		t = gs_ld64(ls->rx_tail_p);
 	}
 	if ((int64_t)(t - ls->rx_tail_seen) < 0)
-		return ~0ull;
+		return strict ? ~0ull : gs_rx_avail(ls);
 	ls->rx_tail_seen = t;
 	return gs_rx_avail(ls);
+}
+
+/* Thread 0: gs_rx_read_tail, strict. */
+GSOCK_DEVICE uint64_t gs_rx_refresh_t0(struct gs_lsock *ls)
+{
+	return gs_rx_read_tail(ls, 1);
 }
 
 /* Thread 0: the tx ring's head as the receiver last published it. */
@@ -983,7 +991,7 @@ GSOCK_DEVICE short gs_poll_one(struct gsock_dev gs, struct gpollfd *p)
 		return POLLNVAL;
 	if (st & GS_ST_LISTENING)
 		return gs_ld32(&s->accept_pending) ? (p->events & POLLIN) : 0;
-	if (gs_rx_refresh_t0(ls) || (st & GS_ST_RX_EOF))
+	if (gs_rx_read_tail(ls, 0) || (st & GS_ST_RX_EOF))
 		ev |= POLLIN;
 	/* Each read here is a PCIe round trip: none for events not asked. */
 	if ((p->events & POLLOUT) && gs_poll_room(ls))
@@ -1010,7 +1018,7 @@ GSOCK_DEVICE short gs_poll_moved(struct gsock_dev gs, const struct gpollfd *p)
 
 	if (!ls || !(ls->flags & GS_LS_DIRECT))
 		return 0;
-	if ((p->events & POLLIN) && gs_rx_refresh_t0(ls))
+	if ((p->events & POLLIN) && gs_rx_read_tail(ls, 0))
 		ev |= POLLIN;
 	if ((p->events & POLLOUT) && gs_poll_room(ls))
 		ev |= POLLOUT;
