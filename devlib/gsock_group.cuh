@@ -39,17 +39,6 @@
 #ifndef GGROUP_MIN_SLICE
 #define GGROUP_MIN_SLICE 65536
 #endif
-/*
- * A post moves at most 1/GGROUP_RING_PARTS of the ring (but never less
- * than a full slice for every block), and its counter is published when
- * it is done: the peer copies one part out while this side fills the
- * next. With a whole ring a post, a message as large as the ring crossed
- * it in two strict halves, the sender filling all of it before the
- * receiver could start (1 leaves posts unbounded, as then).
- */
-#ifndef GGROUP_RING_PARTS
-#define GGROUP_RING_PARTS 4
-#endif
 
 #define GS_GP_COPY 1 /* copy your slice of the chunk, then acknowledge */
 #define GS_GP_RESULT 2 /* the call's result (or ggroup_bcast's value) */
@@ -100,15 +89,6 @@ GSOCK_DEVICE unsigned gs_group_parts(struct ggroup g, uint64_t n)
 	uint64_t p = n / GGROUP_MIN_SLICE;
 
 	return p >= g.size ? g.size : p ? (unsigned)p : 1;
-}
-
-/* The most bytes one post of g moves through a ring of ring_size bytes. */
-GSOCK_DEVICE long gs_group_chunk(struct ggroup g, uint32_t ring_size)
-{
-	uint64_t part = ring_size / GGROUP_RING_PARTS,
-		 full = (uint64_t)g.size * GGROUP_MIN_SLICE;
-
-	return (long)(part > full ? part : full);
 }
 
 /*
@@ -377,8 +357,6 @@ GSOCK_DEVICE long gsend_group(struct gsock_dev gs, int fd, const void *buf,
 					  (flags & MSG_DONTWAIT) != 0);
 			if (n > (long)(len - done))
 				n = (long)(len - done);
-			if (n > gs_group_chunk(g, ls->ring_size))
-				n = gs_group_chunk(g, ls->ring_size);
 		}
 		n = gs_bcast(n);
 		tail = (uint64_t)gs_bcast((long)tail);
@@ -422,7 +400,7 @@ GSOCK_DEVICE long grecv_group(struct gsock_dev gs, int fd, void *buf,
 		goto out;
 	}
 	while (done < len) {
-		long n = 0, avail = 0, more = 0;
+		long n = 0, avail = 0;
 		uint64_t head = 0;
 
 		if (gs_tid() == 0) {
@@ -431,12 +409,8 @@ GSOCK_DEVICE long grecv_group(struct gsock_dev gs, int fd, void *buf,
 						  (flags & MSG_DONTWAIT) != 0);
 			if (n > (long)(len - done))
 				n = (long)(len - done);
-			/* Cut to a post: the rest is taken without a wait. */
-			more = n > gs_group_chunk(g, ls->ring_size);
-			if (more)
-				n = gs_group_chunk(g, ls->ring_size);
 		}
-		gs_bcast2(&n, &more);
+		n = gs_bcast(n);
 		head = (uint64_t)gs_bcast((long)head);
 		if (n > 0)
 			n = gs_group_copy(gs, g, ls->ring_size, ls->rx_ring,
@@ -451,7 +425,7 @@ GSOCK_DEVICE long grecv_group(struct gsock_dev gs, int fd, void *buf,
 			goto out;
 		}
 		done += (size_t)n;
-		if (!(flags & MSG_WAITALL) && !more)
+		if (!(flags & MSG_WAITALL))
 			break;
 	}
 	res = (long)done;
