@@ -85,6 +85,21 @@ struct pl_dconn {
 
 /* How long a wait that may sleep spins on the rings first. */
 #define SPIN_US_DEFAULT 50
+/*
+ * The most bytes one copy moves before its counter is published: a
+ * quarter of the ring (at least 64 KiB), so that the GPU reads (or
+ * refills) one part while this side copies the next. Publishing the
+ * whole ring at once left each side idle while the other copied.
+ */
+#define STEP_MIN 65536
+
+static size_t step_of(const struct pl_dconn *c)
+{
+	size_t q = c->ring / 4;
+
+	return q > STEP_MIN ? q : STEP_MIN;
+}
+
 /* Longest kernel wait while a direct connection exists. */
 #define SLICE_MS 250
 /* A's send buffer: the spill that makes it unwritable is about this. */
@@ -497,7 +512,14 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		}
 		if (avail) {
 			size_t n = avail < want - got ? avail : want - got;
+			int more = 0;
 
+			/* A part at a time, each freed for the writer at once;
+			 * a peek frees nothing, so it takes what it wants. */
+			if (!(flags & MSG_PEEK) && n > step_of(c)) {
+				n = step_of(c);
+				more = 1;
+			}
 			if (!(flags & MSG_TRUNC))
 				ring_copy(c->rx, c->ring, head, iov, iovcnt,
 					  got, n, 0);
@@ -505,7 +527,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			if (flags & MSG_PEEK)
 				break;
 			__atomic_store_n(&p->head, head + n, __ATOMIC_RELEASE);
-			if (got == want || !(flags & MSG_WAITALL))
+			if (got == want || (!(flags & MSG_WAITALL) && !more))
 				break;
 			spin_until = 0; /* progress: the next wait spins afresh */
 			continue;
@@ -601,6 +623,8 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 
 			if (n > len - done)
 				n = len - done;
+			if (n > step_of(c))
+				n = step_of(c); /* published at once: see step_of */
 			ring_copy(c->tx, c->ring, tail, iov, iovcnt, done, n,
 				  1);
 			__atomic_store_n(&p->tail, tail + n, __ATOMIC_RELEASE);
