@@ -29,19 +29,50 @@ enum echo_mode {
 	ECHO_SOURCE, /* send the stream pattern until the peer goes */
 };
 
+#define B80 0x8080808080808080ull
+#define B7F 0x7f7f7f7f7f7f7f7full
+#define B01 0x0101010101010101ull
+
+/* a + b byte by byte, each byte mod 256 (no carry into the next). */
+GSOCK_DEVICE uint64_t add_bytes(uint64_t a, uint64_t b)
+{
+	return ((a & B7F) + (b & B7F)) ^ ((a ^ b) & B80);
+}
+
+/*
+ * The 8 stream bytes from offset o, little-endian: stream_byte(o + j) is
+ * stream_byte(o) + 131 j, plus 7 from the byte that crosses a multiple of
+ * 256 on (o >> 8 grows there). A few word operations instead of eight
+ * stream_byte()s: one block checking byte by byte held a one-connection
+ * stream to ~7 GB/s.
+ */
+GSOCK_DEVICE uint64_t stream_word(uint64_t o)
+{
+	const uint64_t k = 0x95128f0c89068300ull; /* bytes: 131 j mod 256 */
+	unsigned s = (unsigned)(o & 255);
+	uint64_t e = add_bytes(k, B01 * stream_byte(o));
+
+	if (s > 248)
+		e = add_bytes(e, 0x0707070707070707ull << 8 * (256 - s));
+	return e;
+}
+
+/* How many of d's 8 bytes are not 0. */
+GSOCK_DEVICE unsigned nonzero_bytes(uint64_t d)
+{
+	uint64_t t = (((d & B7F) + B7F) | d) & B80;
+
+	return (unsigned)(((t >> 7) * B01) >> 56);
+}
+
 /* This thread's wrong bytes in buf[0, n), stream offset off: 8-byte loads. */
 GSOCK_DEVICE uint64_t wrong_bytes(const uint8_t *buf, long n, uint64_t off)
 {
 	const uint64_t *w = (const uint64_t *)buf; /* gsrv_buf: 16-aligned */
 	uint64_t bad = 0;
 
-	for (long i = gs_tid(); i < n / 8; i += gs_bdim()) {
-		uint64_t v = w[i];
-
-		for (int j = 0; j < 8; j++)
-			bad += (uint8_t)(v >> 8 * j) !=
-			       stream_byte(off + 8 * (uint64_t)i + j);
-	}
+	for (long i = gs_tid(); i < n / 8; i += gs_bdim())
+		bad += nonzero_bytes(w[i] ^ stream_word(off + 8 * (uint64_t)i));
 	for (long k = n / 8 * 8 + gs_tid(); k < n; k += gs_bdim())
 		bad += buf[k] != stream_byte(off + (uint64_t)k);
 	return bad;
