@@ -50,6 +50,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -106,6 +107,7 @@ static size_t step_of(const struct pl_dconn *c)
 #define SPILL_SNDBUF 4096
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t hint_lock = PTHREAD_MUTEX_INITIALIZER; /* below */
 static struct pl_dconn *conns;
 static int nconns; /* atomic for readers without the lock */
 static long spin_ns = -1;
@@ -144,10 +146,12 @@ static pthread_once_t calls_once = PTHREAD_ONCE_INIT;
 static void list_lock_fork(void)
 {
 	pthread_mutex_lock(&list_lock);
+	pthread_mutex_lock(&hint_lock); /* never taken with list_lock held otherwise */
 }
 
 static void list_unlock_fork(void)
 {
+	pthread_mutex_unlock(&hint_lock);
 	pthread_mutex_unlock(&list_lock);
 }
 
@@ -1499,8 +1503,12 @@ static int dead_f(struct pl_dconn *c)
 	return 0;
 }
 
+static void scope_drop(struct pl_dscope *sc);
+
 int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms)
 {
+	int slice = timeout_ms < 0 || timeout_ms > SLICE_MS ? SLICE_MS :
+							     timeout_ms;
 	long long until;
 	int ready;
 
@@ -1518,9 +1526,22 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms)
 		ready = each(sc, raise_one);
 		relax();
 	}
-	if (!ready)
-		each(sc, arm_f);
-	return timeout_ms < 0 || timeout_ms > SLICE_MS ? SLICE_MS : timeout_ms;
+	if (ready)
+		return slice;
+	if (sc->hint) {
+		/*
+		 * None of the members epoll_ctl named here is ready. The set
+		 * may hold others (a set duplicated, nested or inherited):
+		 * before the wait may sleep, every connection is looked at
+		 * and armed, as for a set this process knows nothing of.
+		 */
+		scope_drop(sc);
+		sc->all = 1;
+		if (each(sc, raise_one))
+			return slice;
+	}
+	each(sc, arm_f);
+	return slice;
 }
 
 void pl_direct_slice_over(struct pl_dscope *sc)
@@ -1541,6 +1562,17 @@ static void scope_empty(struct pl_dscope *sc)
 	sc->n = 0;
 	sc->cap = (int)(sizeof(sc->here) / sizeof(sc->here[0]));
 	sc->all = 0;
+	sc->hint = 0;
+}
+
+/* Drop the connections sc holds: empty again. */
+static void scope_drop(struct pl_dscope *sc)
+{
+	for (int i = 0; i < sc->n; i++)
+		pl_sock_put(sc->s[i]);
+	if (sc->s != sc->here)
+		free(sc->s);
+	scope_empty(sc);
 }
 
 /*
@@ -1601,19 +1633,118 @@ void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3])
 	scope_fds(sc, fd, k);
 }
 
-void pl_direct_scope_epoll(struct pl_dscope *sc)
+/*
+ * The descriptors epoll_ctl in this process added to each epoll set, by
+ * the set's number: a hint, never the truth. The kernel drops a closed
+ * member, and a set's number may come back as another set; either leaves
+ * a stale number here, which costs a look-up (is_direct) and nothing
+ * else. Without it an epoll wait looked at every direct connection of
+ * the process under list_lock: 8 threads of 32 connections each scanned
+ * all 256 in every wait, one at a time.
+ */
+struct ep_hint {
+	int epfd, n, cap; /* n < 0: a member was missed (no memory): no hint */
+	int *fd;
+};
+
+static struct ep_hint *hints; /* hint_lock */
+static int nhints, hints_cap;
+
+/* Every so many epoll waits of a thread cover every connection anyway. */
+#define HINT_FULL_EVERY 16
+
+void pl_direct_epoll_ctl(int epfd, int op, int fd)
 {
+	struct ep_hint *h = NULL;
+	int i;
+
+	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_DEL)
+		return;
+	pthread_mutex_lock(&hint_lock);
+	for (i = 0; i < nhints && hints[i].epfd != epfd; i++)
+		;
+	if (i < nhints) {
+		h = &hints[i];
+	} else if (op == EPOLL_CTL_ADD) {
+		if (nhints == hints_cap) {
+			int cap = hints_cap ? 2 * hints_cap : 8;
+			struct ep_hint *m = realloc(hints, cap * sizeof(*m));
+
+			if (!m)
+				goto out; /* no hint: waits cover everything */
+			hints = m;
+			hints_cap = cap;
+		}
+		h = &hints[nhints++];
+		*h = (struct ep_hint){ epfd, 0, 0, NULL };
+	}
+	if (!h || h->n < 0)
+		goto out;
+	for (i = 0; i < h->n && h->fd[i] != fd; i++)
+		;
+	if (op == EPOLL_CTL_DEL) {
+		if (i < h->n)
+			h->fd[i] = h->fd[--h->n];
+	} else if (i == h->n) {
+		if (h->n == h->cap) {
+			int cap = h->cap ? 2 * h->cap : 16;
+			int *m = realloc(h->fd, cap * sizeof(*m));
+
+			if (!m) { /* a hint that misses one would be wrong */
+				h->n = -1;
+				goto out;
+			}
+			h->fd = m;
+			h->cap = cap;
+		}
+		h->fd[h->n++] = fd;
+	}
+out:
+	pthread_mutex_unlock(&hint_lock);
+}
+
+void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
+{
+	static __thread unsigned waits;
+	int here[64], *fd = here, n = -1;
+
 	scope_empty(sc);
-	sc->all = pl_direct_active();
+	if (!pl_direct_active())
+		return;
+	sc->all = 1;
+	if (++waits % HINT_FULL_EVERY == 0)
+		return;
+	pthread_mutex_lock(&hint_lock);
+	for (int i = 0; i < nhints; i++) {
+		const struct ep_hint *h = &hints[i];
+
+		if (h->epfd != epfd)
+			continue;
+		if (h->n > (int)(sizeof(here) / sizeof(here[0])))
+			fd = malloc(h->n * sizeof(*fd));
+		if (fd && h->n > 0) {
+			memcpy(fd, h->fd, h->n * sizeof(*fd));
+			n = h->n;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&hint_lock);
+	if (n > 0) {
+		scope_fds(sc, fd, n);
+		if (!sc->all && sc->n > 0)
+			sc->hint = 1;
+		else
+			scope_drop(sc); /* none direct: a wait covers them all */
+		if (!sc->hint)
+			sc->all = 1;
+	}
+	if (fd != here)
+		free(fd);
 }
 
 void pl_direct_scope_end(struct pl_dscope *sc)
 {
-	for (int i = 0; i < sc->n; i++)
-		pl_sock_put(sc->s[i]);
-	if (sc->s != sc->here)
-		free(sc->s);
-	scope_empty(sc);
+	scope_drop(sc);
 }
 
 /* ---- descriptors that cannot leave ---- */

@@ -55,19 +55,29 @@ int pl_direct_active(void);
 struct pl_dscope {
 	struct pl_sock **s;
 	int n, cap, all;
+	int hint; /* an epoll wait's members as epoll_ctl here named them */
 	struct pl_sock *here[32];
 };
 
 void pl_direct_scope_poll(struct pl_dscope *sc, const struct pollfd *fds,
 			  nfds_t n);
 void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3]);
-void pl_direct_scope_epoll(struct pl_dscope *sc);
+/*
+ * An epoll wait on epfd: the set's direct members that epoll_ctl in this
+ * process named (a hint, looked at first; see pl_direct_prewait), else
+ * every direct connection.
+ */
+void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd);
+/* epoll_ctl(epfd, op, fd) succeeded on a socket of ours: keep the hint. */
+void pl_direct_epoll_ctl(int epfd, int op, int fd);
 void pl_direct_scope_end(struct pl_dscope *sc);
 
 /*
  * Before the wait of timeout_ms (-1: for ever) over sc: make each of its
  * direct descriptors' readiness true of its ring (and spin a little on
- * the rings first when the wait may sleep). Returns the timeout to wait
+ * the rings first when the wait may sleep). An epoll wait with a hint
+ * that finds a hinted member ready stops there; otherwise it covers every
+ * direct connection before it may sleep. Returns the timeout to wait
  * now: while the wait covers direct connections, at most a slice, after
  * which the caller calls pl_direct_slice_over() and waits again.
  */

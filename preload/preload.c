@@ -531,6 +531,7 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 				int saved = errno;
 
 				pl_rs_epoll_ctl(ep, op, fd, s, e);
+				pl_direct_epoll_ctl(ep, op, fd);
 				errno = saved;
 			}
 		} else {
@@ -540,8 +541,15 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 		return r;
 	}
 #endif
+	r = pl_real.epoll_ctl(ep, op, fd, e);
+	if (r == 0 && s) {
+		int saved = errno;
+
+		pl_direct_epoll_ctl(ep, op, fd);
+		errno = saved;
+	}
 	pl_sock_put(s);
-	return pl_real.epoll_ctl(ep, op, fd, e);
+	return r;
 }
 
 int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
@@ -549,7 +557,7 @@ int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 	pl_init();
 	if (plain_wait())
 		return pl_real.epoll_pwait(ep, e, n, t, m);
-	return PL_WAIT(t, pl_direct_scope_epoll(&sc_), (void)0,
+	return PL_WAIT(t, pl_direct_scope_epoll(&sc_, ep), (void)0,
 		       epoll_inner(ep, e, n, ms_, m));
 }
 
@@ -568,7 +576,7 @@ int epoll_pwait2(int ep, struct epoll_event *e, int n,
 	}
 	if (plain_wait())
 		return pl_real.epoll_pwait2(ep, e, n, t, m);
-	return PL_WAIT(TS_MS(t), pl_direct_scope_epoll(&sc_), (void)0,
+	return PL_WAIT(TS_MS(t), pl_direct_scope_epoll(&sc_, ep), (void)0,
 		       epoll_inner(ep, e, n, ms_, m));
 }
 PL_MULTI_CALL(pid_t, fork, (void), ())
