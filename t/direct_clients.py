@@ -41,7 +41,8 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
   scopes PORT            each wait looks at the descriptors it covers: two
                          threads' epoll sets of their own, a member closed
                          under a dup, a set inside a set, a dup of a set,
-                         poll over a pipe and a connection; every echo
+                         a set inside one whose other member is always
+                         ready, poll over a pipe and a connection; every echo
                          lands while nothing looks and is seen at once
 """
 import ctypes
@@ -469,6 +470,33 @@ def scopes(port):
                     (" (which held one)" if held else "", dt))
         ep.close()
         n.close()
+    # A set whose own member is always ready (its echo never read) and a
+    # set inside it: every wait finds the named member ready at once, and
+    # the inner set's echo must still be seen.
+    busy = connect(port)
+    busy.sendall(b"busy")
+    # An echo read after it landed: whoever made it readable took the
+    # wake-up request, so nobody but a wait's own look raises the next.
+    t.sendall(b"x")
+    time.sleep(0.1)
+    recv_exactly(t, 1)
+    inner, outer = select.epoll(), select.epoll()
+    outer.register(busy.fileno(), select.EPOLLIN)
+    outer.register(inner.fileno(), select.EPOLLIN)
+    inner.register(t.fileno(), select.EPOLLIN)
+    t.sendall(b"starve")
+    time.sleep(0.1)
+    waits = 0
+    for waits in range(1, 201):
+        if any(fd == inner.fileno() for fd, _ in outer.poll(0.1)):
+            break
+    else:
+        waits = 0
+    good &= say(waits > 0 and recv_exactly(t, 6) == b"starve",
+                "a set inside a set whose other member is always ready: the inner echo is seen (after %d waits)" % waits)
+    inner.close()
+    outer.close()
+    busy.close()
     # poll over a plain pipe and a connection.
     r, w = os.pipe()
     p = select.poll()
