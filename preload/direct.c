@@ -75,8 +75,11 @@ struct pl_dconn {
 	int pair; /* the socketpair's other end, hidden */
 	int rd_shut; /* shutdown(SHUT_RD) */
 	int dead_seen; /* the kernel connection ended: waiters woken once */
+	uint64_t serial; /* this process's count of direct connections, from 1 */
 	struct pl_dconn *prev, *next;
 };
+
+static uint64_t serials; /* atomic: the last pl_dconn.serial given */
 
 /* Our side of every segment, and the pipes seen from it. */
 #define SIDE 0u
@@ -511,7 +514,8 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		int end, ms;
 
 		if (avail > c->ring) {
-			err = EIO; /* a peer that broke the ring */
+			if (!got) /* else the bytes taken first, EIO next time */
+				err = EIO; /* a peer that broke the ring */
 			break;
 		}
 		if (avail) {
@@ -1343,6 +1347,8 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		return PL_DIRECT_NO;
 	}
 	c = calloc(1, sizeof(*c));
+	if (c)
+		c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 	if (!c) {
 		/* gsockd holds the segment for a connection we cannot carry */
 		pl_real.close(sp[0]);
@@ -1526,6 +1532,14 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms)
 		ready = each(sc, raise_one);
 		relax();
 	}
+	if (ready && sc->hint)
+		/*
+		 * A member named here is ready and made readable: the kernel
+		 * answers at once. Should it not (the program changed what
+		 * it watches behind us), the wait covers every connection
+		 * after a millisecond (pl_direct_slice_over).
+		 */
+		return slice > 1 ? 1 : slice;
 	if (ready)
 		return slice;
 	if (sc->hint) {
@@ -1546,6 +1560,10 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms)
 
 void pl_direct_slice_over(struct pl_dscope *sc)
 {
+	if (sc->hint) { /* its short slice passed with nothing: see prewait */
+		scope_drop(sc);
+		sc->all = 1;
+	}
 	each(sc, dead_f);
 }
 
@@ -1634,79 +1652,148 @@ void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3])
 }
 
 /*
- * The descriptors epoll_ctl in this process added to each epoll set, by
- * the set's number: a hint, never the truth. The kernel drops a closed
- * member, and a set's number may come back as another set; either leaves
- * a stale number here, which costs a look-up (is_direct) and nothing
- * else. Without it an epoll wait looked at every direct connection of
- * the process under list_lock: 8 threads of 32 connections each scanned
- * all 256 in every wait, one at a time.
+ * The direct connections epoll_ctl in this process added to each epoll
+ * set, by the set's number: a hint, looked at first. Without it an epoll
+ * wait looked at every direct connection of the process under list_lock:
+ * 8 threads of 32 connections each scanned all 256 in every wait, one at
+ * a time. A member counts only while its number still names the
+ * connection it named when added (serial), and only with EPOLLIN and
+ * without EPOLLONESHOT (one the kernel would not report). A wait drops
+ * the members it finds gone; a set's entry goes when its number is closed
+ * or made to name something else (pl_direct_epoll_forget).
  */
+struct ep_member {
+	int fd;
+	uint32_t events; /* as registered (EPOLL_CTL_MOD updates them) */
+	uint64_t serial; /* the connection fd named then */
+};
+
 struct ep_hint {
 	int epfd, n, cap; /* n < 0: a member was missed (no memory): no hint */
-	int *fd;
+	struct ep_member *m;
 };
 
 static struct ep_hint *hints; /* hint_lock */
-static int nhints, hints_cap;
+static int nhints, hints_cap; /* nhints also read as a hint without it */
 
 /* Every so many epoll waits of a thread cover every connection anyway. */
 #define HINT_FULL_EVERY 16
 
-void pl_direct_epoll_ctl(int epfd, int op, int fd)
+static struct ep_hint *hint_of(int epfd)
 {
-	struct ep_hint *h = NULL;
+	for (int i = 0; i < nhints; i++)
+		if (hints[i].epfd == epfd)
+			return &hints[i];
+	return NULL;
+}
+
+void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
+			 const struct epoll_event *ev)
+{
+	struct pl_dconn *c = s ? __atomic_load_n(&s->dc, __ATOMIC_ACQUIRE) :
+				 NULL;
+	struct ep_hint *h;
 	int i;
 
-	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_DEL)
+	/* Nothing to do before a direct ADD (nor hint_lock to take: the
+	 * fork handlers that cover it come with the first direct connection). */
+	if (op == EPOLL_CTL_ADD ? !c :
+			       !__atomic_load_n(&nhints, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&hint_lock);
-	for (i = 0; i < nhints && hints[i].epfd != epfd; i++)
-		;
-	if (i < nhints) {
-		h = &hints[i];
-	} else if (op == EPOLL_CTL_ADD) {
+	h = hint_of(epfd);
+	if (!h && op == EPOLL_CTL_ADD) {
 		if (nhints == hints_cap) {
 			int cap = hints_cap ? 2 * hints_cap : 8;
 			struct ep_hint *m = realloc(hints, cap * sizeof(*m));
 
 			if (!m)
-				goto out; /* no hint: waits cover everything */
+				goto out; /* no hint: its waits cover everything */
 			hints = m;
 			hints_cap = cap;
 		}
-		h = &hints[nhints++];
+		h = &hints[nhints];
 		*h = (struct ep_hint){ epfd, 0, 0, NULL };
+		__atomic_store_n(&nhints, nhints + 1, __ATOMIC_RELEASE);
 	}
 	if (!h || h->n < 0)
 		goto out;
-	for (i = 0; i < h->n && h->fd[i] != fd; i++)
+	for (i = 0; i < h->n && h->m[i].fd != fd; i++)
 		;
 	if (op == EPOLL_CTL_DEL) {
 		if (i < h->n)
-			h->fd[i] = h->fd[--h->n];
-	} else if (i == h->n) {
-		if (h->n == h->cap) {
+			h->m[i] = h->m[--h->n];
+	} else if (op == EPOLL_CTL_MOD) {
+		if (i < h->n)
+			h->m[i].events = ev ? ev->events : 0;
+	} else if (op == EPOLL_CTL_ADD) {
+		if (i == h->n && h->n == h->cap) {
 			int cap = h->cap ? 2 * h->cap : 16;
-			int *m = realloc(h->fd, cap * sizeof(*m));
+			struct ep_member *m = realloc(h->m, cap * sizeof(*m));
 
 			if (!m) { /* a hint that misses one would be wrong */
 				h->n = -1;
 				goto out;
 			}
-			h->fd = m;
+			h->m = m;
 			h->cap = cap;
 		}
-		h->fd[h->n++] = fd;
+		if (i == h->n)
+			h->n++;
+		h->m[i] = (struct ep_member){ fd, ev ? ev->events : 0,
+					      c->serial };
 	}
 out:
+	pthread_mutex_unlock(&hint_lock);
+}
+
+void pl_direct_epoll_forget(int lo, int hi)
+{
+	if (!__atomic_load_n(&nhints, __ATOMIC_ACQUIRE))
+		return; /* close is called often */
+	pthread_mutex_lock(&hint_lock);
+	for (int i = 0; i < nhints;) {
+		if (hints[i].epfd < lo || hints[i].epfd > hi) {
+			i++;
+			continue;
+		}
+		free(hints[i].m);
+		hints[i] = hints[nhints - 1];
+		__atomic_store_n(&nhints, nhints - 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&hint_lock);
+}
+
+/* Whether s is still the connection of serial *arg. */
+static int same_conn(const struct pl_sock *s, int i, const void *arg)
+{
+	const struct pl_dconn *c = __atomic_load_n(&s->dc, __ATOMIC_ACQUIRE);
+
+	return c && c->serial == ((const uint64_t *)arg)[i];
+}
+
+/* Members (fd, serial) of epfd's hint that are gone: dropped. */
+static void hint_prune(int epfd, const int *fd, const uint64_t *sn, int n)
+{
+	struct ep_hint *h;
+
+	pthread_mutex_lock(&hint_lock);
+	h = hint_of(epfd);
+	for (int i = 0; h && h->n > 0 && i < n; i++)
+		for (int j = 0; j < h->n; j++)
+			if (h->m[j].fd == fd[i] && h->m[j].serial == sn[i]) {
+				h->m[j] = h->m[--h->n];
+				break;
+			}
 	pthread_mutex_unlock(&hint_lock);
 }
 
 void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 {
 	static __thread unsigned waits;
-	int here[64], *fd = here, n = -1;
+	int here_fd[64], *fd = here_fd, n = 0;
+	uint64_t here_sn[64], *sn = here_sn;
+	const struct ep_hint *h;
 
 	scope_empty(sc);
 	if (!pl_direct_active())
@@ -1715,31 +1802,48 @@ void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 	if (++waits % HINT_FULL_EVERY == 0)
 		return;
 	pthread_mutex_lock(&hint_lock);
-	for (int i = 0; i < nhints; i++) {
-		const struct ep_hint *h = &hints[i];
+	h = hint_of(epfd);
+	if (h && h->n > (int)(sizeof(here_fd) / sizeof(here_fd[0]))) {
+		fd = malloc(h->n * sizeof(*fd));
+		sn = malloc(h->n * sizeof(*sn));
+	}
+	for (int i = 0; h && fd && sn && i < h->n; i++) {
+		uint32_t e = h->m[i].events;
 
-		if (h->epfd != epfd)
-			continue;
-		if (h->n > (int)(sizeof(here) / sizeof(here[0])))
-			fd = malloc(h->n * sizeof(*fd));
-		if (fd && h->n > 0) {
-			memcpy(fd, h->fd, h->n * sizeof(*fd));
-			n = h->n;
-		}
-		break;
+		if (!(e & EPOLLIN) || (e & EPOLLONESHOT))
+			continue; /* the kernel may not report it: no hint */
+		fd[n] = h->m[i].fd;
+		sn[n++] = h->m[i].serial;
 	}
 	pthread_mutex_unlock(&hint_lock);
-	if (n > 0) {
-		scope_fds(sc, fd, n);
-		if (!sc->all && sc->n > 0)
-			sc->hint = 1;
+	if (n > sc->cap) {
+		sc->s = malloc(n * sizeof(*sc->s));
+		if (sc->s)
+			sc->cap = n;
 		else
-			scope_drop(sc); /* none direct: a wait covers them all */
-		if (!sc->hint)
-			sc->all = 1;
+			scope_empty(sc), sc->all = 1, n = 0;
 	}
-	if (fd != here)
+	if (n > 0) {
+		int k = 0, gone = 0;
+
+		pl_fd_get_at(fd, n, same_conn, sn, sc->s);
+		for (int i = 0; i < n; i++)
+			if (sc->s[i])
+				sc->s[k++] = sc->s[i];
+			else /* closed, or the number names another now */
+				fd[gone] = fd[i], sn[gone++] = sn[i];
+		if (gone)
+			hint_prune(epfd, fd, sn, gone);
+		sc->n = k;
+		if (k > 0) {
+			sc->all = 0;
+			sc->hint = 1;
+		}
+	}
+	if (fd != here_fd)
 		free(fd);
+	if (sn != here_sn)
+		free(sn);
 }
 
 void pl_direct_scope_end(struct pl_dscope *sc)

@@ -17,6 +17,7 @@
 #define PL_DIRECT_H
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 
@@ -68,8 +69,11 @@ void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3]);
  * every direct connection.
  */
 void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd);
-/* epoll_ctl(epfd, op, fd) succeeded on a socket of ours: keep the hint. */
-void pl_direct_epoll_ctl(int epfd, int op, int fd);
+/* epoll_ctl(epfd, op, fd, ev) succeeded (s: fd's entry, or NULL): the hint. */
+void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
+			 const struct epoll_event *ev);
+/* Descriptors lo..hi were closed or now name something else: no hints. */
+void pl_direct_epoll_forget(int lo, int hi);
 void pl_direct_scope_end(struct pl_dscope *sc);
 
 /*

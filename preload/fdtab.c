@@ -72,6 +72,29 @@ struct pl_sock *pl_fd_get(int fd)
 	return s;
 }
 
+int pl_fd_get_at(const int *fds, int n,
+		 int (*keep)(const struct pl_sock *s, int i, const void *arg),
+		 const void *arg, struct pl_sock **out)
+{
+	int got = 0;
+
+	pthread_rwlock_rdlock(&tab_lock);
+	for (int i = 0; i < n; i++) {
+		struct pl_sock **slot = slot_of(fds[i]);
+		struct pl_sock *s =
+			slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+
+		out[i] = NULL;
+		if (!s || !keep(s, i, arg))
+			continue;
+		__atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
+		out[i] = s;
+		got++;
+	}
+	pthread_rwlock_unlock(&tab_lock);
+	return got;
+}
+
 int pl_fd_get_each(const int *fds, int n, int (*keep)(const struct pl_sock *s),
 		   struct pl_sock **out, int max)
 {

@@ -92,6 +92,14 @@ struct pl_sock *pl_fd_get(int fd);
  */
 int pl_fd_get_each(const int *fds, int n, int (*keep)(const struct pl_sock *s),
 		   struct pl_sock **out, int max);
+/*
+ * For each fds[i]: its entry, a reference taken, into out[i] when
+ * keep(s, i, arg) says yes (under the table's read lock, as above), else
+ * NULL. How many were taken.
+ */
+int pl_fd_get_at(const int *fds, int n,
+		 int (*keep)(const struct pl_sock *s, int i, const void *arg),
+		 const void *arg, struct pl_sock **out);
 /* Make fd name s (taking a reference); 0, or -1 if fd is out of range. */
 int pl_fd_set(int fd, struct pl_sock *s);
 /* Forget fd, dropping its reference. */

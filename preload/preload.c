@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -501,7 +502,7 @@ PL_MULTI_CALL(int, epoll_create1, (int flags), (flags))
 int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 {
 	struct pl_sock *s;
-	int r;
+	int r, saved;
 
 	calls_for(fd, &s);
 	/* Watched before its route is chosen: the direct path leaves it be. */
@@ -531,24 +532,24 @@ int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 				int saved = errno;
 
 				pl_rs_epoll_ctl(ep, op, fd, s, e);
-				pl_direct_epoll_ctl(ep, op, fd);
+				pl_direct_epoll_ctl(ep, op, fd, s, e);
 				errno = saved;
 			}
 		} else {
 			r = pl_rs_epoll_ctl(ep, op, fd, s, e);
 		}
+		saved = errno;
 		pl_sock_put(s);
+		errno = saved;
 		return r;
 	}
 #endif
 	r = pl_real.epoll_ctl(ep, op, fd, e);
-	if (r == 0 && s) {
-		int saved = errno;
-
-		pl_direct_epoll_ctl(ep, op, fd);
-		errno = saved;
-	}
-	pl_sock_put(s);
+	saved = errno;
+	if (r == 0)
+		pl_direct_epoll_ctl(ep, op, fd, s, e);
+	pl_sock_put(s); /* the last reference may close the connection */
+	errno = saved;
 	return r;
 }
 
@@ -906,6 +907,7 @@ int close(int fd)
 		}
 	}
 	r = pl_real.close(fd);
+	pl_direct_epoll_forget(fd, fd); /* were it an epoll set */
 	/*
 	 * Its entry goes after the descriptor (the number cannot be taken
 	 * meanwhile: it is still ours until then): a direct connection's
@@ -980,6 +982,9 @@ int close_range(unsigned int first, unsigned int last, int flags)
 		r = (int)syscall(SYS_close_range, first, last, flags);
 	if (closing)
 		range_done(first, last, taken, n, r == 0);
+	if (closing && r == 0)
+		pl_direct_epoll_forget((int)(first > INT_MAX ? INT_MAX : first),
+				       (int)(last > INT_MAX ? INT_MAX : last));
 	return r;
 }
 
@@ -997,6 +1002,7 @@ void closefrom(int lowfd)
 	else
 		syscall(SYS_close_range, lo, ~0u, 0);
 	range_done(lo, ~0u, taken, n, 1);
+	pl_direct_epoll_forget((int)(lo > INT_MAX ? INT_MAX : lo), INT_MAX);
 }
 
 /* newfd now names what oldfd names. */
@@ -1006,6 +1012,7 @@ static int duplicated(int oldfd, int newfd)
 
 	if (newfd < 0 || pl_busy)
 		return newfd;
+	pl_direct_epoll_forget(newfd, newfd); /* dup2 over an epoll set */
 	s = pl_fd_get(oldfd);
 	if (s) {
 		pl_fd_set(newfd, s);

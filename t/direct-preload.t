@@ -82,7 +82,7 @@ client shut shutdown "$PORT" 100000
 ok $? "shutdown(SHUT_WR): the echo, then EOF"
 client scopes scopes "$PORT"
 ok $? "every wait sees an echo that landed while nothing looked: epoll sets per thread, a member under a dup, sets duplicated, dup2'd, nested (also beside a member always ready) and gaining a member mid-wait, poll"
-is "$(grep -c 'direct path' "$TMP/scopes.err")" 6 "and its 6 connections took the direct path"
+is "$(grep -c 'direct path' "$TMP/scopes.err")" 7 "and its 7 connections took the direct path"
 client names names "$PORT"
 ok $? "getsockname, getpeername, SO_TYPE, SO_DOMAIN, TCP_NODELAY, SO_ERROR as over TCP"
 client tmo timeout "$PORT"
