@@ -1658,7 +1658,7 @@ void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3])
  * 8 threads of 32 connections each scanned all 256 in every wait, one at
  * a time. A member counts only while its number still names the
  * connection it named when added (serial), and only with EPOLLIN and
- * without EPOLLONESHOT (one the kernel would not report). A wait drops
+ * neither EPOLLONESHOT nor EPOLLET (ones the kernel may not report). A wait drops
  * the members it finds gone; a set's entry goes when its number is closed
  * or made to name something else (pl_direct_epoll_forget).
  */
@@ -1810,8 +1810,13 @@ void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 	for (int i = 0; h && fd && sn && i < h->n; i++) {
 		uint32_t e = h->m[i].events;
 
-		if (!(e & EPOLLIN) || (e & EPOLLONESHOT))
-			continue; /* the kernel may not report it: no hint */
+		/*
+		 * The kernel may not report such a member though its ring
+		 * holds bytes (one-shot, fired; edge-triggered with a wake-up
+		 * byte still unread): no hint from it.
+		 */
+		if (!(e & EPOLLIN) || (e & (EPOLLONESHOT | EPOLLET)))
+			continue;
 		fd[n] = h->m[i].fd;
 		sn[n++] = h->m[i].serial;
 	}

@@ -884,6 +884,20 @@ static int shares_parent_vm(void)
 	return r != 1 && r != 2 && r != 3;
 }
 
+/*
+ * Descriptors lo..hi no longer name what they named: their epoll sets'
+ * hints go. Not in a child that shares our memory (vfork, posix_spawn):
+ * its closes are its own, and the hints are the parent's.
+ */
+static void forget_sets(int lo, int hi)
+{
+	int e = errno;
+
+	if (!pl_busy && pl_direct_active() && !shares_parent_vm())
+		pl_direct_epoll_forget(lo, hi);
+	errno = e;
+}
+
 int close(int fd)
 {
 	struct pl_sock *s = NULL;
@@ -907,7 +921,7 @@ int close(int fd)
 		}
 	}
 	r = pl_real.close(fd);
-	pl_direct_epoll_forget(fd, fd); /* were it an epoll set */
+	forget_sets(fd, fd); /* were it an epoll set */
 	/*
 	 * Its entry goes after the descriptor (the number cannot be taken
 	 * meanwhile: it is still ours until then): a direct connection's
@@ -983,8 +997,8 @@ int close_range(unsigned int first, unsigned int last, int flags)
 	if (closing)
 		range_done(first, last, taken, n, r == 0);
 	if (closing && r == 0)
-		pl_direct_epoll_forget((int)(first > INT_MAX ? INT_MAX : first),
-				       (int)(last > INT_MAX ? INT_MAX : last));
+		forget_sets((int)(first > INT_MAX ? INT_MAX : first),
+			    (int)(last > INT_MAX ? INT_MAX : last));
 	return r;
 }
 
@@ -1002,7 +1016,7 @@ void closefrom(int lowfd)
 	else
 		syscall(SYS_close_range, lo, ~0u, 0);
 	range_done(lo, ~0u, taken, n, 1);
-	pl_direct_epoll_forget((int)(lo > INT_MAX ? INT_MAX : lo), INT_MAX);
+	forget_sets((int)(lo > INT_MAX ? INT_MAX : lo), INT_MAX);
 }
 
 /* newfd now names what oldfd names. */
@@ -1012,7 +1026,7 @@ static int duplicated(int oldfd, int newfd)
 
 	if (newfd < 0 || pl_busy)
 		return newfd;
-	pl_direct_epoll_forget(newfd, newfd); /* dup2 over an epoll set */
+	forget_sets(newfd, newfd); /* dup2 over an epoll set */
 	s = pl_fd_get(oldfd);
 	if (s) {
 		pl_fd_set(newfd, s);
