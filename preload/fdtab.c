@@ -72,6 +72,18 @@ struct pl_sock *pl_fd_get(int fd)
 	return s;
 }
 
+/* fds[i]'s entry if keep(s, i, arg) says yes, else NULL (under tab_lock). */
+static struct pl_sock *kept(const int *fds, int i,
+			    int (*keep)(const struct pl_sock *s, int i,
+					const void *arg),
+			    const void *arg)
+{
+	struct pl_sock **slot = slot_of(fds[i]);
+	struct pl_sock *s = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+
+	return s && keep(s, i, arg) ? s : NULL;
+}
+
 int pl_fd_get_at(const int *fds, int n,
 		 int (*keep)(const struct pl_sock *s, int i, const void *arg),
 		 const void *arg, struct pl_sock **out)
@@ -80,19 +92,23 @@ int pl_fd_get_at(const int *fds, int n,
 
 	pthread_rwlock_rdlock(&tab_lock);
 	for (int i = 0; i < n; i++) {
-		struct pl_sock **slot = slot_of(fds[i]);
-		struct pl_sock *s =
-			slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
-
-		out[i] = NULL;
-		if (!s || !keep(s, i, arg))
-			continue;
-		__atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
-		out[i] = s;
-		got++;
+		out[i] = kept(fds, i, keep, arg);
+		if (out[i]) {
+			__atomic_add_fetch(&out[i]->refs, 1, __ATOMIC_ACQ_REL);
+			got++;
+		}
 	}
 	pthread_rwlock_unlock(&tab_lock);
 	return got;
+}
+
+/* pl_fd_get_each's keep, as kept() asks. */
+static int keep_plain(const struct pl_sock *s, int i, const void *arg)
+{
+	int (*const *keep)(const struct pl_sock *) = arg;
+
+	(void)i;
+	return (*keep)(s);
 }
 
 int pl_fd_get_each(const int *fds, int n, int (*keep)(const struct pl_sock *s),
@@ -102,11 +118,9 @@ int pl_fd_get_each(const int *fds, int n, int (*keep)(const struct pl_sock *s),
 
 	pthread_rwlock_rdlock(&tab_lock);
 	for (int i = 0; i < n; i++) {
-		struct pl_sock **slot = slot_of(fds[i]);
-		struct pl_sock *s =
-			slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+		struct pl_sock *s = kept(fds, i, keep_plain, &keep);
 
-		if (!s || !keep(s))
+		if (!s)
 			continue;
 		if (got == max) {
 			got = -1;

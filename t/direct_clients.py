@@ -471,20 +471,25 @@ def scopes(port):
                     (" (which held one)" if held else "", dt))
         ep.close()
         n.close()
-    # A set whose own member is always ready (its echo never read) and a
-    # set inside it: every wait finds the named member ready at once, and
+    def busy_beside(t):
+        """A set holding a connection whose echo is never read (always
+        ready) and a set inside it that holds t. t's last echo was read
+        after it landed: whoever made it readable took the wake-up
+        request, so nobody but a wait's own look raises its next."""
+        busy = connect(port)
+        busy.sendall(b"busy")
+        t.sendall(b"x")
+        time.sleep(0.1)
+        recv_exactly(t, 1)
+        inner, outer = select.epoll(), select.epoll()
+        outer.register(busy.fileno(), select.EPOLLIN)
+        outer.register(inner.fileno(), select.EPOLLIN)
+        inner.register(t.fileno(), select.EPOLLIN)
+        return busy, inner, outer
+
+    # Every wait on the outer set finds its named member ready at once;
     # the inner set's echo must still be seen.
-    busy = connect(port)
-    busy.sendall(b"busy")
-    # An echo read after it landed: whoever made it readable took the
-    # wake-up request, so nobody but a wait's own look raises the next.
-    t.sendall(b"x")
-    time.sleep(0.1)
-    recv_exactly(t, 1)
-    inner, outer = select.epoll(), select.epoll()
-    outer.register(busy.fileno(), select.EPOLLIN)
-    outer.register(inner.fileno(), select.EPOLLIN)
-    inner.register(t.fileno(), select.EPOLLIN)
+    busy, inner, outer = busy_beside(t)
     t.sendall(b"starve")
     time.sleep(0.1)
     waits, seen, end = 0, False, time.time() + 5
@@ -493,22 +498,13 @@ def scopes(port):
         seen = any(fd == inner.fileno() for fd, _ in outer.poll(0.1))
     good &= say(seen and recv_exactly(t, 6) == b"starve",
                 "a set inside a set whose other member is always ready: the inner echo is seen (after %d waits)" % waits)
-    inner.close()
-    outer.close()
-    busy.close()
+    for x in (inner, outer, busy):
+        x.close()
     # The same, but the member is no longer watched for reading: changed
     # through a duplicate of the set's descriptor, behind the preload's
     # back. The kernel never reports it; the wait must still see the
     # inner set's echo, and soon.
-    busy = connect(port)
-    busy.sendall(b"busy")
-    t.sendall(b"x")
-    time.sleep(0.1)
-    recv_exactly(t, 1)
-    inner, outer = select.epoll(), select.epoll()
-    outer.register(busy.fileno(), select.EPOLLIN)
-    outer.register(inner.fileno(), select.EPOLLIN)
-    inner.register(t.fileno(), select.EPOLLIN)
+    busy, inner, outer = busy_beside(t)
     d = os.dup(outer.fileno())
     ev = EpollEvent(select.EPOLLRDHUP, busy.fileno())
     modded = libc.epoll_ctl(d, 3, busy.fileno(), ctypes.byref(ev)) == 0  # EPOLL_CTL_MOD
@@ -520,9 +516,8 @@ def scopes(port):
     good &= say(modded and got == [inner.fileno()] and dt < 1 and recv_exactly(t, 6) == b"masked",
                 "a member changed through a dup of its set to be never reported: the inner echo is seen after %.3f s" % dt)
     os.close(d)
-    inner.close()
-    outer.close()
-    busy.close()
+    for x in (inner, outer, busy):
+        x.close()
     # poll over a plain pipe and a connection.
     r, w = os.pipe()
     p = select.poll()
