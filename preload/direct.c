@@ -1347,8 +1347,6 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		return PL_DIRECT_NO;
 	}
 	c = calloc(1, sizeof(*c));
-	if (c)
-		c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 	if (!c) {
 		/* gsockd holds the segment for a connection we cannot carry */
 		pl_real.close(sp[0]);
@@ -1356,6 +1354,7 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		errno = ENOMEM;
 		return -1;
 	}
+	c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 	/* From here the connection is the direct path's, whatever connect says. */
 	r = pl_real.connect(fd, sa, len);
 	e = errno;
