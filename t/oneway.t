@@ -3,11 +3,14 @@
 # sink checks every byte it reads against the stream pattern and answers
 # with the count and the wrong bytes; its source sends the pattern. Wrong
 # bytes are counted, not missed; a short stream and an empty one are
-# answered exactly; loadgen's checks fail where they should.
+# answered exactly; loadgen's checks fail where they should. The GPU echo
+# client streams one way too (-m up, -m down), alone and as a group of
+# blocks that check a received chunk side by side: its counts and its
+# complaints are checked the same way.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
-plan 12
+plan 19
 LOADGEN=$GSOCK_BUILD/bench/loadgen
 
 start_gsockd
@@ -69,6 +72,51 @@ ok $? "loadgen -m up against a source fails: $(grep -o 'sent.*wrong' "$TMP/bad-u
 timeout 30 "$LOADGEN" -m down -c 1 -d 0.3 -w 0.1 127.0.0.1 "$SINK" >"$TMP/bad-down" 2>&1
 [ $? -ne 0 ] && grep -q "no byte moved" "$TMP/bad-down"
 ok $? "loadgen -m down against a sink fails: no byte moved"
+
+# The GPU echo client's streams: to the sink, from the source, in groups.
+timeout 60 "$CLIENT" -m up -b 2 -n 100000 -i 7 127.0.0.1:"$SINK" >"$TMP/gup" 2>&1
+ok $? "gsock-echo-client -m up: 2 streams of 700,000 bytes, the sink's answers match: $(grep -o 'GB/s.*' "$TMP/gup")"
+timeout 60 "$CLIENT" -m down -b 2 -n 100000 -i 7 127.0.0.1:"$SOURCE" >"$TMP/gdown" 2>&1
+ok $? "gsock-echo-client -m down: 2 streams of 700,000 bytes, every byte checked"
+start_server -l 127.0.0.1:0 -b 1 -k 3 -M source -B 300000 || exit 1
+timeout 60 "$CLIENT" -m down -k 3 -n 1000000 -i 3 127.0.0.1:"$PORT" >"$TMP/gdown3" 2>&1
+ok $? "the same by a group of 3 blocks from a group of 3: $(grep -o 'GB/s [0-9.]*' "$TMP/gdown3")"
+timeout 60 "$CLIENT" -m up -n 64 -i 2 127.0.0.1:"$PORT" >"$TMP/gbad-up" 2>&1
+[ $? -eq 1 ] && grep -q "the sink counted .* bytes of 128 sent" "$TMP/gbad-up"
+ok $? "-m up against a source fails: $(grep -o 'the sink counted.*' "$TMP/gbad-up")"
+
+# A source with wrong bytes: in the first word, in the middle (a group's
+# second and third parts), before a read's end and in the last byte.
+WRONG=$(free_port)
+python3 - "$WRONG" >"$TMP/wrongsrc" 2>&1 <<'PY' &
+import socket, sys
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", int(sys.argv[1])))
+ls.listen(4)
+size = 3 * 1000000
+data = bytearray(((i * 131 + (i >> 8) * 7 + 1) & 0xff) for i in range(size))
+for f in (3, 1500000, 2100000, 999999, size - 1):
+    data[f] ^= 0x21
+for n in (size, size, 1000):
+    c, _ = ls.accept()
+    c.sendall(data[:n])
+    c.shutdown(socket.SHUT_WR)
+    c.recv(1)
+    c.close()
+PY
+WPID=$!
+wait_listen "$WRONG"
+timeout 60 "$CLIENT" -m down -n 1000000 -i 3 127.0.0.1:"$WRONG" >"$TMP/gwrong1" 2>&1
+[ $? -eq 1 ] && grep -q "connection 0: 5 wrong bytes" "$TMP/gwrong1"
+ok $? "-m down counts 5 wrong bytes that a source planted"
+timeout 60 "$CLIENT" -m down -k 3 -n 1000000 -i 3 127.0.0.1:"$WRONG" >"$TMP/gwrong3" 2>&1
+[ $? -eq 1 ] && grep -q "connection 0: 5 wrong bytes" "$TMP/gwrong3"
+ok $? "and so does a group of 3, whose blocks check parts of each chunk"
+timeout 60 "$CLIENT" -m down -n 1000000 -i 3 127.0.0.1:"$WRONG" >"$TMP/gshort" 2>&1
+[ $? -eq 1 ] && grep -q "connection 0: the stream ended after 1000 bytes of 3000000" "$TMP/gshort"
+ok $? "-m down from a source that ends early fails: $(grep -o 'connection 0:.*' "$TMP/gshort")"
+wait "$WPID"
 
 "$SERVER" -M sink -m 4 >/dev/null 2>"$TMP/usage"
 [ $? -eq 64 ] && grep -q "leave out --multiplex" "$TMP/usage"

@@ -3,10 +3,12 @@
  * The echo client's kernel, written once with g-calls: nvcc builds it for
  * the GPU, the C compiler (kernels_host.c) for the host backend. Each
  * block (or group of blocks, -k) connects, sends patterned data, checks
- * that it comes back byte for byte, and records each round trip's time. (The server is
- * server.c, on the server layer.)
+ * that it comes back byte for byte, and records each round trip's time;
+ * or streams one way (-m up to a sink, -m down from a source: stream.h)
+ * and times the stream. (The server is server.c, on the server layer.)
  */
 #include "echo.h"
+#include "stream_check.cuh"
 
 /* The byte at offset k of round trip i of block b. */
 GSOCK_HD uint8_t pattern(uint32_t seed, uint32_t b, uint32_t i, uint64_t k)
@@ -74,8 +76,8 @@ GSOCK_DEVICE long fill_or_check(const struct echo_client_args *a, uint32_t c,
 				uint32_t i, int check,
 				struct echo_client_result *res)
 {
-	uint8_t *sbuf = a->sbuf + (size_t)c * a->size;
-	uint8_t *rbuf = a->rbuf + (size_t)c * a->size;
+	uint8_t *sbuf = a->sbuf + (size_t)c * a->stride;
+	uint8_t *rbuf = a->rbuf + (size_t)c * a->stride;
 	GS_SHARED uint64_t bad;
 
 	if (gs_tid() == 0)
@@ -96,6 +98,93 @@ GSOCK_DEVICE long fill_or_check(const struct echo_client_args *a, uint32_t c,
 }
 
 /*
+ * -m up: iters sends of size stream bytes, then the end of the stream,
+ * then the sink's answer (its count and wrong bytes in rank 0's res):
+ * ECHO_MISMATCH (wrong bytes), -EPROTO (a count that is not what was
+ * sent), else 0. Every rank of g calls.
+ */
+GSOCK_DEVICE long stream_up(struct gsock_dev gs, const struct echo_client_args *a,
+			    int fd, uint8_t *sbuf, uint8_t *rbuf, struct ggroup g,
+			    struct echo_client_result *res)
+{
+	uint64_t total = (uint64_t)a->iters * a->size, off = 0, got = 0;
+	uint64_t count, wrong;
+	long n = 0;
+
+	if (g.rank == 0) /* the pattern from any offset: size + a period */
+		for (uint64_t k = gs_tid(); k < a->size + STREAM_PERIOD;
+		     k += gs_bdim())
+			sbuf[k] = stream_byte(k);
+	gs_sync();
+	while (off < total) {
+		uint64_t len = total - off < a->size ? total - off : a->size;
+
+		n = gsend_group(gs, fd, sbuf + off % STREAM_PERIOD, len, 0, g);
+		if (n <= 0)
+			return n ? n : -EIO;
+		off += (uint64_t)n;
+	}
+	n = ggroup_bcast(gs, g, g.rank ? 0 : gshutdown(gs, fd, SHUT_WR));
+	while (n == 0 && got < STREAM_ANSWER) {
+		n = grecv_group(gs, fd, rbuf + got, STREAM_ANSWER - got, 0, g);
+		if (n > 0)
+			got += (uint64_t)n;
+		n = n > 0 ? 0 : n ? n : -ECONNRESET; /* EOF before the answer */
+	}
+	if (n)
+		return n;
+	if (g.rank == 0) {
+		stream_answer_get(rbuf, &count, &wrong);
+		if (gs_tid() == 0) {
+			res->wrong = wrong;
+			res->mismatch_at = count;
+		}
+		n = count != total ? -EPROTO : wrong ? ECHO_MISMATCH : 0;
+	}
+	return ggroup_bcast(gs, g, n);
+}
+
+/*
+ * -m down: iters * size stream bytes from a source, each chunk checked by
+ * every rank of g side by side (its part of the words); this block's
+ * wrong bytes in res. 0, ECHO_SHORT (EOF first) or a negative errno.
+ * Every rank of g calls.
+ */
+GSOCK_DEVICE long stream_down(struct gsock_dev gs,
+			      const struct echo_client_args *a, int fd,
+			      uint8_t *rbuf, struct ggroup g,
+			      struct echo_client_result *res)
+{
+	uint64_t bad = 0, off = 0;
+	long r = 0;
+
+	for (uint32_t i = 0; !r && i < a->iters; i++) {
+		for (uint64_t m = 0; !r && m < a->size;) {
+			long n = grecv_group(gs, fd, rbuf + m, a->size - m, 0,
+					     g);
+
+			if (n <= 0) { /* EOF: the bytes that came in res */
+				if (!n && gs_tid() == 0)
+					res->mismatch_at = off + m;
+				r = n ? n : ECHO_SHORT;
+				break;
+			}
+			bad += stream_wrong(rbuf + m, (uint64_t)n, off + m,
+					    g.rank, g.size);
+			m += (uint64_t)n;
+		}
+		off += a->size;
+		/* every rank is done with rbuf before anyone fills it again */
+		if (!r)
+			r = ggroup_bcast(gs, g, 0);
+	}
+	bad = gs_sum64(bad);
+	if (gs_tid() == 0)
+		res->wrong = bad;
+	return r;
+}
+
+/*
  * Each group of a->group consecutive blocks is one connection (c): its
  * rank 0 connects, fills and checks; all of them copy in the group calls.
  */
@@ -106,8 +195,9 @@ GSOCK_KERNEL(echo_client_kernel, gs, arg)
 	uint32_t c = gs_bid() / a->group;
 	struct ggroup g = { gs_bid() % a->group, a->group,
 			    a->group > 1 ? &a->sync[c] : 0 };
-	uint8_t *sbuf = a->sbuf + (size_t)c * a->size;
-	uint8_t *rbuf = a->rbuf + (size_t)c * a->size;
+	uint8_t *sbuf = a->sbuf + (size_t)c * a->stride;
+	uint8_t *rbuf = a->rbuf + (size_t)c * a->stride;
+	uint64_t t0;
 	long r = 0;
 	int fd = -1;
 
@@ -120,9 +210,17 @@ GSOCK_KERNEL(echo_client_kernel, gs, arg)
 	}
 	r = ggroup_bcast(gs, g, r);
 	fd = (int)ggroup_bcast(gs, g, fd);
-	for (uint32_t i = 0; r == 0 && i < a->iters; i++) {
-		uint64_t t0;
-
+	t0 = gs_now_ns();
+	if (r == 0 && a->mode == ECHO_UP)
+		r = stream_up(gs, a, fd, sbuf, rbuf, g, res);
+	else if (r == 0 && a->mode == ECHO_DOWN)
+		r = stream_down(gs, a, fd, rbuf, g, res);
+	if (a->mode != ECHO_ROUND_TRIPS && g.rank == 0 && gs_tid() == 0) {
+		a->span_ns[2 * c] = t0;
+		a->span_ns[2 * c + 1] = gs_now_ns();
+	}
+	for (uint32_t i = 0;
+	     a->mode == ECHO_ROUND_TRIPS && r == 0 && i < a->iters; i++) {
 		if (g.rank == 0)
 			fill_or_check(a, c, i, 0, res);
 		t0 = gs_now_ns();

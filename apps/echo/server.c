@@ -15,7 +15,7 @@
 
 #include "gsock.h"
 #include "gsock_server.cuh"
-#include "stream.h"
+#include "stream_check.cuh"
 
 /* The server's own arguments (s->app). */
 struct echo_app {
@@ -29,55 +29,6 @@ enum echo_mode {
 	ECHO_SOURCE, /* send the stream pattern until the peer goes */
 };
 
-#define B80 0x8080808080808080ull
-#define B7F 0x7f7f7f7f7f7f7f7full
-#define B01 0x0101010101010101ull
-
-/* a + b byte by byte, each byte mod 256 (no carry into the next). */
-GSOCK_DEVICE uint64_t add_bytes(uint64_t a, uint64_t b)
-{
-	return ((a & B7F) + (b & B7F)) ^ ((a ^ b) & B80);
-}
-
-/*
- * The 8 stream bytes from offset o, little-endian: stream_byte(o + j) is
- * stream_byte(o) + 131 j, plus 7 from the byte that crosses a multiple of
- * 256 on (o >> 8 grows there). A few word operations instead of eight
- * stream_byte()s: one block checking byte by byte held a one-connection
- * stream to ~7 GB/s.
- */
-GSOCK_DEVICE uint64_t stream_word(uint64_t o)
-{
-	const uint64_t k = 0x95128f0c89068300ull; /* bytes: 131 j mod 256 */
-	unsigned s = (unsigned)(o & 255);
-	uint64_t e = add_bytes(k, B01 * stream_byte(o));
-
-	if (s > 248)
-		e = add_bytes(e, 0x0707070707070707ull << 8 * (256 - s));
-	return e;
-}
-
-/* How many of d's 8 bytes are not 0. */
-GSOCK_DEVICE unsigned nonzero_bytes(uint64_t d)
-{
-	uint64_t t = (((d & B7F) + B7F) | d) & B80;
-
-	return (unsigned)(((t >> 7) * B01) >> 56);
-}
-
-/* This thread's wrong bytes in buf[0, n), stream offset off: 8-byte loads. */
-GSOCK_DEVICE uint64_t wrong_bytes(const uint8_t *buf, long n, uint64_t off)
-{
-	const uint64_t *w = (const uint64_t *)buf; /* gsrv_buf: 16-aligned */
-	uint64_t bad = 0;
-
-	for (long i = gs_tid(); i < n / 8; i += gs_bdim())
-		bad += nonzero_bytes(w[i] ^ stream_word(off + 8 * (uint64_t)i));
-	for (long k = n / 8 * 8 + gs_tid(); k < n; k += gs_bdim())
-		bad += buf[k] != stream_byte(off + (uint64_t)k);
-	return bad;
-}
-
 /* -M sink: check a stream to its end, answer its count and wrong bytes. */
 GSOCK_DEVICE long sink(struct gsock_dev gs, const struct gsrv *s, int fd,
 		       uint8_t *buf, struct ggroup g)
@@ -86,7 +37,7 @@ GSOCK_DEVICE long sink(struct gsock_dev gs, const struct gsrv *s, int fd,
 	long n;
 
 	while ((n = grecv_group(gs, fd, buf, s->bufsize, 0, g)) > 0) {
-		bad += wrong_bytes(buf, n, off);
+		bad += stream_wrong(buf, (uint64_t)n, off, 0, 1);
 		off += (uint64_t)n;
 		gs_sync(); /* every thread is done with buf */
 	}
