@@ -725,10 +725,14 @@ GSOCK_DEVICE void gs_lane_load(const uint64_t *lane, uint64_t *v,
  * thread 0's read of the ring's counters, so one round trip both finds
  * the bytes and brings them. A copy at our position is taken even when
  * the tail shows its bytes too: they are here already, the ring's would
- * cost another crossing. Every thread returns the same: bytes taken from
- * the lane into buf and consumed (> 0); GS_RX_NONE when the ring has
- * bytes the lane does not (gs_rx_wait_t0 then returns them at once); 0
- * at EOF; or a negative errno.
+ * cost another crossing. The block's first warp alone waits, checks and
+ * copies, with warp votes and shuffles, while the other threads wait at
+ * one block barrier at the end: each block barrier on the way cost a
+ * round trip ~0.2 us, and a turn with nothing took four. Every thread
+ * returns the same: bytes taken from the lane into buf and consumed
+ * (> 0); GS_RX_NONE when the ring has bytes the lane does not
+ * (gs_rx_wait_t0 then returns them at once); 0 at EOF; or a negative
+ * errno. The block has GS_LANE_W threads at least.
  */
 GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 			     uint8_t *buf, size_t len, int dontwait)
@@ -736,8 +740,9 @@ GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 	const uint64_t *lane = ls->rx_lane;
 	unsigned t = gs_tid(), i = 0;
 	int waits = !dontwait && !(ls->flags & GS_LS_NONBLOCK);
+	long res = 0;
 
-	for (;;) {
+	while (t < GS_LANE_W) { /* the first warp, in step */
 		uint64_t v[GS_LANE_SLOTS];
 		long r = 0, hdr = 0;
 
@@ -749,9 +754,12 @@ GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 			if (r > 0 || r == GS_RX_NONE)
 				hdr = gs_lane_hdr_t0(ls, v[0], h1);
 		}
-		gs_bcast2(&r, &hdr);
-		if (r != GS_RX_NONE && r <= 0)
-			return r;
+		r = gs_warp_bcast(r);
+		hdr = gs_warp_bcast(hdr);
+		if (r != GS_RX_NONE && r <= 0) {
+			res = r;
+			break;
+		}
 		if (hdr) {
 			uint32_t tag = (uint32_t)((uint64_t)hdr >> 32);
 			uint32_t n = (uint32_t)hdr & 0xffff;
@@ -765,42 +773,49 @@ GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 			for (unsigned j = 0; j < GS_LANE_SLOTS; j++) {
 				unsigned u = t + j * GS_LANE_W;
 
-				if (t < GS_LANE_W && u >= GS_LANE_HDR &&
-				    u < end && (uint32_t)(v[j] >> 32) != tag)
+				if (u >= GS_LANE_HDR && u < end &&
+				    (uint32_t)(v[j] >> 32) != tag)
 					bad = 1;
 			}
 			/* a unit of another copy: the sender is mid-write */
-			if (!gs_sync_or(bad)) {
+			if (!gs_warp_any(bad)) {
 				GS_UNROLL
 				for (unsigned j = 0; j < GS_LANE_SLOTS; j++) {
 					unsigned u = t + j * GS_LANE_W;
 					size_t o = (size_t)(u - GS_LANE_HDR) * 4;
 
-					if (t >= GS_LANE_W || u < GS_LANE_HDR ||
-					    u >= end)
+					if (u < GS_LANE_HDR || u >= end)
 						continue;
 					for (unsigned b = 0; b < 4 && o + b < k; b++)
 						buf[o + b] = (uint8_t)(v[j] >> 8 * b);
 				}
-				gs_sync();
 				/* r: the ring's bytes, where the tail showed them */
-				if (gs_sync_or(t == 0 && gs_rx_consume_t0(
-								 gs, fd, ls, k,
-								 r > 0 ? r : 0)))
-					return -ECONNABORTED;
-				return (long)k;
+				if (t == 0)
+					res = gs_rx_consume_t0(gs, fd, ls, k,
+							       r > 0 ? r : 0) ?
+						      -ECONNABORTED :
+						      (long)k;
+				break;
 			}
 		}
-		if (r > 0)
-			return GS_RX_NONE;
-		if (!waits)
-			return -EAGAIN;
+		if (r > 0) {
+			res = GS_RX_NONE;
+			break;
+		}
+		if (!waits) {
+			res = -EAGAIN;
+			break;
+		}
 		if (t == 0)
 			r = gs_wait_turn(gs, &i);
-		r = gs_bcast(r);
-		if (r)
-			return r;
+		r = gs_warp_bcast(r);
+		if (r) {
+			res = r;
+			break;
+		}
 	}
+	/* thread 0's result to all; the warp's stores to buf before any return */
+	return gs_bcast(res);
 }
 
 /*
@@ -829,7 +844,8 @@ GSOCK_DEVICE uint32_t gs_lane_tag(uint32_t seq)
 }
 
 /*
- * Every thread: the copy of a whole send of n <= GS_LANE_MAX bytes of buf,
+ * The threads first, first + stride, ... of a block (the block, or its
+ * first warp): the copy of a whole send of n <= GS_LANE_MAX bytes of buf,
  * at stream position pos, into lane with tag. No fence: the units carry
  * their own validity, and the ring's copy and tail follow as always.
  * Every 65536th copy writes every unit: a unit past the copies between
@@ -837,12 +853,13 @@ GSOCK_DEVICE uint32_t gs_lane_tag(uint32_t seq)
  * (a reader that sees the new header beside old units sees other tags).
  */
 GSOCK_DEVICE void gs_lane_put(uint64_t *lane, uint32_t tag, uint64_t pos,
-			      const uint8_t *buf, uint32_t n)
+			      const uint8_t *buf, uint32_t n, unsigned first,
+			      unsigned stride)
 {
 	unsigned end = (tag & 0xffff) == 1 ? GS_LANE_UNITS :
 					     GS_LANE_HDR + (n + 3) / 4;
 
-	for (unsigned u = gs_tid(); u < end; u += gs_bdim()) {
+	for (unsigned u = first; u < end; u += stride) {
 		uint32_t w = 0;
 
 		if (u == 0) {
@@ -857,6 +874,39 @@ GSOCK_DEVICE void gs_lane_put(uint64_t *lane, uint32_t tag, uint64_t pos,
 		}
 		gs_st_unit(lane + u, (uint64_t)tag << 32 | w);
 	}
+}
+
+/*
+ * Whether gsend's chunk of n bytes (done sent before it) is a whole small
+ * send that also goes to the lane.
+ */
+GSOCK_DEVICE int gs_lane_send(const struct gs_lsock *ls, size_t len,
+			      size_t done, long n)
+{
+	return !done && n > 0 && (size_t)n == len && len <= GS_LANE_MAX &&
+	       ls->lane_tx == GS_LANE_TX_ON;
+}
+
+/*
+ * gsend, the first warp of a block of GS_LANE_W threads or more, before
+ * the block's first barrier: with thread 0's n and tail (and its own look
+ * at lane_tx and lane_seq), put a whole small send's copy into the
+ * receiver's lane now, so it leaves a barrier sooner. Whether it did
+ * (every thread of the warp).
+ */
+GSOCK_DEVICE int gs_lane_put_early(struct gs_lsock *ls, const uint8_t *buf,
+				   size_t len, size_t done, long n,
+				   uint64_t tail)
+{
+	long go = gs_tid() == 0 && gs_lane_send(ls, len, done, n);
+
+	if (!gs_warp_bcast(go))
+		return 0;
+	gs_lane_put(ls->tx_lane,
+		    gs_lane_tag((uint32_t)gs_warp_bcast((long)ls->lane_seq)),
+		    (uint64_t)gs_warp_bcast((long)tail), buf,
+		    (uint32_t)gs_warp_bcast(n), gs_tid(), GS_LANE_W);
+	return 1;
 }
 
 /* Thread 0: after a command that returned a new descriptor. */

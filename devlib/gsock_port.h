@@ -57,6 +57,26 @@ GSOCK_DEVICE int gs_sync_or(int v)
 	return __syncthreads_or(v);
 }
 
+/*
+ * Within the block's first warp, all 32 of its threads calling: thread
+ * 0's v to each; whether any thread's v is non-zero; a warp barrier
+ * (memory ordered among the warp's threads). No block barrier.
+ */
+GSOCK_DEVICE long gs_warp_bcast(long v)
+{
+	return __shfl_sync(0xffffffffu, v, 0);
+}
+
+GSOCK_DEVICE int gs_warp_any(int v)
+{
+	return __any_sync(0xffffffffu, v);
+}
+
+GSOCK_DEVICE void gs_warp_sync(void)
+{
+	__syncwarp();
+}
+
 GSOCK_DEVICE void gs_fence(void)
 {
 	__threadfence_system();
@@ -262,6 +282,21 @@ GSOCK_DEVICE void gs_sync(void)
 GSOCK_DEVICE int gs_sync_or(int v)
 {
 	return v != 0;
+}
+
+/* A block's first "warp" is its one thread. */
+GSOCK_DEVICE long gs_warp_bcast(long v)
+{
+	return v;
+}
+
+GSOCK_DEVICE int gs_warp_any(int v)
+{
+	return v != 0;
+}
+
+GSOCK_DEVICE void gs_warp_sync(void)
+{
 }
 
 GSOCK_DEVICE void gs_fence(void)

@@ -103,8 +103,9 @@ GSOCK_DEVICE long fill_or_check(const struct echo_client_args *a, uint32_t c,
  * ECHO_MISMATCH (wrong bytes), -EPROTO (a count that is not what was
  * sent), else 0. Every rank of g calls.
  */
-GSOCK_DEVICE long stream_up(struct gsock_dev gs, const struct echo_client_args *a,
-			    int fd, uint8_t *sbuf, uint8_t *rbuf, struct ggroup g,
+GSOCK_DEVICE long stream_up(struct gsock_dev gs,
+			    const struct echo_client_args *a, int fd,
+			    uint8_t *sbuf, uint8_t *rbuf, struct ggroup g,
 			    struct echo_client_result *res)
 {
 	uint64_t total = (uint64_t)a->iters * a->size, off = 0, got = 0;
