@@ -58,6 +58,9 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __x86_64__
+#include <emmintrin.h>
+#endif
 
 #include "../devlib/ctl_peer.h"
 #include "../devlib/gsock_arena.h"
@@ -455,6 +458,49 @@ static size_t iov_len(const struct iovec *iov, int n)
 	return t;
 }
 
+#ifndef PL_NT_COPY
+#define PL_NT_COPY 1
+#endif
+#if PL_NT_COPY && defined(__x86_64__)
+/*
+ * Into a ring that a GPU reads, copies of PL_NT_MIN bytes or more go by
+ * non-temporal stores: no read for ownership of each line first, and
+ * nothing left dirty in this CPU's cache for the GPU's reads to fetch
+ * from it. Such stores are not ordered with later ones, so the copy ends
+ * with a store fence, before the counter that publishes it. Built with
+ * -DPL_NT_COPY=0, memcpy.
+ */
+#define PL_NT_MIN 4096
+static void ring_write(uint8_t *r, const uint8_t *b, size_t k)
+{
+	size_t head = (16 - ((uintptr_t)r & 15)) & 15;
+
+	if (k < PL_NT_MIN) {
+		memcpy(r, b, k);
+		return;
+	}
+	memcpy(r, b, head);
+	r += head;
+	b += head;
+	k -= head;
+	for (; k >= 64; k -= 64, r += 64, b += 64) {
+		__m128i x0 = _mm_loadu_si128((const __m128i *)b);
+		__m128i x1 = _mm_loadu_si128((const __m128i *)(b + 16));
+		__m128i x2 = _mm_loadu_si128((const __m128i *)(b + 32));
+		__m128i x3 = _mm_loadu_si128((const __m128i *)(b + 48));
+
+		_mm_stream_si128((__m128i *)r, x0);
+		_mm_stream_si128((__m128i *)(r + 16), x1);
+		_mm_stream_si128((__m128i *)(r + 32), x2);
+		_mm_stream_si128((__m128i *)(r + 48), x3);
+	}
+	memcpy(r, b, k);
+	_mm_sfence();
+}
+#else
+#define ring_write memcpy
+#endif
+
 /*
  * Copy n bytes between a ring of size bytes (from its counter pos) and
  * iov (from its byte off): into the ring if in, else out of it.
@@ -477,7 +523,7 @@ static void ring_copy(uint8_t *ring, uint32_t size, uint64_t pos,
 							  size, &k);
 
 			if (in)
-				memcpy(r, b, k);
+				ring_write(r, b, k);
 			else
 				memcpy(b, r, k);
 			pos += k;
