@@ -277,7 +277,7 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 	do {
 		long n = 0;
 		uint64_t tail = 0;
-		int lane = 0, late, early = gs_bdim() >= GS_LANE_W;
+		int lane = 0, early = gs_bdim() >= GS_LANE_W;
 
 		GS_TRACE(0);
 		if (gs_tid() == 0) {
@@ -314,42 +314,27 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		}
 		gs_ring_copy(ls->ring_size, ls->tx_ring, tail,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
-		late = GS_PUBLISH_LATE && (ls->flags & GS_LS_DIRECT);
-		if (late && gs_tid() == 0) /* seen by all after the barrier */
-			ls->tx_tail = tail + (uint64_t)n;
 		/*
 		 * No thread fences its own stores, into another GPU's memory
-		 * or host memory alike: the barrier orders them before the
-		 * publishing thread's system fence (gs_tx_publish_t0's or
-		 * gs_tx_publish_late's), which makes them visible before the
-		 * tail (the fence is cumulative).
+		 * or host memory alike: the barrier orders them before thread
+		 * 0's system fence in gs_tx_publish_t0, which makes them
+		 * visible before the tail (the fence is cumulative).
 		 */
 		gs_sync();
 		GS_TRACE(3);
 		if (lane && gs_tid() == 0)
 			ls->lane_seq = gs_lane_tag(ls->lane_seq);
 		/*
-		 * Direct: the system fence before the tail waits until every
-		 * store of the copy has landed (2.2 us into a peer GPU over
-		 * NVLink, 0.6 into host memory), and the block waited with
-		 * it: an echo that answered at once could not take the next
-		 * message until its own answer's fence was done, so each
-		 * round trip paid both ends' fences. Now the block's last
-		 * thread fences and publishes while the others return; the
-		 * block's next barrier, in whatever call comes next, waits
-		 * for it, so one publish at most is ever in flight and it
-		 * lands before anything the block does after that barrier
-		 * (every command, gshutdown's and gclose's too, starts with
-		 * one). ls->tx_tail already counts the bytes, so the next
-		 * send starts from them. The receiver meanwhile takes a lane
-		 * copy (its head passing our tail by one copy, as
-		 * gsock_arena.h allows) or waits for the tail as ever.
+		 * The block waits for the publish (a system fence: 2.2 us
+		 * into a peer GPU over NVLink). Leaving it to one thread while
+		 * the others return was measured faster and broke callers:
+		 * code after a g-call may read block state at once, relying
+		 * on every thread having left the call together (the server
+		 * layer's gsrv_done does), and the late thread read it after
+		 * thread 0 had changed it.
 		 */
-		if (late) {
-			if (gs_tid() == gs_bdim() - 1)
-				gs_tx_publish_late(gs, fd, ls, tail, n);
-		} else if (gs_sync_or(gs_tid() == 0 &&
-				      gs_tx_publish_t0(gs, fd, ls, tail, n)))
+		if (gs_sync_or(gs_tid() == 0 &&
+			       gs_tx_publish_t0(gs, fd, ls, tail, n)))
 			n = -ECONNABORTED;
 		GS_TRACE(4);
 		GS_TRACE(5);

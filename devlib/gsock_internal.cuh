@@ -292,7 +292,6 @@ GSOCK_DEVICE long gs_command(struct gsock_dev gs, uint32_t op, int fd,
 {
 	long r = 0;
 
-	gs_sync(); /* a late publish of gsend's (gsock.cuh) lands first */
 	if (gs_tid() == 0)
 		r = gs_command_t0(gs, op, fd, a0, a1, a2, addr, addrlen);
 	r = gs_bcast(r);
@@ -1008,36 +1007,6 @@ GSOCK_DEVICE int gs_tx_publish_t0(struct gsock_dev gs, int fd,
 	if (ls->flags & GS_LS_DIRECT)
 		return gs_wake_cpu_t0(gs, fd, ls, ls->want_tx_p, GS_DW_READER);
 	return gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
-}
-
-/*
- * Direct: whether gsend leaves the publish to its block's last thread
- * and returns without waiting for it (gsend says why). Built with
- * -DGS_PUBLISH_LATE=0, thread 0 publishes and the block waits, as gsend
- * did before.
- */
-#ifndef GS_PUBLISH_LATE
-#define GS_PUBLISH_LATE 1
-#endif
-
-/*
- * The block's last thread, direct, after a barrier that follows the
- * block's copy of n bytes queued at tail (thread 0 counted them in
- * ls->tx_tail before it): publish them as gs_tx_publish_t0 does. A doorbell
- * that cannot be rung leaves -ECONNABORTED in ls->error, which the next
- * call reports.
- */
-GSOCK_DEVICE void gs_tx_publish_late(struct gsock_dev gs, int fd,
-				     struct gs_lsock *ls, uint64_t tail,
-				     long n)
-{
-	uint64_t v = tail + (uint64_t)n;
-
-	gs_st64(ls->tx_tail_p, v);
-	if (ls->tx_tail_m)
-		gs_st_plain64(ls->tx_tail_m, ls->sgen | (v & GS_DCTR_MASK));
-	if (gs_wake_cpu_t0(gs, fd, ls, ls->want_tx_p, GS_DW_READER))
-		ls->error = -ECONNABORTED;
 }
 
 /*
