@@ -9,12 +9,15 @@
 # refused; bytes written around the preload reset the connection loudly;
 # a killed client, a killed server and a killed gsockd each end the other
 # side within a second; a used-up pool, GSOCK_DIRECT=off and a rule with
-# direct = off give the kernel's path, intact.
+# direct = off give the kernel's path, intact. A multiplexed server (a
+# block holding several connections, its next one right after each
+# answer) serves a paced epoll client and a closed loop on direct
+# connections.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 39
+plan 41
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -249,4 +252,31 @@ r=$?
 ok $? "gsockd's direct = off: the kernel's path, intact"
 grep -q 'no direct' "$TMP/goff.err"
 ok $? "... and the preload's log says gsockd offered none"
+
+# The multiplexed server (-m: gpoll over a block's connections, the server
+# layer's gsrv_done right after each answer) with preloaded loadgen.
+kill "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
+wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
+GSOCKD_CONF=$TMP/gsock.conf
+: >"$GSOCKD_CONF"
+start_gsockd || exit 1
+start_server -l 127.0.0.1:0 -b 4 -m 4 || exit 1
+LOADGEN=$GSOCK_BUILD/bench/loadgen
+# mplex NAME LOADGEN-ARGS...: loadgen on 12 connections under the preload
+mplex() {
+	name=$1
+	shift
+	pre timeout 60 "$LOADGEN" -c 12 -s 64 -d 0.5 -w 0.2 "$@" 127.0.0.1 "$PORT" \
+		>"$TMP/$name" 2>"$TMP/$name.err"
+	r=$?
+	sed 's/^/# /' "$TMP/$name"
+	[ $r = 0 ] && grep -q ' errors=0' "$TMP/$name" &&
+		! grep -q ' reqs=0 ' "$TMP/$name" &&
+		[ "$(grep -c 'direct path,' "$TMP/$name.err")" -eq 12 ]
+}
+mplex mpaced -r 1000
+grep -q ' missing=0' "$TMP/mpaced"
+ok $? "a multiplexed server (-b 4 -m 4) answers a paced epoll client, 12 direct connections, every request"
+mplex mclosed
+ok $? "... and a closed loop on 12 direct connections"
 finish
