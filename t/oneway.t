@@ -10,7 +10,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
-plan 19
+plan 20
 LOADGEN=$GSOCK_BUILD/bench/loadgen
 
 start_gsockd
@@ -81,12 +81,15 @@ ok $? "gsock-echo-client -m down: 2 streams of 700,000 bytes, every byte checked
 start_server -l 127.0.0.1:0 -b 1 -k 3 -M source -B 300000 || exit 1
 timeout 60 "$CLIENT" -m down -k 3 -n 1000000 -i 3 127.0.0.1:"$PORT" >"$TMP/gdown3" 2>&1
 ok $? "the same by a group of 3 blocks from a group of 3: $(grep -o 'GB/s [0-9.]*' "$TMP/gdown3")"
+timeout 60 "$CLIENT" -m down -k 2 -n 50000 -i 40 127.0.0.1:"$PORT" >"$TMP/godd" 2>&1
+ok $? "a group of 2, 50,000-byte messages (small chunks rank 0 copies alone, beside the other's check)"
 timeout 60 "$CLIENT" -m up -n 64 -i 2 127.0.0.1:"$PORT" >"$TMP/gbad-up" 2>&1
 [ $? -eq 1 ] && grep -q "the sink counted .* bytes of 128 sent" "$TMP/gbad-up"
 ok $? "-m up against a source fails: $(grep -o 'the sink counted.*' "$TMP/gbad-up")"
 
-# A source with wrong bytes: in the first word, in the middle (a group's
-# second and third parts), before a read's end and in the last byte.
+# A source with wrong bytes: in the first word, in the middle (in parts
+# other than a group's first, where the reads' sizes put them), before a
+# read's end and in the last byte.
 WRONG=$(free_port)
 python3 - "$WRONG" >"$TMP/wrongsrc" 2>&1 <<'PY' &
 import socket, sys

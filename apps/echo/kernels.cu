@@ -175,7 +175,15 @@ GSOCK_DEVICE long stream_down(struct gsock_dev gs,
 			m += (uint64_t)n;
 		}
 		off += a->size;
-		/* every rank is done with rbuf before anyone fills it again */
+		/*
+		 * Every rank is done with rbuf before anyone fills it again:
+		 * rank 0 posts the second broadcast only once every rank has
+		 * taken the first, which each does after its check (one post
+		 * waits only for the acks of the one before; rank 0 alone may
+		 * copy a small chunk with no post at all).
+		 */
+		if (!r)
+			r = ggroup_bcast(gs, g, 0);
 		if (!r)
 			r = ggroup_bcast(gs, g, 0);
 	}
