@@ -277,7 +277,7 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 	do {
 		long n = 0;
 		uint64_t tail = 0;
-		int lane = 0, early = gs_bdim() >= GS_LANE_W;
+		int lane;
 
 		GS_TRACE(0);
 		if (gs_tid() == 0) {
@@ -289,10 +289,6 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 			if (ls->lane_tx == GS_LANE_TX_WAIT && len <= GS_LANE_MAX)
 				gs_lane_ask_t0(ls);
 		}
-		/* A whole small send: its copy in the receiver's lane first. */
-		if (early && gs_tid() < GS_LANE_W)
-			lane = gs_lane_put_early(ls, (const uint8_t *)buf, len,
-						 done, n, tail);
 		GS_TRACE(1);
 		{
 			long t = (long)tail;
@@ -303,15 +299,16 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		if (n < 0)
 			return done ? (long)done : n;
 		GS_TRACE(2);
-		/* A block under a warp: the copy by all, after the barrier. */
-		if (!early) {
-			lane = gs_lane_send(ls, len, done, n);
-			if (lane)
-				gs_lane_put(ls->tx_lane,
-					    gs_lane_tag(ls->lane_seq), tail,
-					    (const uint8_t *)buf, (uint32_t)n,
-					    gs_tid(), gs_bdim());
-		}
+		/*
+		 * A whole small send: its copy in the receiver's lane first.
+		 * After the barrier, as the ring's copy: a caller's threads
+		 * may have filled buf just before the call.
+		 */
+		lane = gs_lane_send(ls, len, done, n);
+		if (lane)
+			gs_lane_put(ls->tx_lane, gs_lane_tag(ls->lane_seq), tail,
+				    (const uint8_t *)buf, (uint32_t)n, gs_tid(),
+				    gs_bdim());
 		gs_ring_copy(ls->ring_size, ls->tx_ring, tail,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
 		/*

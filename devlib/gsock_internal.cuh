@@ -886,28 +886,6 @@ GSOCK_DEVICE int gs_lane_send(const struct gs_lsock *ls, size_t len,
 	       ls->lane_tx == GS_LANE_TX_ON;
 }
 
-/*
- * gsend, the first warp of a block of GS_LANE_W threads or more, before
- * the block's first barrier: with thread 0's n and tail (and its own look
- * at lane_tx and lane_seq), put a whole small send's copy into the
- * receiver's lane now, so it leaves a barrier sooner. Whether it did
- * (every thread of the warp).
- */
-GSOCK_DEVICE int gs_lane_put_early(struct gs_lsock *ls, const uint8_t *buf,
-				   size_t len, size_t done, long n,
-				   uint64_t tail)
-{
-	long go = gs_tid() == 0 && gs_lane_send(ls, len, done, n);
-
-	if (!gs_warp_bcast(go))
-		return 0;
-	gs_lane_put(ls->tx_lane,
-		    gs_lane_tag((uint32_t)gs_warp_bcast((long)ls->lane_seq)),
-		    (uint64_t)gs_warp_bcast((long)tail), buf,
-		    (uint32_t)gs_warp_bcast(n), gs_tid(), GS_LANE_W);
-	return 1;
-}
-
 /* Thread 0: after a command that returned a new descriptor. */
 GSOCK_DEVICE long gs_new_fd(struct gsock_dev gs, long fd, uint32_t flags)
 {

@@ -59,8 +59,7 @@ GSOCK_DEVICE int gs_sync_or(int v)
 
 /*
  * Within the block's first warp, all 32 of its threads calling: thread
- * 0's v to each; whether any thread's v is non-zero; a warp barrier
- * (memory ordered among the warp's threads). No block barrier.
+ * 0's v to each; whether any thread's v is non-zero. No block barrier.
  */
 GSOCK_DEVICE long gs_warp_bcast(long v)
 {
@@ -70,11 +69,6 @@ GSOCK_DEVICE long gs_warp_bcast(long v)
 GSOCK_DEVICE int gs_warp_any(int v)
 {
 	return __any_sync(0xffffffffu, v);
-}
-
-GSOCK_DEVICE void gs_warp_sync(void)
-{
-	__syncwarp();
 }
 
 GSOCK_DEVICE void gs_fence(void)
@@ -293,10 +287,6 @@ GSOCK_DEVICE long gs_warp_bcast(long v)
 GSOCK_DEVICE int gs_warp_any(int v)
 {
 	return v != 0;
-}
-
-GSOCK_DEVICE void gs_warp_sync(void)
-{
 }
 
 GSOCK_DEVICE void gs_fence(void)
