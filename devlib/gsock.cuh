@@ -304,11 +304,11 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 * After the barrier, as the ring's copy: a caller's threads
 		 * may have filled buf just before the call.
 		 */
-		lane = gs_lane_send(ls, len, done, n);
+		lane = !done && n > 0 && (size_t)n == len && len <= GS_LANE_MAX &&
+		       ls->lane_tx == GS_LANE_TX_ON;
 		if (lane)
 			gs_lane_put(ls->tx_lane, gs_lane_tag(ls->lane_seq), tail,
-				    (const uint8_t *)buf, (uint32_t)n, gs_tid(),
-				    gs_bdim());
+				    (const uint8_t *)buf, (uint32_t)n);
 		gs_ring_copy(ls->ring_size, ls->tx_ring, tail,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
 		/*

@@ -843,8 +843,7 @@ GSOCK_DEVICE uint32_t gs_lane_tag(uint32_t seq)
 }
 
 /*
- * The threads first, first + stride, ... of a block (the block, or its
- * first warp): the copy of a whole send of n <= GS_LANE_MAX bytes of buf,
+ * Every thread: the copy of a whole send of n <= GS_LANE_MAX bytes of buf,
  * at stream position pos, into lane with tag. No fence: the units carry
  * their own validity, and the ring's copy and tail follow as always.
  * Every 65536th copy writes every unit: a unit past the copies between
@@ -852,13 +851,12 @@ GSOCK_DEVICE uint32_t gs_lane_tag(uint32_t seq)
  * (a reader that sees the new header beside old units sees other tags).
  */
 GSOCK_DEVICE void gs_lane_put(uint64_t *lane, uint32_t tag, uint64_t pos,
-			      const uint8_t *buf, uint32_t n, unsigned first,
-			      unsigned stride)
+			      const uint8_t *buf, uint32_t n)
 {
 	unsigned end = (tag & 0xffff) == 1 ? GS_LANE_UNITS :
 					     GS_LANE_HDR + (n + 3) / 4;
 
-	for (unsigned u = first; u < end; u += stride) {
+	for (unsigned u = gs_tid(); u < end; u += gs_bdim()) {
 		uint32_t w = 0;
 
 		if (u == 0) {
@@ -873,17 +871,6 @@ GSOCK_DEVICE void gs_lane_put(uint64_t *lane, uint32_t tag, uint64_t pos,
 		}
 		gs_st_unit(lane + u, (uint64_t)tag << 32 | w);
 	}
-}
-
-/*
- * Whether gsend's chunk of n bytes (done sent before it) is a whole small
- * send that also goes to the lane.
- */
-GSOCK_DEVICE int gs_lane_send(const struct gs_lsock *ls, size_t len,
-			      size_t done, long n)
-{
-	return !done && n > 0 && (size_t)n == len && len <= GS_LANE_MAX &&
-	       ls->lane_tx == GS_LANE_TX_ON;
 }
 
 /* Thread 0: after a command that returned a new descriptor. */

@@ -476,7 +476,7 @@ GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
 			uint32_t n = lens[li];
 
 			seq = gs_lane_tag(seq);
-			gs_lane_put(lane, seq, pos, src + off, n, gs_tid(), gs_bdim());
+			gs_lane_put(lane, seq, pos, src + off, n);
 			/* at offset 3 the tail is there too: still the lane's */
 			if (off == 3 && t == 0)
 				gs_st64(&ctr[0], pos + n);
@@ -498,12 +498,12 @@ GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
 		}
 	/* A copy of bytes further on, or a torn one: not taken. */
 	seq = gs_lane_tag(seq);
-	gs_lane_put(lane, seq, pos + 4, src, 8, gs_tid(), gs_bdim());
+	gs_lane_put(lane, seq, pos + 4, src, 8);
 	gs_sync();
 	r = gs_rx_lane(g, 0, ls, out, 256, 1);
 	bad += t == 0 && (r != -EAGAIN || ls->rx_head != pos);
 	seq = gs_lane_tag(seq);
-	gs_lane_put(lane, seq, pos, src, 40, gs_tid(), gs_bdim());
+	gs_lane_put(lane, seq, pos, src, 40);
 	gs_sync();
 	if (t == 0)
 		gs_st_unit(&lane[7], (uint64_t)(seq - 1) << 32);
@@ -514,20 +514,20 @@ GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
 	if (t == 0)
 		ls->ring_size = 64;
 	seq = gs_lane_tag(seq);
-	gs_lane_put(lane, seq, pos, src, 40, gs_tid(), gs_bdim());
+	gs_lane_put(lane, seq, pos, src, 40);
 	gs_sync();
 	r = gs_rx_lane(g, 0, ls, out, 256, 1);
 	bad += t == 0 && (r != -EAGAIN || ls->rx_head != pos);
 	if (t == 0)
 		ls->ring_size = 1024;
 	seq = gs_lane_tag(seq);
-	gs_lane_put(lane, seq, pos, src, 0, gs_tid(), gs_bdim());
+	gs_lane_put(lane, seq, pos, src, 0);
 	gs_sync();
 	r = gs_rx_lane(g, 0, ls, out, 256, 1);
 	bad += t == 0 && r != -EAGAIN;
 	/* A short buffer takes its part; the rest comes through the ring. */
 	seq = gs_lane_tag(seq);
-	gs_lane_put(lane, seq, pos, src, 100, gs_tid(), gs_bdim());
+	gs_lane_put(lane, seq, pos, src, 100);
 	gs_sync();
 	r = gs_rx_lane(g, 0, ls, out, 10, 1);
 	bad += t == 0 && (r != 10 || ls->rx_head != pos + 10);
@@ -548,7 +548,7 @@ GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
 	gs_sync();
 	/* The tag's wrap (tag 1 again) and tag 65537: every unit written. */
 	seq = gs_lane_tag(0xffffffffu);
-	gs_lane_put(lane, seq, pos, src, 12, gs_tid(), gs_bdim());
+	gs_lane_put(lane, seq, pos, src, 12);
 	gs_sync();
 	for (unsigned u = t; u < GS_LANE_UNITS; u += nt)
 		bad += (uint32_t)(gs_ld_unit(&lane[u]) >> 32) != 1;
@@ -558,7 +558,7 @@ GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
 		gs_st64(&ctr[0], pos + 12);
 	pos += 12;
 	seq = gs_lane_tag(65536);
-	gs_lane_put(lane, seq, pos, src, 12, gs_tid(), gs_bdim());
+	gs_lane_put(lane, seq, pos, src, 12);
 	gs_sync();
 	for (unsigned u = t; u < GS_LANE_UNITS; u += nt)
 		bad += (uint32_t)(gs_ld_unit(&lane[u]) >> 32) != 65537;
