@@ -726,8 +726,9 @@ GSOCK_DEVICE void gs_lane_load(const uint64_t *lane, uint64_t *v,
  * the tail shows its bytes too: they are here already, the ring's would
  * cost another crossing. The block's first warp alone waits, checks and
  * copies, with warp votes and shuffles, while the other threads wait at
- * one block barrier at the end: each block barrier on the way cost a
- * round trip ~0.2 us, and a turn with nothing took four. Every thread
+ * one block barrier at the end: a turn with nothing took four block
+ * barriers and a found copy five (direct-phases showed each broadcast,
+ * a barrier pair, at ~0.3 us of a call). Every thread
  * returns the same: bytes taken from the lane into buf and consumed
  * (> 0); GS_RX_NONE when the ring has bytes the lane does not
  * (gs_rx_wait_t0 then returns them at once); 0 at EOF; or a negative
