@@ -167,8 +167,15 @@ int br_direct_init(void)
 	return 0;
 }
 
+/* Wake-up bytes cpu_token wrote (atomic), logged as gsockd stops. */
+static uint64_t n_tokens;
+
 void br_direct_fini(void)
 {
+	if (dp.base)
+		br_info("direct: %llu wake-ups written to CPU programs' descriptors",
+			(unsigned long long)__atomic_load_n(&n_tokens,
+							    __ATOMIC_RELAXED));
 	if (dp.base)
 		munmap(dp.base, dp.size);
 	if (dp.fd >= 0)
@@ -619,6 +626,7 @@ static void cpu_token(int seg, unsigned pipe)
 
 	if (c->fd < 0)
 		return;
+	__atomic_fetch_add(&n_tokens, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&seg_at(seg)->tokens[pipe], 1, __ATOMIC_RELEASE);
 	if (send(c->fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
 	    errno != EAGAIN)

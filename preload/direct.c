@@ -79,6 +79,12 @@ struct pl_dconn {
 	int rd_shut; /* shutdown(SHUT_RD) */
 	int dead_seen; /* the kernel connection ended: waiters woken once */
 	uint64_t serial; /* this process's count of direct connections, from 1 */
+	/*
+	 * An answer is owed (a request-response guess): bytes went out
+	 * since bytes last came in; when the first of them went (ns, 0:
+	 * none owed). Atomic: senders and waiters are any threads.
+	 */
+	long long out_ns;
 	struct pl_dconn *prev, *next;
 };
 
@@ -92,6 +98,15 @@ static uint64_t serials; /* atomic: the last pl_dconn.serial given */
 
 /* How long a wait that may sleep spins on the rings first. */
 #define SPIN_US_DEFAULT 50
+/*
+ * How long after a send a wait expects its answer and naps (a kernel
+ * wait with a short timeout, armed on nothing) to look at the rings
+ * itself, rather than leave the answer to gsockd's doorbell watch: a
+ * GPU answer took the watch, a gsockd worker and a byte in the
+ * socketpair, three wake-ups where a nap is one.
+ */
+#define NAP_US_DEFAULT 200
+#define NAP_MIN_NS 4000LL /* shorter naps cost more than they save */
 /*
  * The most bytes one copy moves before its counter is published: a
  * quarter of the ring (at least 64 KiB), so that the GPU reads (or
@@ -117,6 +132,22 @@ static pthread_mutex_t hint_lock = PTHREAD_MUTEX_INITIALIZER; /* below */
 static struct pl_dconn *conns;
 static int nconns; /* atomic for readers without the lock */
 static long spin_ns = -1;
+static long long nap_win_ns = -1; /* GSOCK_DIRECT_NAP_US */
+/*
+ * The process's answers: how long one takes (an average, ns), and how
+ * many of 256 owed answers came after the window or not at all. Racy
+ * updates lose a sample now and then, no more.
+ */
+static long long answer_ns = 20000;
+static unsigned miss_rate;
+/*
+ * Threads of this process asleep in a kernel wait that a direct
+ * connection's READER bit may have to end (atomic), and whether the
+ * process forked while it had direct connections (then another process
+ * may sleep on them too): a nap disarms the connections it looks at
+ * itself only where neither is so (disarm).
+ */
+static int sleepers, forked;
 
 /* The pool as this process maps it (one per gsockd it met). */
 static struct {
@@ -157,6 +188,9 @@ static void list_lock_fork(void)
 
 static void list_unlock_fork(void)
 {
+	/* Both sides of a fork may wait on the connections now: see disarm. */
+	if (conns)
+		__atomic_store_n(&forked, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&hint_lock);
 	pthread_mutex_unlock(&list_lock);
 }
@@ -167,6 +201,9 @@ static void setup_once(void)
 	long us = e && *e ? strtol(e, NULL, 10) : SPIN_US_DEFAULT;
 
 	spin_ns = (us < 0 ? 0 : us > 100000 ? 100000 : us) * 1000;
+	e = secure_getenv("GSOCK_DIRECT_NAP_US");
+	us = e && *e ? strtol(e, NULL, 10) : NAP_US_DEFAULT;
+	nap_win_ns = (us < 0 ? 0 : us > 100000 ? 100000 : us) * 1000LL;
 	pthread_atfork(list_lock_fork, list_unlock_fork, list_unlock_fork);
 }
 
@@ -220,6 +257,43 @@ static uint64_t rx_avail(const struct pl_dconn *c)
 {
 	return __atomic_load_n(&c->d->pipe[IN].tail, __ATOMIC_ACQUIRE) -
 	       __atomic_load_n(&c->d->pipe[IN].head, __ATOMIC_RELAXED);
+}
+
+void pl_direct_sleep(int d)
+{
+	__atomic_fetch_add(&sleepers, d, __ATOMIC_SEQ_CST);
+}
+
+/* Bytes went out on c: an answer is owed from now, unless one was. */
+static void owe(struct pl_dconn *c)
+{
+	long long none = 0;
+
+	if (!__atomic_load_n(&c->out_ns, __ATOMIC_RELAXED))
+		__atomic_compare_exchange_n(&c->out_ns, &none, now_ns(), 0,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/*
+ * Bytes came in on c: what was owed is answered. An answer within the
+ * window teaches the naps how long answers take; a later one is a miss.
+ */
+static void answered(struct pl_dconn *c)
+{
+	long long t = __atomic_load_n(&c->out_ns, __ATOMIC_RELAXED), d;
+	long long a = __atomic_load_n(&answer_ns, __ATOMIC_RELAXED);
+	unsigned m = __atomic_load_n(&miss_rate, __ATOMIC_RELAXED);
+
+	if (!t || !__atomic_exchange_n(&c->out_ns, 0, __ATOMIC_RELAXED))
+		return;
+	d = now_ns() - t;
+	if (d > nap_win_ns) {
+		__atomic_store_n(&miss_rate, m + (256 - m) / 8,
+				 __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_store_n(&miss_rate, m - m / 8, __ATOMIC_RELAXED);
+	__atomic_store_n(&answer_ns, a + (d - a) / 8, __ATOMIC_RELAXED);
 }
 
 /* Make A readable ourselves (bytes came in after the READER bit was ours). */
@@ -434,10 +508,14 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 			       { c->tcp, POLLIN | POLLRDHUP, 0 } };
 	int r, e;
 
+	pl_direct_sleep(1);
 	if (events & POLLOUT)
 		r = pl_real.poll(p, 1, ms < 0 || ms > SLICE_MS ? SLICE_MS : ms);
 	else
 		r = pl_real.poll(p, 2, ms);
+	e = errno;
+	pl_direct_sleep(-1);
+	errno = e;
 	if (r >= 0)
 		return 0;
 	e = errno; /* sigaction() of glibc's own signals sets EINVAL */
@@ -568,6 +646,8 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			size_t n = avail < want - got ? avail : want - got;
 			int more = 0;
 
+			if (!got)
+				answered(c);
 			/* A part at a time, each freed for the writer at once;
 			 * a peek frees nothing, so it takes what it wants. */
 			if (!(flags & MSG_PEEK) && n > step_of(c)) {
@@ -681,6 +761,8 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 				n = step_of(c); /* published at once: see step_of */
 			ring_copy(c->tx, c->ring, tail, iov, iovcnt, done, n,
 				  1);
+			if (!done) /* before the bytes show: see answered */
+				owe(c);
 			__atomic_store_n(&p->tail, tail + n, __ATOMIC_RELEASE);
 			done += n;
 			/*
@@ -1498,6 +1580,7 @@ static int raise_one(struct pl_dconn *c)
 {
 	if (!rx_avail(c))
 		return 0;
+	answered(c);
 	if (!__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE) &&
 	    (took(&c->d->want[IN], GS_DW_READER) ||
 	     !(__atomic_load_n(&c->d->want[IN], __ATOMIC_ACQUIRE) &
@@ -1556,24 +1639,117 @@ static int dead_f(struct pl_dconn *c)
 
 static void scope_drop(struct pl_dscope *sc);
 
-int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms)
+/* A thread's look at its wait's owed answers (due_f, for each). */
+static __thread long long due_now, due_first, due_last;
+static __thread int due_disarm;
+
+/*
+ * A napping waiter looks at c itself: a READER bit left from an earlier
+ * sleep would have the GPU side ring gsockd for the answer and gsockd
+ * write a wake-up byte (the cost the nap saves), so it goes, unless a
+ * thread sleeps on the connections now (a sleeper that comes later arms
+ * its own; one that came meanwhile gets its bit back).
+ */
+static void disarm(struct pl_dconn *c)
+{
+	if (!(__atomic_load_n(&c->d->want[IN], __ATOMIC_ACQUIRE) &
+	      GS_DW_READER))
+		return;
+	__atomic_fetch_and(&c->d->want[IN], ~GS_DW_READER, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))
+		__atomic_fetch_or(&c->d->want[IN], GS_DW_READER,
+				  __ATOMIC_SEQ_CST);
+}
+
+/* c owes an answer within the window: when it is due, and the window's end. */
+static int due_f(struct pl_dconn *c)
+{
+	long long t = __atomic_load_n(&c->out_ns, __ATOMIC_RELAXED), due;
+
+	if (!t || due_now - t > nap_win_ns)
+		return 0;
+	if (due_disarm)
+		disarm(c);
+	due = t + __atomic_load_n(&answer_ns, __ATOMIC_RELAXED) * 3 / 4;
+	if (!due_first || due < due_first)
+		due_first = due;
+	if (t + nap_win_ns > due_last)
+		due_last = t + nap_win_ns;
+	return 1;
+}
+
+/*
+ * How long a wait over sc naps before it looks at the rings again (ns),
+ * or 0: none of its connections owes an answer within the window, or
+ * most answers of this process come later than that (naps would only
+ * add wake-ups). The first nap ends where three quarters of an answer's
+ * usual time have passed, the later ones grow by half from a quarter of
+ * it, and none goes past the last window.
+ */
+static long long nap_of(struct pl_dscope *sc)
+{
+	long long nap, a = __atomic_load_n(&answer_ns, __ATOMIC_RELAXED);
+
+	if (__atomic_load_n(&miss_rate, __ATOMIC_RELAXED) >= 192)
+		return 0;
+	due_now = now_ns();
+	due_first = due_last = 0;
+	due_disarm = !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
+		     !__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST);
+	if (!each(sc, due_f)) {
+		sc->step = 0;
+		return 0;
+	}
+	if (!sc->step && due_first - due_now >= NAP_MIN_NS) {
+		nap = due_first - due_now;
+		sc->step = a / 4;
+	} else {
+		nap = sc->step;
+		sc->step = nap + nap / 2;
+	}
+	if (nap > due_last - due_now)
+		nap = due_last - due_now;
+	if (nap < NAP_MIN_NS) {
+		nap = NAP_MIN_NS;
+		if (sc->step < NAP_MIN_NS)
+			sc->step = NAP_MIN_NS;
+	}
+	return nap;
+}
+
+int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 {
 	int slice = timeout_ms < 0 || timeout_ms > SLICE_MS ? SLICE_MS :
 							     timeout_ms;
 	long long until;
 	int ready;
 
+	sc->nap_ns = 0;
 	if (!sc->all && !sc->n)
 		return timeout_ms; /* no direct descriptor in this wait */
 	/*
 	 * Bytes that came while nobody looked make their descriptors
-	 * readable; a wait that may sleep spins on the rings a little first
-	 * (gsockd is not rung while nobody sleeps); only then is each
-	 * connection armed, so the GPU side rings for the next bytes.
+	 * readable. A wait that may sleep while an answer is owed naps and
+	 * looks again (the caller's kernel wait, for sc->nap_ns, so the
+	 * program's other descriptors and timers still end it); where the
+	 * wait cannot nap (an rsocket wait, or no epoll_pwait2) it spins on
+	 * the rings a little, blind to the rest; gsockd is not rung while
+	 * nobody sleeps. Only then is each connection armed, so the GPU
+	 * side rings for the next bytes.
 	 */
 	ready = each(sc, raise_one);
+	if (!ready && timeout_ms && can_nap) {
+		long long nap = nap_win_ns ? nap_of(sc) : 0;
+
+		if (nap) {
+			if (timeout_ms > 0 && nap > timeout_ms * 1000000LL)
+				nap = timeout_ms * 1000000LL;
+			sc->nap_ns = nap;
+			return 0;
+		}
+	}
 	until = now_ns() + spin_ns;
-	while (!ready && timeout_ms && spin_ns && now_ns() < until) {
+	while (!ready && timeout_ms && spin_ns && !can_nap && now_ns() < until) {
 		ready = each(sc, raise_one);
 		relax();
 	}
@@ -1626,6 +1802,8 @@ static void scope_empty(struct pl_dscope *sc)
 	sc->cap = (int)(sizeof(sc->here) / sizeof(sc->here[0]));
 	sc->all = 0;
 	sc->hint = 0;
+	sc->nap_ns = 0;
+	sc->step = 0;
 }
 
 /* Drop the connections sc holds: empty again. */

@@ -57,6 +57,8 @@ struct pl_dscope {
 	struct pl_sock **s;
 	int n, cap, all;
 	int hint; /* an epoll wait's members as epoll_ctl here named them */
+	long long nap_ns; /* pl_direct_prewait: wait this long (ns), then again */
+	long long step; /* the next nap after one that found nothing */
 	struct pl_sock *here[32];
 };
 
@@ -78,14 +80,22 @@ void pl_direct_scope_end(struct pl_dscope *sc);
 
 /*
  * Before the wait of timeout_ms (-1: for ever) over sc: make each of its
- * direct descriptors' readiness true of its ring (and spin a little on
- * the rings first when the wait may sleep). An epoll wait with a hint
- * that finds a hinted member ready stops there; otherwise it covers every
- * direct connection before it may sleep. Returns the timeout to wait
- * now: while the wait covers direct connections, at most a slice, after
- * which the caller calls pl_direct_slice_over() and waits again.
+ * direct descriptors' readiness true of its ring. When the wait may
+ * sleep and one of them owes an answer, sc->nap_ns says to wait that
+ * long instead (can_nap: the caller's wait takes nanoseconds), then call
+ * this again; a wait that cannot nap spins a little on the rings. An
+ * epoll wait with a hint that finds a hinted member ready stops there;
+ * otherwise it covers every direct connection before it may sleep.
+ * Returns the timeout to wait now (0 with a nap): while the wait covers
+ * direct connections, at most a slice, after which the caller calls
+ * pl_direct_slice_over() and waits again.
  */
-int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms);
+int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap);
+/*
+ * d = 1 before a kernel wait that direct connections may have to end
+ * (armed, no nap), -1 after it: naps leave others' READER bits be.
+ */
+void pl_direct_sleep(int d);
 /* A slice ran out: a connection whose gsockd died wakes its waiters. */
 void pl_direct_slice_over(struct pl_dscope *sc);
 

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <linux/kcmp.h>
@@ -277,14 +278,6 @@ PL_IO_CALL(ssize_t, __recvfrom_chk,
  * true of their rings first, and, while it has connections, waits in
  * slices (direct.h).
  */
-static struct timespec *ms_ts(int ms, struct timespec *ts)
-{
-	if (ms < 0)
-		return NULL;
-	ts->tv_sec = ms / 1000;
-	ts->tv_nsec = (long)(ms % 1000) * 1000000;
-	return ts;
-}
 
 #ifdef HAVE_RDMACM
 /* An rsocket wait (call) under the signal mask m, if there is one. */
@@ -302,90 +295,170 @@ static struct timespec *ms_ts(int ms, struct timespec *ts)
 	})
 #endif
 
-static int poll_inner(struct pollfd *fds, nfds_t n, int ms, const sigset_t *m)
+/* The timespec of a wait of ns nanoseconds; NULL for none (-1). */
+static struct timespec *ns_ts(long long ns, struct timespec *ts)
 {
-	struct timespec ts;
-
-#ifdef HAVE_RDMACM
-	if (pl_route_rdma_possible()) {
-		int done = 0, r = PL_RS_MASKED(m, pl_rs_poll(fds, n, ms, &done));
-
-		if (done)
-			return r;
-	}
-#endif
-	return pl_real.ppoll(fds, n, ms_ts(ms, &ts), m);
+	if (ns < 0)
+		return NULL;
+	ts->tv_sec = (time_t)(ns / 1000000000);
+	ts->tv_nsec = (long)(ns % 1000000000);
+	return ts;
 }
 
-static int select_inner(int n, fd_set *rd, fd_set *wr, fd_set *ex, int ms,
-			const sigset_t *m)
+/* Milliseconds of a wait of ns (-1: for ever), rounded up. */
+static int ns_ms(long long ns)
 {
-	struct timespec ts;
-
-#ifdef HAVE_RDMACM
-	if (pl_route_rdma_possible()) {
-		int done = 0, r = PL_RS_MASKED(m, pl_rs_select(n, rd, wr, ex, ms,
-						&done));
-
-		if (done)
-			return r;
-	}
-#endif
-	return pl_real.pselect(n, rd, wr, ex, ms_ts(ms, &ts), m);
-}
-
-static int epoll_inner(int ep, struct epoll_event *e, int n, int ms,
-		       const sigset_t *m)
-{
-#ifdef HAVE_RDMACM
-	if (pl_route_rdma_possible()) {
-		int done = 0, r = PL_RS_MASKED(m, pl_rs_epoll_wait(ep, e, n, ms,
-						    &done));
-
-		if (done)
-			return r;
-	}
-#endif
-	return pl_real.epoll_pwait(ep, e, n, ms, m);
+	return ns < 0 ? -1 : (int)((ns + 999999) / 1000000);
 }
 
 /*
- * Run call (a wait of ms_ milliseconds) for timeout ms: the direct
- * descriptors it covers (scope, filling sc_) made true first, and slices
- * while it covers any. before runs ahead of each try (select puts its
- * sets back).
+ * Whether a wait can nap (a wait of nanoseconds, pl_direct_prewait):
+ * not where rsocket's waits, which take milliseconds, may serve it.
  */
-#define PL_WAIT(timeout, scope, before, call)                                \
+static int nap_ok(void)
+{
+#ifdef HAVE_RDMACM
+	return !pl_route_rdma_possible();
+#else
+	return 1;
+#endif
+}
+
+/* The inner waits: ns nanoseconds (-1: for ever). */
+static int poll_inner(struct pollfd *fds, nfds_t n, long long ns,
+		      const sigset_t *m)
+{
+	struct timespec ts;
+
+#ifdef HAVE_RDMACM
+	if (pl_route_rdma_possible()) {
+		int done = 0, r = PL_RS_MASKED(m, pl_rs_poll(fds, n, ns_ms(ns),
+							     &done));
+
+		if (done)
+			return r;
+	}
+#endif
+	return pl_real.ppoll(fds, n, ns_ts(ns, &ts), m);
+}
+
+static int select_inner(int n, fd_set *rd, fd_set *wr, fd_set *ex,
+			long long ns, const sigset_t *m)
+{
+	struct timespec ts;
+
+#ifdef HAVE_RDMACM
+	if (pl_route_rdma_possible()) {
+		int done = 0, r = PL_RS_MASKED(m, pl_rs_select(n, rd, wr, ex,
+							       ns_ms(ns), &done));
+
+		if (done)
+			return r;
+	}
+#endif
+	return pl_real.pselect(n, rd, wr, ex, ns_ts(ns, &ts), m);
+}
+
+static int epoll_inner(int ep, struct epoll_event *e, int n, long long ns,
+		       const sigset_t *m)
+{
+	struct timespec ts;
+
+#ifdef HAVE_RDMACM
+	if (pl_route_rdma_possible()) {
+		int done = 0, r = PL_RS_MASKED(m, pl_rs_epoll_wait(ep, e, n,
+								   ns_ms(ns), &done));
+
+		if (done)
+			return r;
+	}
+#endif
+	if (ns > 0 && ns % 1000000 && pl_real.epoll_pwait2)
+		return pl_real.epoll_pwait2(ep, e, n, ns_ts(ns, &ts), m);
+	return pl_real.epoll_pwait(ep, e, n, ns_ms(ns), m);
+}
+
+/*
+ * A nap of the calling thread: its timer slack (50 us unless the program
+ * set it) would stretch a nap of tens of microseconds several times, so
+ * the nap runs with 1 us; the thread's own slack is put back after.
+ */
+static unsigned long nap_slack_set(void)
+{
+	int old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+
+	if (old > 1000)
+		prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0);
+	return old > 1000 ? (unsigned long)old : 0;
+}
+
+static void nap_slack_put(unsigned long old)
+{
+	if (old)
+		prctl(PR_SET_TIMERSLACK, old, 0, 0, 0);
+}
+
+/*
+ * Run call (a wait of ns_ nanoseconds, -1 for ever) for timeout ms: the
+ * direct descriptors it covers (scope, filling sc_) made true first, a
+ * nap and a look again while one owes an answer (can_nap: call takes
+ * nanoseconds), and slices while it covers any. before runs ahead of
+ * each try (select puts its sets back).
+ */
+#define PL_WAIT(timeout, can_nap, scope, before, call)                       \
 	({                                                                   \
 		int left_ = (timeout), r_;                                   \
-		long long end_ = left_ > 0 ? pl_now_ms_() + left_ : 0;       \
+		long long end_ = left_ > 0 ? pl_now_ns_() + left_ * 1000000LL : 0; \
 		struct pl_dscope sc_;                                        \
                                                                              \
 		scope;                                                       \
 		for (;;) {                                                   \
-			int ms_ = pl_direct_prewait(&sc_, left_);            \
+			int ms_ = pl_direct_prewait(&sc_, left_, (can_nap)); \
+			long long ns_ = ms_ < 0 ? -1 : ms_ * 1000000LL;      \
+			unsigned long slack_ = 0;                            \
+			int slept_;                                          \
                                                                              \
+			if (sc_.nap_ns) {                                    \
+				ns_ = sc_.nap_ns;                            \
+				slack_ = nap_slack_set();                    \
+			}                                                    \
 			before;                                              \
+			slept_ = !sc_.nap_ns && ms_ && (sc_.all || sc_.n);   \
+			if (slept_)                                          \
+				pl_direct_sleep(1);                          \
 			r_ = (call);                                         \
-			if (r_ != 0 || ms_ == left_)                         \
+			if (slept_) {                                        \
+				int e_ = errno;                              \
+                                                                             \
+				pl_direct_sleep(-1);                         \
+				errno = e_;                                  \
+			}                                                    \
+			if (sc_.nap_ns) {                                    \
+				int e_ = errno;                              \
+                                                                             \
+				nap_slack_put(slack_);                       \
+				errno = e_;                                  \
+			}                                                    \
+			if (r_ != 0 || (!sc_.nap_ns && ms_ == left_))        \
 				break;                                       \
-			pl_direct_slice_over(&sc_);                          \
+			if (!sc_.nap_ns)                                     \
+				pl_direct_slice_over(&sc_);                  \
 			if (left_ > 0) {                                     \
-				left_ = (int)(end_ - pl_now_ms_());          \
-				if (left_ <= 0)                              \
-					left_ = 0;                           \
+				long long d_ = end_ - pl_now_ns_();          \
+                                                                             \
+				left_ = d_ > 0 ? ns_ms(d_) : 0;              \
 			}                                                    \
 		}                                                            \
 		pl_direct_scope_end(&sc_);                                   \
 		r_;                                                          \
 	})
 
-static long long pl_now_ms_(void)
+static long long pl_now_ns_(void)
 {
 	struct timespec t;
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
 /*
@@ -416,8 +489,8 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t,
 	pl_init();
 	if (plain_wait())
 		return pl_real.ppoll(fds, n, t, m);
-	return PL_WAIT(TS_MS(t), pl_direct_scope_poll(&sc_, fds, n), (void)0,
-		       poll_inner(fds, n, ms_, m));
+	return PL_WAIT(TS_MS(t), nap_ok(), pl_direct_scope_poll(&sc_, fds, n),
+		       (void)0, poll_inner(fds, n, ns_, m));
 }
 
 int poll(struct pollfd *fds, nfds_t n, int t)
@@ -425,8 +498,8 @@ int poll(struct pollfd *fds, nfds_t n, int t)
 	pl_init();
 	if (plain_wait())
 		return pl_real.poll(fds, n, t);
-	return PL_WAIT(t, pl_direct_scope_poll(&sc_, fds, n), (void)0,
-		       poll_inner(fds, n, ms_, NULL));
+	return PL_WAIT(t, nap_ok(), pl_direct_scope_poll(&sc_, fds, n), (void)0,
+		       poll_inner(fds, n, ns_, NULL));
 }
 
 int __poll_chk(struct pollfd *fds, nfds_t n, int t, size_t len)
@@ -476,8 +549,8 @@ int pselect(int n, fd_set *rd, fd_set *wr, fd_set *ex,
 	if (plain_wait())
 		return pl_real.pselect(n, rd, wr, ex, t, m);
 	sets_save(&sv, rd, wr, ex);
-	return PL_WAIT(TS_MS(t), pl_direct_scope_select(&sc_, n, sv.p),
-		       sets_put_back(&sv), select_inner(n, rd, wr, ex, ms_, m));
+	return PL_WAIT(TS_MS(t), nap_ok(), pl_direct_scope_select(&sc_, n, sv.p),
+		       sets_put_back(&sv), select_inner(n, rd, wr, ex, ns_, m));
 }
 
 int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
@@ -489,8 +562,8 @@ int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
 	if (plain_wait())
 		return pl_real.select(n, rd, wr, ex, t);
 	sets_save(&sv, rd, wr, ex);
-	r = PL_WAIT(TV_MS(t), pl_direct_scope_select(&sc_, n, sv.p),
-		    sets_put_back(&sv), select_inner(n, rd, wr, ex, ms_, NULL));
+	r = PL_WAIT(TV_MS(t), nap_ok(), pl_direct_scope_select(&sc_, n, sv.p),
+		    sets_put_back(&sv), select_inner(n, rd, wr, ex, ns_, NULL));
 	if (t && r == 0)
 		t->tv_sec = t->tv_usec = 0; /* Linux says what is left */
 	return r;
@@ -558,8 +631,9 @@ int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 	pl_init();
 	if (plain_wait())
 		return pl_real.epoll_pwait(ep, e, n, t, m);
-	return PL_WAIT(t, pl_direct_scope_epoll(&sc_, ep), (void)0,
-		       epoll_inner(ep, e, n, ms_, m));
+	return PL_WAIT(t, nap_ok() && pl_real.epoll_pwait2,
+		       pl_direct_scope_epoll(&sc_, ep), (void)0,
+		       epoll_inner(ep, e, n, ns_, m));
 }
 
 int epoll_wait(int ep, struct epoll_event *e, int n, int t)
@@ -577,8 +651,8 @@ int epoll_pwait2(int ep, struct epoll_event *e, int n,
 	}
 	if (plain_wait())
 		return pl_real.epoll_pwait2(ep, e, n, t, m);
-	return PL_WAIT(TS_MS(t), pl_direct_scope_epoll(&sc_, ep), (void)0,
-		       epoll_inner(ep, e, n, ms_, m));
+	return PL_WAIT(TS_MS(t), nap_ok(), pl_direct_scope_epoll(&sc_, ep),
+		       (void)0, epoll_inner(ep, e, n, ns_, m));
 }
 PL_MULTI_CALL(pid_t, fork, (void), ())
 
