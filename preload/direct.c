@@ -106,7 +106,7 @@ static uint64_t serials; /* atomic: the last pl_dconn.serial given */
  * socketpair, three wake-ups where a nap is one.
  */
 #define NAP_US_DEFAULT 200
-#define NAP_MIN_NS 4000LL /* shorter naps cost more than they save */
+#define NAP_MIN_NS 4000LL /* a shorter nap costs more than a spin */
 /*
  * The most bytes one copy moves before its counter is published: a
  * quarter of the ring (at least 64 KiB), so that the GPU reads (or
@@ -1679,42 +1679,44 @@ static int due_f(struct pl_dconn *c)
 }
 
 /*
- * How long a wait over sc naps before it looks at the rings again (ns),
- * or 0: none of its connections owes an answer within the window, or
- * most answers of this process come later than that (naps would only
- * add wake-ups). The first nap ends where three quarters of an answer's
- * usual time have passed, the later ones grow by half from a quarter of
- * it, and none goes past the last window.
+ * What a wait over sc does while one of its connections owes an answer
+ * within the window: nap (> 0, ns) once, until three quarters of an
+ * answer's usual time have passed; then spin on the rings for
+ * GSOCK_DIRECT_SPIN_US at most, a kernel look at the program's other
+ * descriptors every SPIN_TURN_NS (-1: look now, then call this again).
+ * 0: nothing owed, the spin is over, or most answers of this process
+ * come later than the window (naps and spins would only cost); the wait
+ * then arms and sleeps, and gsockd wakes it.
  */
-static long long nap_of(struct pl_dscope *sc)
+#define SPIN_TURN_NS 2000LL
+
+static long long wait_of(struct pl_dscope *sc)
 {
-	long long nap, a = __atomic_load_n(&answer_ns, __ATOMIC_RELAXED);
+	long long now, until;
 
 	if (__atomic_load_n(&miss_rate, __ATOMIC_RELAXED) >= 192)
 		return 0;
-	due_now = now_ns();
+	due_now = now = now_ns();
 	due_first = due_last = 0;
 	due_disarm = !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
 		     !__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST);
-	if (!each(sc, due_f)) {
-		sc->step = 0;
+	if (!each(sc, due_f))
 		return 0;
+	if (!sc->napped) {
+		sc->napped = 1;
+		if (due_first - now >= NAP_MIN_NS)
+			return due_first - now;
 	}
-	if (!sc->step && due_first - due_now >= NAP_MIN_NS) {
-		nap = due_first - due_now;
-		sc->step = a / 4;
-	} else {
-		nap = sc->step;
-		sc->step = nap + nap / 2;
-	}
-	if (nap > due_last - due_now)
-		nap = due_last - due_now;
-	if (nap < NAP_MIN_NS) {
-		nap = NAP_MIN_NS;
-		if (sc->step < NAP_MIN_NS)
-			sc->step = NAP_MIN_NS;
-	}
-	return nap;
+	if (!sc->spin_until)
+		sc->spin_until = now + spin_ns < due_last ? now + spin_ns :
+							     due_last;
+	if (now >= sc->spin_until)
+		return 0;
+	until = now + SPIN_TURN_NS < sc->spin_until ? now + SPIN_TURN_NS :
+						      sc->spin_until;
+	while (!each(sc, raise_one) && now_ns() < until)
+		relax();
+	return -1;
 }
 
 int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
@@ -1739,12 +1741,12 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	 */
 	ready = each(sc, raise_one);
 	if (!ready && timeout_ms && can_nap) {
-		long long nap = nap_win_ns ? nap_of(sc) : 0;
+		long long w = nap_win_ns ? wait_of(sc) : 0;
 
-		if (nap) {
-			if (timeout_ms > 0 && nap > timeout_ms * 1000000LL)
-				nap = timeout_ms * 1000000LL;
-			sc->nap_ns = nap;
+		if (w > 0 && timeout_ms > 0 && w > timeout_ms * 1000000LL)
+			w = timeout_ms * 1000000LL;
+		if (w) {
+			sc->nap_ns = w; /* -1: a look (PL_WAIT waits 0) */
 			return 0;
 		}
 	}
@@ -1803,7 +1805,8 @@ static void scope_empty(struct pl_dscope *sc)
 	sc->all = 0;
 	sc->hint = 0;
 	sc->nap_ns = 0;
-	sc->step = 0;
+	sc->napped = 0;
+	sc->spin_until = 0;
 }
 
 /* Drop the connections sc holds: empty again. */

@@ -57,8 +57,10 @@ struct pl_dscope {
 	struct pl_sock **s;
 	int n, cap, all;
 	int hint; /* an epoll wait's members as epoll_ctl here named them */
-	long long nap_ns; /* pl_direct_prewait: wait this long (ns), then again */
-	long long step; /* the next nap after one that found nothing */
+	/* pl_direct_prewait: wait this long (ns; -1: look, 0 ns), then again */
+	long long nap_ns;
+	int napped; /* the wait's nap for an owed answer is over */
+	long long spin_until; /* and then its spin ends (ns), or 0 */
 	struct pl_sock *here[32];
 };
 
@@ -82,8 +84,9 @@ void pl_direct_scope_end(struct pl_dscope *sc);
  * Before the wait of timeout_ms (-1: for ever) over sc: make each of its
  * direct descriptors' readiness true of its ring. When the wait may
  * sleep and one of them owes an answer, sc->nap_ns says to wait that
- * long instead (can_nap: the caller's wait takes nanoseconds), then call
- * this again; a wait that cannot nap spins a little on the rings. An
+ * long instead (-1: a wait of 0; can_nap: the caller's wait takes
+ * nanoseconds), then call this again; a wait that cannot nap spins a
+ * little on the rings, blind to the rest of the wait. An
  * epoll wait with a hint that finds a hinted member ready stops there;
  * otherwise it covers every direct connection before it may sleep.
  * Returns the timeout to wait now (0 with a nap): while the wait covers

@@ -419,8 +419,9 @@ static void nap_slack_put(unsigned long old)
 			int slept_;                                          \
                                                                              \
 			if (sc_.nap_ns) {                                    \
-				ns_ = sc_.nap_ns;                            \
-				slack_ = nap_slack_set();                    \
+				ns_ = sc_.nap_ns > 0 ? sc_.nap_ns : 0;       \
+				if (ns_)                                     \
+					slack_ = nap_slack_set();            \
 			}                                                    \
 			before;                                              \
 			slept_ = !sc_.nap_ns && ms_ && (sc_.all || sc_.n);   \
@@ -433,7 +434,7 @@ static void nap_slack_put(unsigned long old)
 				pl_direct_sleep(-1);                         \
 				errno = e_;                                  \
 			}                                                    \
-			if (sc_.nap_ns) {                                    \
+			if (slack_) {                                        \
 				int e_ = errno;                              \
                                                                              \
 				nap_slack_put(slack_);                       \
