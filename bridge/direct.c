@@ -627,11 +627,15 @@ static void cpu_token(int seg, unsigned pipe)
 	if (c->fd < 0)
 		return;
 	__atomic_fetch_add(&n_tokens, 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&seg_at(seg)->tokens[pipe], 1, __ATOMIC_RELEASE);
-	if (send(c->fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
-	    errno != EAGAIN)
-		br_dbg("direct segment %d: cannot wake its CPU side: %s", seg,
-		       strerror(errno));
+	/* a count of the bytes in the descriptor or on their way (preload/direct.c) */
+	__atomic_fetch_add(&seg_at(seg)->tokens[pipe], 1, __ATOMIC_ACQ_REL);
+	if (send(c->fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		__atomic_fetch_sub(&seg_at(seg)->tokens[pipe], 1,
+				   __ATOMIC_ACQ_REL);
+		if (errno != EAGAIN) /* EAGAIN: full of them, readable */
+			br_dbg("direct segment %d: cannot wake its CPU side: %s",
+			       seg, strerror(errno));
+	}
 }
 
 /*

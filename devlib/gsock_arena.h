@@ -228,8 +228,11 @@ struct gs_sock {
  *                             space (WRITER); whoever clears a bit (the
  *                             bridge on a doorbell, or the CPU side
  *                             itself) raises the descriptor
- *   tokens   whoever clears   per pipe, 1 while a wake-up byte may sit in
- *                             the CPU side's descriptor
+ *   tokens   bridge, CPU side per pipe, the wake-up bytes in the CPU
+ *                             side's descriptor or on their way: a writer
+ *                             adds 1 before its write and takes it back
+ *                             if the write fails, a reader takes what it
+ *                             read
  *   lock     CPU side         per pipe: its threads and forked processes
  *                             take turns on the pipe
  *   spill_in, spill_out       per pipe: bytes written into the CPU side's

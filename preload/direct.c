@@ -85,6 +85,7 @@ struct pl_dconn {
 	 * none owed). Atomic: senders and waiters are any threads.
 	 */
 	long long out_ns;
+	int sleepers; /* atomic: this process's threads asleep on its READER */
 	struct pl_dconn *prev, *next;
 };
 
@@ -141,13 +142,14 @@ static long long nap_win_ns = -1; /* GSOCK_DIRECT_NAP_US */
 static long long answer_ns = 20000;
 static unsigned miss_rate;
 /*
- * Threads of this process asleep in a kernel wait that a direct
- * connection's READER bit may have to end (atomic), and whether the
- * process forked while it had direct connections (then another process
- * may sleep on them too): a nap disarms the connections it looks at
- * itself only where neither is so (disarm).
+ * Threads of this process asleep in a kernel wait over every direct
+ * connection (atomic; one over named ones counts in each connection's
+ * sleepers), and whether the process forked while it had direct
+ * connections (then another process may sleep on them too): a nap
+ * disarms a connection it looks at itself only where none is so
+ * (disarm).
  */
-static int sleepers, forked;
+static int sleepers_all, forked;
 
 /* The pool as this process maps it (one per gsockd it met). */
 static struct {
@@ -259,9 +261,10 @@ static uint64_t rx_avail(const struct pl_dconn *c)
 	       __atomic_load_n(&c->d->pipe[IN].head, __ATOMIC_RELAXED);
 }
 
-void pl_direct_sleep(int d)
+/* A sleep of the calling thread on c begins (1) or ends (-1). */
+static void sleep_count(struct pl_dconn *c, int d)
 {
-	__atomic_fetch_add(&sleepers, d, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&c->sleepers, d, __ATOMIC_SEQ_CST);
 }
 
 /* Bytes went out on c: an answer is owed from now, unless one was. */
@@ -296,23 +299,41 @@ static void answered(struct pl_dconn *c)
 	__atomic_store_n(&answer_ns, a + (d - a) / 8, __ATOMIC_RELAXED);
 }
 
+/*
+ * The wake-up bytes in A or on their way (the segment's tokens, a count:
+ * whoever writes one adds 1 first and takes it back if the write fails,
+ * whoever reads n takes n). A flag set before each write and cleared
+ * before each drain was wrong after a drain that read a byte written
+ * meanwhile: set with A empty, so no waiter wrote the byte the ring's
+ * bytes needed, and the program slept on A for good.
+ */
+static void tokens_sub(struct pl_dconn *c, uint32_t n)
+{
+	uint32_t v = __atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE);
+
+	/* never below 0, whatever a broken peer wrote */
+	while (!__atomic_compare_exchange_n(&c->d->tokens[IN], &v,
+					    v > n ? v - n : 0, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+}
+
 /* Make A readable ourselves (bytes came in after the READER bit was ours). */
 static void self_token(struct pl_dconn *c)
 {
-	__atomic_store_n(&c->d->tokens[IN], 1, __ATOMIC_RELEASE);
-	if (pl_real.send(c->pair, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-		/* EAGAIN: A is full of them, readable already */
-	}
+	__atomic_fetch_add(&c->d->tokens[IN], 1, __ATOMIC_ACQ_REL);
+	if (pl_real.send(c->pair, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		tokens_sub(c, 1); /* EAGAIN: A is full of them, readable already */
 }
 
 /* Read every wake-up byte out of A. */
 static void drain_tokens(struct pl_dconn *c, int fd)
 {
 	char buf[256];
+	ssize_t n;
 
-	__atomic_store_n(&c->d->tokens[IN], 0, __ATOMIC_RELEASE);
-	while (pl_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-		;
+	while ((n = pl_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		tokens_sub(c, (uint32_t)n);
 }
 
 /*
@@ -508,14 +529,22 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 			       { c->tcp, POLLIN | POLLRDHUP, 0 } };
 	int r, e;
 
-	pl_direct_sleep(1);
-	if (events & POLLOUT)
+	if (events & POLLOUT) {
 		r = pl_real.poll(p, 1, ms < 0 || ms > SLICE_MS ? SLICE_MS : ms);
-	else
-		r = pl_real.poll(p, 2, ms);
-	e = errno;
-	pl_direct_sleep(-1);
-	errno = e;
+	} else {
+		/*
+		 * Counted, then armed again: a nap's disarm (which looks at
+		 * the count after clearing the bit) cannot leave this sleep
+		 * without READER. Bytes already there end it at once.
+		 */
+		sleep_count(c, 1);
+		__atomic_fetch_or(&c->d->want[IN], GS_DW_READER,
+				  __ATOMIC_SEQ_CST);
+		r = rx_avail(c) ? 0 : pl_real.poll(p, 2, ms);
+		e = errno;
+		sleep_count(c, -1);
+		errno = e;
+	}
 	if (r >= 0)
 		return 0;
 	e = errno; /* sigaction() of glibc's own signals sets EINVAL */
@@ -1653,10 +1682,16 @@ static __thread int due_disarm;
 static void disarm(struct pl_dconn *c)
 {
 	if (!(__atomic_load_n(&c->d->want[IN], __ATOMIC_ACQUIRE) &
-	      GS_DW_READER))
+	      GS_DW_READER) ||
+	    __atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST))
 		return;
+	/*
+	 * A sleeper counts itself before it arms, so one that came after
+	 * the look above is seen below, or arms after the bit went.
+	 */
 	__atomic_fetch_and(&c->d->want[IN], ~GS_DW_READER, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST))
 		__atomic_fetch_or(&c->d->want[IN], GS_DW_READER,
 				  __ATOMIC_SEQ_CST);
 }
@@ -1699,7 +1734,7 @@ static long long wait_of(struct pl_dscope *sc)
 	due_now = now = now_ns();
 	due_first = due_last = 0;
 	due_disarm = !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
-		     !__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST);
+		     !__atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST);
 	if (!each(sc, due_f))
 		return 0;
 	if (!sc->napped) {
@@ -1777,8 +1812,30 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		if (each(sc, raise_one))
 			return slice;
 	}
+	/* counted before armed: see disarm */
+	pl_direct_sleep(sc, 1);
 	each(sc, arm_f);
 	return slice;
+}
+
+void pl_direct_sleep(struct pl_dscope *sc, int d)
+{
+	if (d > 0 && sc->asleep)
+		return;
+	if (d < 0 && !sc->asleep)
+		return;
+	sc->asleep = d > 0;
+	if (sc->all) {
+		__atomic_fetch_add(&sleepers_all, d, __ATOMIC_SEQ_CST);
+		return;
+	}
+	for (int i = 0; i < sc->n; i++) {
+		struct pl_dconn *c = __atomic_load_n(&sc->s[i]->dc,
+						     __ATOMIC_ACQUIRE);
+
+		if (c)
+			sleep_count(c, d);
+	}
 }
 
 void pl_direct_slice_over(struct pl_dscope *sc)
@@ -1807,6 +1864,7 @@ static void scope_empty(struct pl_dscope *sc)
 	sc->nap_ns = 0;
 	sc->napped = 0;
 	sc->spin_until = 0;
+	sc->asleep = 0;
 }
 
 /* Drop the connections sc holds: empty again. */

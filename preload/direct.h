@@ -61,6 +61,7 @@ struct pl_dscope {
 	long long nap_ns;
 	int napped; /* the wait's nap for an owed answer is over */
 	long long spin_until; /* and then its spin ends (ns), or 0 */
+	int asleep; /* counted as asleep on its connections: pl_direct_sleep */
 	struct pl_sock *here[32];
 };
 
@@ -95,10 +96,12 @@ void pl_direct_scope_end(struct pl_dscope *sc);
  */
 int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap);
 /*
- * d = 1 before a kernel wait that direct connections may have to end
- * (armed, no nap), -1 after it: naps leave others' READER bits be.
+ * A wait over sc is asleep on its connections (d = 1: pl_direct_prewait
+ * counts it so before it arms them) or no longer (-1: the caller, after
+ * the kernel wait, before pl_direct_slice_over), so that naps of other
+ * threads leave their READER bits be.
  */
-void pl_direct_sleep(int d);
+void pl_direct_sleep(struct pl_dscope *sc, int d);
 /* A slice ran out: a connection whose gsockd died wakes its waiters. */
 void pl_direct_slice_over(struct pl_dscope *sc);
 

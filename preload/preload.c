@@ -416,7 +416,6 @@ static void nap_slack_put(unsigned long old)
 			int ms_ = pl_direct_prewait(&sc_, left_, (can_nap)); \
 			long long ns_ = ms_ < 0 ? -1 : ms_ * 1000000LL;      \
 			unsigned long slack_ = 0;                            \
-			int slept_;                                          \
                                                                              \
 			if (sc_.nap_ns) {                                    \
 				ns_ = sc_.nap_ns > 0 ? sc_.nap_ns : 0;       \
@@ -424,14 +423,11 @@ static void nap_slack_put(unsigned long old)
 					slack_ = nap_slack_set();            \
 			}                                                    \
 			before;                                              \
-			slept_ = !sc_.nap_ns && ms_ && (sc_.all || sc_.n);   \
-			if (slept_)                                          \
-				pl_direct_sleep(1);                          \
 			r_ = (call);                                         \
-			if (slept_) {                                        \
+			if (sc_.asleep) {                                    \
 				int e_ = errno;                              \
                                                                              \
-				pl_direct_sleep(-1);                         \
+				pl_direct_sleep(&sc_, -1);                   \
 				errno = e_;                                  \
 			}                                                    \
 			if (slack_) {                                        \
