@@ -12,12 +12,13 @@
 # direct = off give the kernel's path, intact. A multiplexed server (a
 # block holding several connections, its next one right after each
 # answer) serves a paced epoll client and a closed loop on direct
-# connections.
+# connections; waits that owe an answer nap and take it themselves, with
+# no wake-up byte from gsockd.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 41
+plan 43
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -279,4 +280,34 @@ grep -q ' missing=0' "$TMP/mpaced"
 ok $? "a multiplexed server (-b 4 -m 4) answers a paced epoll client, 12 direct connections, every request"
 mplex mclosed
 ok $? "... and a closed loop on 12 direct connections"
+
+# A wait that owes an answer naps and looks at the rings itself, so the
+# answers need no wake-up byte from gsockd (which logs how many it wrote
+# as it stops). The window is far past the host backend's answer times;
+# GSOCK_DIRECT_NAP_US=0 leaves every answer to gsockd.
+wakes() { # NAP_US: the wake-up bytes of a paced loadgen on a gsockd of its own
+	kill "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
+	wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
+	start_gsockd || exit 1
+	start_server -l 127.0.0.1:0 -b 4 -m 4 || exit 1
+	pre env GSOCK_DIRECT_NAP_US="$1" timeout 60 "$LOADGEN" -c 12 -s 64 -r 500 \
+		-d 1 -w 0.2 127.0.0.1 "$PORT" >"$TMP/nap$1" 2>"$TMP/nap$1.err"
+	kill "$SERVER_PID" 2>/dev/null
+	wait "$SERVER_PID" 2>/dev/null
+	kill "$GSOCKD_PID"
+	wait "$GSOCKD_PID" 2>/dev/null
+	sed -n 's/.*direct: \([0-9]*\) wake-ups.*/\1/p' "$TMP/gsockd.log" | tail -1
+}
+w_nap=$(wakes 20000)
+w_off=$(wakes 0)
+sed 's/^/# naps: /' "$TMP/nap20000"
+sed 's/^/# no naps: /' "$TMP/nap0"
+reqs=$(sed -n 's/.* reqs=\([0-9]*\) .*/\1/p' "$TMP/nap20000")
+echo "# wake-up bytes: $w_nap with naps, $w_off without; $reqs requests measured"
+grep -q ' errors=0' "$TMP/nap20000" && grep -q ' missing=0' "$TMP/nap20000" &&
+	grep -q ' errors=0' "$TMP/nap0" && grep -q ' missing=0' "$TMP/nap0"
+ok $? "paced loadgen with and without naps: every request answered, every byte right"
+[ -n "$w_nap" ] && [ -n "$w_off" ] && [ -n "$reqs" ] && [ "$reqs" -gt 0 ] &&
+	[ $((w_off * 2)) -ge "$reqs" ] && [ $((w_nap * 4)) -lt "$w_off" ]
+ok $? "naps took the answers themselves: $w_nap wake-up bytes from gsockd against $w_off without them ($reqs requests)"
 finish
