@@ -172,12 +172,12 @@ static uint64_t n_tokens;
 
 void br_direct_fini(void)
 {
-	if (dp.base)
+	if (dp.base) {
 		br_info("direct: %llu wake-ups written to CPU programs' descriptors",
 			(unsigned long long)__atomic_load_n(&n_tokens,
 							    __ATOMIC_RELAXED));
-	if (dp.base)
 		munmap(dp.base, dp.size);
+	}
 	if (dp.fd >= 0)
 		close(dp.fd);
 	free(dp.refs);
@@ -626,16 +626,16 @@ static void cpu_token(int seg, unsigned pipe)
 
 	if (c->fd < 0)
 		return;
-	__atomic_fetch_add(&n_tokens, 1, __ATOMIC_RELAXED);
 	/* a count of the bytes in the descriptor or on their way (preload/direct.c) */
 	__atomic_fetch_add(&seg_at(seg)->tokens[pipe], 1, __ATOMIC_ACQ_REL);
-	if (send(c->fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-		__atomic_fetch_sub(&seg_at(seg)->tokens[pipe], 1,
-				   __ATOMIC_ACQ_REL);
-		if (errno != EAGAIN) /* EAGAIN: full of them, readable */
-			br_dbg("direct segment %d: cannot wake its CPU side: %s",
-			       seg, strerror(errno));
+	if (send(c->fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1) {
+		__atomic_fetch_add(&n_tokens, 1, __ATOMIC_RELAXED);
+		return;
 	}
+	__atomic_fetch_sub(&seg_at(seg)->tokens[pipe], 1, __ATOMIC_ACQ_REL);
+	if (errno != EAGAIN) /* EAGAIN: full of them, readable */
+		br_dbg("direct segment %d: cannot wake its CPU side: %s", seg,
+		       strerror(errno));
 }
 
 /*

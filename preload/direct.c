@@ -136,8 +136,8 @@ static long spin_ns = -1;
 static long long nap_win_ns = -1; /* GSOCK_DIRECT_NAP_US */
 /*
  * The process's answers: how long one takes (an average, ns), and how
- * many of 256 owed answers came after the window or not at all. Racy
- * updates lose a sample now and then, no more.
+ * many of 256 owed answers came after the window (one that never comes
+ * is not counted). Racy updates lose a sample now and then, no more.
  */
 static long long answer_ns = 20000;
 static unsigned miss_rate;
@@ -267,13 +267,17 @@ static void sleep_count(struct pl_dconn *c, int d)
 	__atomic_fetch_add(&c->sleepers, d, __ATOMIC_SEQ_CST);
 }
 
-/* Bytes went out on c: an answer is owed from now, unless one was. */
+/*
+ * Bytes went out on c: an answer is owed from now, unless one was within
+ * the window (a stream that only sends starts a new one now and then).
+ */
 static void owe(struct pl_dconn *c)
 {
-	long long none = 0;
+	long long t = __atomic_load_n(&c->out_ns, __ATOMIC_RELAXED);
+	long long now = now_ns();
 
-	if (!__atomic_load_n(&c->out_ns, __ATOMIC_RELAXED))
-		__atomic_compare_exchange_n(&c->out_ns, &none, now_ns(), 0,
+	if (!t || now - t > nap_win_ns)
+		__atomic_compare_exchange_n(&c->out_ns, &t, now, 0,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
@@ -540,6 +544,7 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 		sleep_count(c, 1);
 		__atomic_fetch_or(&c->d->want[IN], GS_DW_READER,
 				  __ATOMIC_SEQ_CST);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		r = rx_avail(c) ? 0 : pl_real.poll(p, 2, ms);
 		e = errno;
 		sleep_count(c, -1);
@@ -1605,6 +1610,14 @@ void pl_direct_release(struct pl_sock *s)
  * c has bytes: make A readable unless a wake-up byte is there already or
  * gsockd is bringing one (it took READER).
  */
+/*
+ * Whether a raise_one of this thread's wait took a byte for A's on
+ * trust (the count says one is there or on its way): a reader between
+ * its read and its count's update leaves the count above A's bytes for
+ * a moment, so such a wait sleeps a short slice.
+ */
+static __thread int trusted;
+
 static int raise_one(struct pl_dconn *c)
 {
 	if (!rx_avail(c))
@@ -1615,6 +1628,8 @@ static int raise_one(struct pl_dconn *c)
 	     !(__atomic_load_n(&c->d->want[IN], __ATOMIC_ACQUIRE) &
 	       GS_DW_READER)))
 		self_token(c);
+	else /* a byte is there, or gsockd's (it took READER) is coming */
+		trusted = 1;
 	return 1;
 }
 
@@ -1690,10 +1705,14 @@ static void disarm(struct pl_dconn *c)
 	 * the look above is seen below, or arms after the bit went.
 	 */
 	__atomic_fetch_and(&c->d->want[IN], ~GS_DW_READER, __ATOMIC_SEQ_CST);
+	/*
+	 * A sleeper came meanwhile: its bit back, and a look at the ring,
+	 * for bytes the GPU side published while the bit was away (it rang
+	 * nobody, and gsockd may have failed to take the bit).
+	 */
 	if (__atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST) ||
 	    __atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST))
-		__atomic_fetch_or(&c->d->want[IN], GS_DW_READER,
-				  __ATOMIC_SEQ_CST);
+		arm_rx(c);
 }
 
 /* c owes an answer within the window: when it is due, and the window's end. */
@@ -1769,11 +1788,12 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	 * readable. A wait that may sleep while an answer is owed naps and
 	 * looks again (the caller's kernel wait, for sc->nap_ns, so the
 	 * program's other descriptors and timers still end it); where the
-	 * wait cannot nap (an rsocket wait, or no epoll_pwait2) it spins on
-	 * the rings a little, blind to the rest; gsockd is not rung while
-	 * nobody sleeps. Only then is each connection armed, so the GPU
+	 * wait cannot nap (an RDMA device makes rsocket possible, or no
+	 * epoll_pwait2) it spins on the rings a little, blind to the rest;
+	 * gsockd is not rung while nobody sleeps. Only then is each connection armed, so the GPU
 	 * side rings for the next bytes.
 	 */
+	trusted = 0;
 	ready = each(sc, raise_one);
 	if (!ready && timeout_ms && can_nap) {
 		long long w = nap_win_ns ? wait_of(sc) : 0;
@@ -1798,8 +1818,8 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		 * after a millisecond (pl_direct_slice_over).
 		 */
 		return slice > 1 ? 1 : slice;
-	if (ready)
-		return slice;
+	if (ready) /* a byte taken on trust: see trusted */
+		return trusted && slice > 1 ? 1 : slice;
 	if (sc->hint) {
 		/*
 		 * None of the members epoll_ctl named here is ready. The set
@@ -1810,7 +1830,7 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		scope_drop(sc);
 		sc->all = 1;
 		if (each(sc, raise_one))
-			return slice;
+			return trusted && slice > 1 ? 1 : slice;
 	}
 	/* counted before armed: see disarm */
 	pl_direct_sleep(sc, 1);

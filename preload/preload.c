@@ -324,6 +324,15 @@ static int nap_ok(void)
 #endif
 }
 
+/* epoll_pwait2 failed with ENOSYS or EPERM once: epoll waits do not nap. */
+static int pwait2_gone;
+
+static int pwait2_ok(void)
+{
+	return pl_real.epoll_pwait2 &&
+	       !__atomic_load_n(&pwait2_gone, __ATOMIC_RELAXED);
+}
+
 /* The inner waits: ns nanoseconds (-1: for ever). */
 static int poll_inner(struct pollfd *fds, nfds_t n, long long ns,
 		      const sigset_t *m)
@@ -373,8 +382,15 @@ static int epoll_inner(int ep, struct epoll_event *e, int n, long long ns,
 			return r;
 	}
 #endif
-	if (ns > 0 && ns % 1000000 && pl_real.epoll_pwait2)
-		return pl_real.epoll_pwait2(ep, e, n, ns_ts(ns, &ts), m);
+	if (ns > 0 && ns % 1000000 && pwait2_ok()) {
+		int r = pl_real.epoll_pwait2(ep, e, n, ns_ts(ns, &ts), m);
+
+		if (r >= 0 || (errno != ENOSYS && errno != EPERM))
+			return r;
+		/* a C library that has it over a kernel (or filter) that does not */
+		__atomic_store_n(&pwait2_gone, 1, __ATOMIC_RELAXED);
+		ns = 0; /* this nap: a look; no more naps */
+	}
 	return pl_real.epoll_pwait(ep, e, n, ns_ms(ns), m);
 }
 
@@ -628,7 +644,7 @@ int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 	pl_init();
 	if (plain_wait())
 		return pl_real.epoll_pwait(ep, e, n, t, m);
-	return PL_WAIT(t, nap_ok() && pl_real.epoll_pwait2,
+	return PL_WAIT(t, nap_ok() && pwait2_ok(),
 		       pl_direct_scope_epoll(&sc_, ep), (void)0,
 		       epoll_inner(ep, e, n, ns_, m));
 }
@@ -648,7 +664,8 @@ int epoll_pwait2(int ep, struct epoll_event *e, int n,
 	}
 	if (plain_wait())
 		return pl_real.epoll_pwait2(ep, e, n, t, m);
-	return PL_WAIT(TS_MS(t), nap_ok(), pl_direct_scope_epoll(&sc_, ep),
+	return PL_WAIT(TS_MS(t), nap_ok() && pwait2_ok(),
+		       pl_direct_scope_epoll(&sc_, ep),
 		       (void)0, epoll_inner(ep, e, n, ns_, m));
 }
 PL_MULTI_CALL(pid_t, fork, (void), ())
