@@ -285,7 +285,8 @@ ok $? "... and a closed loop on 12 direct connections"
 # answers need no wake-up byte from gsockd (which logs how many it wrote
 # as it stops). The window is far past the host backend's answer times;
 # GSOCK_DIRECT_NAP_US=0 leaves every answer to gsockd.
-wakes() { # NAP_US: the wake-up bytes of a paced loadgen on a gsockd of its own
+wakes() { # NAP_US: $TMP/wakesNAP_US, the wake-up bytes of a paced loadgen on a gsockd of its own
+	# (in this shell, not a command substitution's: the waits must be for its own children)
 	kill "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
 	wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
 	start_gsockd || exit 1
@@ -299,12 +300,16 @@ wakes() { # NAP_US: the wake-up bytes of a paced loadgen on a gsockd of its own
 	logged=$(grep -c 'wake-ups written' "$TMP/gsockd.log")
 	kill "$GSOCKD_PID"
 	wait "$GSOCKD_PID" 2>/dev/null
+	: >"$TMP/wakes$1"
 	# this gsockd's own line, or none
 	[ "$(grep -c 'wake-ups written' "$TMP/gsockd.log")" -gt "$logged" ] &&
-		sed -n 's/.*direct: \([0-9]*\) wake-ups.*/\1/p' "$TMP/gsockd.log" | tail -1
+		sed -n 's/.*direct: \([0-9]*\) wake-ups.*/\1/p' "$TMP/gsockd.log" |
+		tail -1 >"$TMP/wakes$1"
 }
-w_nap=$(wakes 20000)
-w_off=$(wakes 0)
+wakes 20000
+wakes 0
+w_nap=$(cat "$TMP/wakes20000")
+w_off=$(cat "$TMP/wakes0")
 sed 's/^/# naps: /' "$TMP/nap20000"
 sed 's/^/# no naps: /' "$TMP/nap0"
 reqs=$(sed -n 's/.* reqs=\([0-9]*\) .*/\1/p' "$TMP/nap20000")
