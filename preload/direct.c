@@ -545,7 +545,14 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 		__atomic_fetch_or(&c->d->want[IN], GS_DW_READER,
 				  __ATOMIC_SEQ_CST);
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		r = rx_avail(c) ? 0 : pl_real.poll(p, 2, ms);
+		/*
+		 * For ever is slices: another reader of the connection (a
+		 * thread, a forked process) may drain the byte meant for
+		 * this sleep after the bytes it announced, leaving READER
+		 * clear and bytes that come later unannounced; the caller
+		 * looks at the ring after each slice.
+		 */
+		r = rx_avail(c) ? 0 : pl_real.poll(p, 2, ms < 0 ? SLICE_MS : ms);
 		e = errno;
 		sleep_count(c, -1);
 		errno = e;

@@ -306,18 +306,37 @@ wakes() { # NAP_US: $TMP/wakesNAP_US, the wake-up bytes of a paced loadgen on a 
 		sed -n 's/.*direct: \([0-9]*\) wake-ups.*/\1/p' "$TMP/gsockd.log" |
 		tail -1 >"$TMP/wakes$1"
 }
-wakes 20000
-wakes 0
-w_nap=$(cat "$TMP/wakes20000")
-w_off=$(cat "$TMP/wakes0")
-sed 's/^/# naps: /' "$TMP/nap20000"
-sed 's/^/# no naps: /' "$TMP/nap0"
-reqs=$(sed -n 's/.* reqs=\([0-9]*\) .*/\1/p' "$TMP/nap20000")
-echo "# wake-up bytes: $w_nap with naps, $w_off without; $reqs requests measured"
-grep -q ' errors=0' "$TMP/nap20000" && grep -q ' missing=0' "$TMP/nap20000" &&
-	grep -q ' errors=0' "$TMP/nap0" && grep -q ' missing=0' "$TMP/nap0"
-ok $? "paced loadgen with and without naps: every request answered, every byte right"
-[ -n "$w_nap" ] && [ -n "$w_off" ] && [ -n "$reqs" ] && [ "$reqs" -gt 0 ] &&
-	[ $((w_off * 2)) -ge "$reqs" ] && [ $((w_nap * 4)) -lt "$w_off" ]
-ok $? "naps took the answers themselves: $w_nap wake-up bytes from gsockd against $w_off without them ($reqs requests)"
+# epoll waits nap through epoll_pwait2 (glibc 2.35, Linux 5.11); where
+# it is missing they spin as before, and there is nothing to measure.
+if python3 - <<'PY'
+import ctypes, select, sys
+f = getattr(ctypes.CDLL(None, use_errno=True), "epoll_pwait2", None)
+class Ts(ctypes.Structure):
+    _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+ep = select.epoll()
+ok = f is not None and f(ep.fileno(), ctypes.create_string_buffer(64), 1,
+                         ctypes.byref(Ts(0, 1000)), None) >= 0
+sys.exit(0 if ok else 1)
+PY
+then
+	wakes 20000
+	wakes 0
+	w_nap=$(cat "$TMP/wakes20000")
+	w_off=$(cat "$TMP/wakes0")
+	sed 's/^/# naps: /' "$TMP/nap20000"
+	sed 's/^/# no naps: /' "$TMP/nap0"
+	reqs=$(sed -n 's/.* reqs=\([0-9]*\) .*/\1/p' "$TMP/nap20000")
+	echo "# wake-up bytes: $w_nap with naps, $w_off without; $reqs requests measured"
+	grep -q ' errors=0' "$TMP/nap20000" && grep -q ' missing=0' "$TMP/nap20000" &&
+		grep -q ' errors=0' "$TMP/nap0" && grep -q ' missing=0' "$TMP/nap0"
+	ok $? "paced loadgen with and without naps: every request answered, every byte right"
+	[ -n "$w_nap" ] && [ -n "$w_off" ] && [ -n "$reqs" ] && [ "$reqs" -gt 0 ] &&
+		[ $((w_off * 2)) -ge "$reqs" ] && [ $((w_nap * 4)) -lt "$w_off" ]
+	ok $? "naps took the answers themselves: $w_nap wake-up bytes from gsockd against $w_off without them ($reqs requests)"
+else
+	for d in "paced loadgen with and without naps" "naps took the answers themselves"; do
+		tap_n=$((tap_n + 1))
+		echo "ok $tap_n - $d # SKIP no epoll_pwait2 here (C library or kernel): epoll waits do not nap"
+	done
+fi
 finish
