@@ -326,8 +326,9 @@ static void tokens_sub(struct pl_dconn *c, uint32_t n)
 static void self_token(struct pl_dconn *c)
 {
 	__atomic_fetch_add(&c->d->tokens[IN], 1, __ATOMIC_ACQ_REL);
+	/* EAGAIN: A is full of them, readable already */
 	if (pl_real.send(c->pair, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-		tokens_sub(c, 1); /* EAGAIN: A is full of them, readable already */
+		tokens_sub(c, 1);
 }
 
 /* Read every wake-up byte out of A. */
@@ -552,7 +553,8 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 		 * clear and bytes that come later unannounced; the caller
 		 * looks at the ring after each slice.
 		 */
-		r = rx_avail(c) ? 0 : pl_real.poll(p, 2, ms < 0 ? SLICE_MS : ms);
+		r = rx_avail(c) ? 0 :
+				  pl_real.poll(p, 2, ms < 0 ? SLICE_MS : ms);
 		e = errno;
 		sleep_count(c, -1);
 		errno = e;
@@ -1614,10 +1616,6 @@ void pl_direct_release(struct pl_sock *s)
 /* ---- waits ---- */
 
 /*
- * c has bytes: make A readable unless a wake-up byte is there already or
- * gsockd is bringing one (it took READER).
- */
-/*
  * Whether a raise_one of this thread's wait took a byte for A's on
  * trust (the count says one is there or on its way): a reader between
  * its read and its count's update leaves the count above A's bytes for
@@ -1625,6 +1623,10 @@ void pl_direct_release(struct pl_sock *s)
  */
 static __thread int trusted;
 
+/*
+ * c has bytes: make A readable unless a wake-up byte is there already or
+ * gsockd is bringing one (it took READER).
+ */
 static int raise_one(struct pl_dconn *c)
 {
 	if (!rx_avail(c))
@@ -1797,8 +1799,8 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	 * program's other descriptors and timers still end it); where the
 	 * wait cannot nap (an RDMA device makes rsocket possible, or no
 	 * epoll_pwait2) it spins on the rings a little, blind to the rest;
-	 * gsockd is not rung while nobody sleeps. Only then is each connection armed, so the GPU
-	 * side rings for the next bytes.
+	 * gsockd is not rung while nobody sleeps. Only then is each
+	 * connection armed, so the GPU side rings for the next bytes.
 	 */
 	trusted = 0;
 	ready = each(sc, raise_one);
