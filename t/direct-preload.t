@@ -18,7 +18,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 43
+plan 44
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -292,7 +292,13 @@ wakes() { # NAP_US: $TMP/wakesNAP_US, the wake-up bytes of a paced loadgen on a 
 	start_gsockd || exit 1
 	start_server -l 127.0.0.1:0 -b 4 -m 4 || exit 1
 	# GSOCK_TRANSPORT=os: no RDMA device's rsocket waits (they cannot nap)
-	pre env GSOCK_DIRECT_NAP_US="$1" GSOCK_TRANSPORT=os timeout 60 "$LOADGEN" \
+	# the client's CPU seconds and wall seconds into $TMP/cpuNAP_US
+	python3 -c 'import resource, subprocess, sys, time
+t = time.monotonic(); r = subprocess.call(sys.argv[2:]); w = time.monotonic() - t
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write("%.3f %.3f\n" % (u.ru_utime + u.ru_stime, w)); sys.exit(r)' \
+		"$TMP/cpu$1" env LD_PRELOAD="$PRELOAD" GSOCK_LOG=info \
+		GSOCK_DIRECT_NAP_US="$1" GSOCK_TRANSPORT=os timeout 60 "$LOADGEN" \
 		-c 12 -s 64 -r 500 -d 1 -w 0.2 127.0.0.1 "$PORT" \
 		>"$TMP/nap$1" 2>"$TMP/nap$1.err"
 	kill "$SERVER_PID" 2>/dev/null
@@ -333,8 +339,12 @@ then
 	[ -n "$w_nap" ] && [ -n "$w_off" ] && [ -n "$reqs" ] && [ "$reqs" -gt 0 ] &&
 		[ $((w_off * 2)) -ge "$reqs" ] && [ $((w_nap * 4)) -lt "$w_off" ]
 	ok $? "naps took the answers themselves: $w_nap wake-up bytes from gsockd against $w_off without them ($reqs requests)"
+	# naps, not a busy loop: the client at a quarter of a core at most
+	read -r cpu wall <"$TMP/cpu20000"
+	python3 -c "import sys; sys.exit(0 if $cpu < 0.25 * $wall else 1)"
+	ok $? "... and the napping client used $cpu s of CPU in $wall s"
 else
-	for d in "paced loadgen with and without naps" "naps took the answers themselves"; do
+	for d in "paced loadgen with and without naps" "naps took the answers themselves" "the napping client's CPU"; do
 		tap_n=$((tap_n + 1))
 		echo "ok $tap_n - $d # SKIP no epoll_pwait2 here (C library or kernel): epoll waits do not nap"
 	done
