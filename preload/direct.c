@@ -142,6 +142,14 @@ static long long nap_win_ns = -1; /* GSOCK_DIRECT_NAP_US */
 static long long answer_ns = 20000;
 static unsigned miss_rate;
 /*
+ * How late a nap's wake-up comes, on average (ns): a kernel timer fires
+ * when asked, but an idle core takes its time to run the thread again
+ * (tens of microseconds on some virtual machines). A nap ends that much
+ * earlier, and a wait spins instead where the nap would be shorter than
+ * NAP_MIN_NS. Racy updates lose a sample now and then, no more.
+ */
+static long long nap_late_ns;
+/*
  * Threads of this process asleep in a kernel wait over every direct
  * connection (atomic; one over named ones counts in each connection's
  * sleepers), and whether the process forked while it had direct
@@ -188,13 +196,24 @@ static void list_lock_fork(void)
 	pthread_mutex_lock(&hint_lock); /* never taken with list_lock held otherwise */
 }
 
+static void made_fork(void);
+
 static void list_unlock_fork(void)
 {
 	/* Both sides of a fork may wait on the connections now: see disarm. */
 	if (conns)
 		__atomic_store_n(&forked, 1, __ATOMIC_RELAXED);
+	made_fork();
 	pthread_mutex_unlock(&hint_lock);
 	pthread_mutex_unlock(&list_lock);
+}
+
+/* With the first direct connection or the first epoll set, whichever first. */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_setup(void)
+{
+	pthread_atfork(list_lock_fork, list_unlock_fork, list_unlock_fork);
 }
 
 static void setup_once(void)
@@ -206,7 +225,7 @@ static void setup_once(void)
 	e = secure_getenv("GSOCK_DIRECT_NAP_US");
 	us = e && *e ? strtol(e, NULL, 10) : NAP_US_DEFAULT;
 	nap_win_ns = (us < 0 ? 0 : us > 100000 ? 100000 : us) * 1000LL;
-	pthread_atfork(list_lock_fork, list_unlock_fork, list_unlock_fork);
+	pthread_once(&fork_once, fork_setup);
 }
 
 int pl_direct_active(void)
@@ -1678,6 +1697,21 @@ static int each(struct pl_dscope *sc, int (*f)(struct pl_dconn *))
 	return r;
 }
 
+/*
+ * Raise each connection sc looks at that has bytes (raise_one): how
+ * many. An exact scope looks at its first nlook; the rest it only arms.
+ */
+static int look(struct pl_dscope *sc)
+{
+	int r = 0;
+
+	if (!sc->exact)
+		return each(sc, raise_one);
+	for (int i = 0; i < sc->nlook; i++)
+		r += raise_one(__atomic_load_n(&sc->s[i]->dc, __ATOMIC_ACQUIRE));
+	return r;
+}
+
 static int arm_f(struct pl_dconn *c)
 {
 	arm_one(c);
@@ -1741,10 +1775,41 @@ static int due_f(struct pl_dconn *c)
 	return 1;
 }
 
+/* What the naps learnt, said as the program ends (GSOCK_LOG=debug). */
+__attribute__((destructor)) static void naps_said(void)
+{
+	if (!__atomic_load_n(&serials, __ATOMIC_RELAXED) || !nap_win_ns)
+		return;
+	pl_log(PL_LOG_DEBUG,
+	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window",
+	       __atomic_load_n(&answer_ns, __ATOMIC_RELAXED) / 1000,
+	       __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED) / 1000,
+	       __atomic_load_n(&miss_rate, __ATOMIC_RELAXED));
+}
+
+/*
+ * The nap that should have ended at sc->nap_end is over: how late it
+ * woke teaches the next naps (at most NAP_LATE_MAX a sample).
+ */
+#define NAP_LATE_MAX 200000LL
+
+static void nap_over(struct pl_dscope *sc, long long now)
+{
+	long long d = now - sc->nap_end;
+	long long l = __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED);
+
+	sc->nap_end = 0;
+	d = d < 0 ? 0 : d > NAP_LATE_MAX ? NAP_LATE_MAX : d;
+	__atomic_store_n(&nap_late_ns, l + (d - l) / 8, __ATOMIC_RELAXED);
+}
+
 /*
  * What a wait over sc does while one of its connections owes an answer
  * within the window: nap (> 0, ns) once, until three quarters of an
- * answer's usual time have passed; then spin on the rings for
+ * answer's usual time have passed, less how late naps wake (a nap too
+ * short for that is skipped, and the lateness it would have learnt
+ * anew fades a little, so a later wait tries again); then spin on the
+ * rings for
  * GSOCK_DIRECT_SPIN_US at most, a kernel look at the program's other
  * descriptors every SPIN_TURN_NS (-1: look now, then call this again).
  * 0: nothing owed, the spin is over, or most answers of this process
@@ -1766,9 +1831,16 @@ static long long wait_of(struct pl_dscope *sc)
 	if (!each(sc, due_f))
 		return 0;
 	if (!sc->napped) {
+		long long late = __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED);
+
 		sc->napped = 1;
-		if (due_first - now >= NAP_MIN_NS)
-			return due_first - now;
+		if (due_first - late - now >= NAP_MIN_NS) {
+			sc->nap_end = due_first - late;
+			return sc->nap_end - now;
+		}
+		if (late)
+			__atomic_store_n(&nap_late_ns, late - late / 32 - 1,
+					 __ATOMIC_RELAXED);
 	}
 	if (!sc->spin_until)
 		sc->spin_until = now + spin_ns < due_last ? now + spin_ns :
@@ -1777,7 +1849,7 @@ static long long wait_of(struct pl_dscope *sc)
 		return 0;
 	until = now + SPIN_TURN_NS < sc->spin_until ? now + SPIN_TURN_NS :
 						      sc->spin_until;
-	while (!each(sc, raise_one) && now_ns() < until)
+	while (!look(sc) && now_ns() < until)
 		relax();
 	return -1;
 }
@@ -1789,9 +1861,12 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	long long until;
 	int ready;
 
+	if (sc->nap_end) /* back from a nap: its timer ended it (see PL_WAIT) */
+		nap_over(sc, now_ns());
 	sc->nap_ns = 0;
-	if (!sc->all && !sc->n)
-		return timeout_ms; /* no direct descriptor in this wait */
+	/* No direct descriptor in this wait (an exact set may gain some). */
+	if (!sc->all && !sc->n && !sc->exact)
+		return timeout_ms;
 	/*
 	 * Bytes that came while nobody looked make their descriptors
 	 * readable. A wait that may sleep while an answer is owed naps and
@@ -1803,12 +1878,14 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	 * connection armed, so the GPU side rings for the next bytes.
 	 */
 	trusted = 0;
-	ready = each(sc, raise_one);
+	ready = look(sc);
 	if (!ready && timeout_ms && can_nap) {
 		long long w = nap_win_ns ? wait_of(sc) : 0;
 
-		if (w > 0 && timeout_ms > 0 && w > timeout_ms * 1000000LL)
+		if (w > 0 && timeout_ms > 0 && w > timeout_ms * 1000000LL) {
 			w = timeout_ms * 1000000LL;
+			sc->nap_end = 0; /* it ends the wait: nothing learnt */
+		}
 		if (w) {
 			sc->nap_ns = w; /* -1: a look (PL_WAIT waits 0) */
 			return 0;
@@ -1816,7 +1893,7 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	}
 	until = now_ns() + spin_ns;
 	while (!ready && timeout_ms && spin_ns && !can_nap && now_ns() < until) {
-		ready = each(sc, raise_one);
+		ready = look(sc);
 		relax();
 	}
 	if (ready && sc->hint)
@@ -1838,7 +1915,7 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		 */
 		scope_drop(sc);
 		sc->all = 1;
-		if (each(sc, raise_one))
+		if (look(sc))
 			return trusted && slice > 1 ? 1 : slice;
 	}
 	/* counted before armed: see disarm */
@@ -1872,6 +1949,16 @@ void pl_direct_slice_over(struct pl_dscope *sc)
 	if (sc->hint) { /* its short slice passed with nothing: see prewait */
 		scope_drop(sc);
 		sc->all = 1;
+	} else if (sc->exact) {
+		/*
+		 * The set's members again: ones another thread added while
+		 * this one slept, or every connection if the set stopped
+		 * being exact meanwhile.
+		 */
+		int epfd = sc->epfd;
+
+		scope_drop(sc);
+		pl_direct_scope_epoll(sc, epfd);
 	}
 	each(sc, dead_f);
 }
@@ -1893,12 +1980,21 @@ static void scope_empty(struct pl_dscope *sc)
 	sc->nap_ns = 0;
 	sc->napped = 0;
 	sc->spin_until = 0;
+	sc->nap_end = 0;
 	sc->asleep = 0;
+	sc->nlook = 0;
+	sc->exact = 0;
+	sc->epfd = -1;
+	sc->set_id = 0;
 }
 
 /* Drop the connections sc holds: empty again. */
+static void made_unwait(int epfd, unsigned long long id);
+
 static void scope_drop(struct pl_dscope *sc)
 {
+	if (sc->exact)
+		made_unwait(sc->epfd, sc->set_id);
 	for (int i = 0; i < sc->n; i++)
 		pl_sock_put(sc->s[i]);
 	if (sc->s != sc->here)
@@ -1989,6 +2085,35 @@ struct ep_hint {
 static struct ep_hint *hints; /* hint_lock */
 static int nhints, hints_cap; /* nhints also read as a hint without it */
 
+/*
+ * The epoll sets this process made (epoll_create) that are exact: no
+ * member can have come in behind the preload, for the set's descriptor
+ * was never duplicated (dup, fcntl), passed (SCM_RIGHTS) or inherited by
+ * a fork since, and no epoll set was put inside it. A wait on one
+ * covers the set's own direct members, its hint (complete, then) and
+ * those registered edge-triggered or one-shot, which it arms but does
+ * not look at; so a thread asleep on its own set arms its own
+ * connections and counts as asleep on them alone, and other threads'
+ * naps may take the READER bits of theirs (disarm). Without this, any
+ * epoll sleeper armed every direct connection of the process and kept
+ * every nap from disarming (sleepers_all): a paced client of 4 threads
+ * had each GPU answer ring gsockd. Entries go with any of the above,
+ * with the descriptor (pl_direct_epoll_forget), and all at a fork.
+ * waiters counts the waits on the set that cover its members: a direct
+ * connection added to it (or changed to EPOLLIN) meanwhile is armed
+ * by the epoll_ctl, so a sleeper that does not cover it yet is woken
+ * all the same. Under hint_lock.
+ */
+struct ep_made {
+	int epfd;
+	int waiters;
+	unsigned long long id; /* this entry, not another for the number later */
+};
+
+static struct ep_made *mades;
+static int nmades, mades_cap; /* nmades also read without the lock */
+static unsigned long long made_ids;
+
 /* Every so many epoll waits of a thread cover every connection anyway. */
 #define HINT_FULL_EVERY 16
 
@@ -2000,29 +2125,134 @@ static struct ep_hint *hint_of(int epfd)
 	return NULL;
 }
 
+static struct ep_made *made_of(int epfd)
+{
+	for (int i = 0; i < nmades; i++)
+		if (mades[i].epfd == epfd)
+			return &mades[i];
+	return NULL;
+}
+
+static void made_drop(struct ep_made *m)
+{
+	*m = mades[nmades - 1];
+	__atomic_store_n(&nmades, nmades - 1, __ATOMIC_RELEASE);
+}
+
+/* A fork (under hint_lock): every set is both processes' now. */
+static void made_fork(void)
+{
+	__atomic_store_n(&nmades, 0, __ATOMIC_RELEASE);
+}
+
+int pl_direct_epoll_tracked(void)
+{
+	return __atomic_load_n(&nhints, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&nmades, __ATOMIC_ACQUIRE);
+}
+
+void pl_direct_epoll_made(int epfd)
+{
+	struct ep_made *m;
+
+	if (epfd < 0)
+		return;
+	pthread_once(&fork_once, fork_setup);
+	pthread_mutex_lock(&hint_lock);
+	m = made_of(epfd); /* an entry the close of its number missed */
+	if (!m && nmades == mades_cap) {
+		int cap = mades_cap ? 2 * mades_cap : 8;
+		struct ep_made *n = realloc(mades, cap * sizeof(*n));
+
+		if (n) {
+			mades = n;
+			mades_cap = cap;
+		}
+	}
+	if (!m && nmades < mades_cap) { /* else not exact: no memory */
+		m = &mades[nmades];
+		__atomic_store_n(&nmades, nmades + 1, __ATOMIC_RELEASE);
+	}
+	if (m)
+		*m = (struct ep_made){ epfd, 0, ++made_ids };
+	pthread_mutex_unlock(&hint_lock);
+}
+
+void pl_direct_epoll_taint(int fd)
+{
+	struct ep_made *m;
+
+	if (!__atomic_load_n(&nmades, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&hint_lock);
+	m = made_of(fd);
+	if (m)
+		made_drop(m);
+	pthread_mutex_unlock(&hint_lock);
+}
+
+/* A wait that covered exact set id (numbered epfd) is over. */
+static void made_unwait(int epfd, unsigned long long id)
+{
+	struct ep_made *m;
+
+	pthread_mutex_lock(&hint_lock);
+	m = made_of(epfd);
+	if (m && m->id == id)
+		m->waiters--;
+	pthread_mutex_unlock(&hint_lock);
+}
+
+/* Whether fd is an epoll set (where the kernel cannot say, as if it were). */
+static int is_epoll(int fd)
+{
+	char path[40], to[32];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, to, sizeof(to) - 1);
+	if (n < 0)
+		return 1;
+	to[n] = '\0';
+	return strcmp(to, "anon_inode:[eventpoll]") == 0;
+}
+
 void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 			 const struct epoll_event *ev)
 {
 	struct pl_dconn *c = s ? __atomic_load_n(&s->dc, __ATOMIC_ACQUIRE) :
 				 NULL;
 	struct ep_hint *h;
-	int i;
+	struct ep_made *m;
+	int i, arm = 0;
 
+	/* A set put inside an exact set hides its members from the preload. */
+	if (op == EPOLL_CTL_ADD && !s &&
+	    __atomic_load_n(&nmades, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&hint_lock);
+		m = made_of(epfd);
+		pthread_mutex_unlock(&hint_lock);
+		if (m && is_epoll(fd))
+			pl_direct_epoll_taint(epfd);
+	}
 	/* Nothing to do before a direct ADD (nor hint_lock to take: the
 	 * fork handlers that cover it come with the first direct connection). */
 	if (op == EPOLL_CTL_ADD ? !c :
 			       !__atomic_load_n(&nhints, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&hint_lock);
+	m = made_of(epfd);
+	arm = c && m && m->waiters > 0 && op != EPOLL_CTL_DEL && ev &&
+	      (ev->events & EPOLLIN);
 	h = hint_of(epfd);
 	if (!h && op == EPOLL_CTL_ADD) {
 		if (nhints == hints_cap) {
 			int cap = hints_cap ? 2 * hints_cap : 8;
-			struct ep_hint *m = realloc(hints, cap * sizeof(*m));
+			struct ep_hint *n = realloc(hints, cap * sizeof(*n));
 
-			if (!m)
-				goto out; /* no hint: its waits cover everything */
-			hints = m;
+			if (!n)
+				goto miss; /* no hint: its waits cover everything */
+			hints = n;
 			hints_cap = cap;
 		}
 		h = &hints[nhints];
@@ -2042,13 +2272,13 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 	} else if (op == EPOLL_CTL_ADD) {
 		if (i == h->n && h->n == h->cap) {
 			int cap = h->cap ? 2 * h->cap : 16;
-			struct ep_member *m = realloc(h->m, cap * sizeof(*m));
+			struct ep_member *n = realloc(h->m, cap * sizeof(*n));
 
-			if (!m) { /* a hint that misses one would be wrong */
+			if (!n) { /* a hint that misses one would be wrong */
 				h->n = -1;
-				goto out;
+				goto miss;
 			}
-			h->m = m;
+			h->m = n;
 			h->cap = cap;
 		}
 		if (i == h->n)
@@ -2056,13 +2286,24 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 		h->m[i] = (struct ep_member){ fd, ev ? ev->events : 0,
 					      c->serial };
 	}
+	goto out;
+miss: /* the set's members are not all known here: not exact */
+	if (m)
+		made_drop(m);
 out:
 	pthread_mutex_unlock(&hint_lock);
+	/*
+	 * A wait on the set may be asleep over the members it found (the
+	 * epoll_ctl came after): c's bytes must still wake it, so c is
+	 * armed, and raised if it has some already.
+	 */
+	if (arm)
+		arm_rx(c);
 }
 
 void pl_direct_epoll_forget(int lo, int hi)
 {
-	if (!__atomic_load_n(&nhints, __ATOMIC_ACQUIRE))
+	if (!pl_direct_epoll_tracked())
 		return; /* close is called often */
 	pthread_mutex_lock(&hint_lock);
 	for (int i = 0; i < nhints;) {
@@ -2073,6 +2314,12 @@ void pl_direct_epoll_forget(int lo, int hi)
 		free(hints[i].m);
 		hints[i] = hints[nhints - 1];
 		__atomic_store_n(&nhints, nhints - 1, __ATOMIC_RELEASE);
+	}
+	for (int i = 0; i < nmades;) {
+		if (mades[i].epfd < lo || mades[i].epfd > hi)
+			i++;
+		else
+			made_drop(&mades[i]);
 	}
 	pthread_mutex_unlock(&hint_lock);
 }
@@ -2101,63 +2348,122 @@ static void hint_prune(int epfd, const int *fd, const uint64_t *sn, int n)
 	pthread_mutex_unlock(&hint_lock);
 }
 
+/*
+ * Whether one of the connections sn[0..n) is still open, under another
+ * number (a member closed under a dup stays in the kernel's set).
+ */
+static int serial_alive(const uint64_t *sn, int n)
+{
+	const struct pl_dconn *c;
+	int alive = 0;
+
+	pthread_mutex_lock(&list_lock);
+	for (c = conns; c && !alive; c = c->next)
+		for (int i = 0; i < n && !alive; i++)
+			alive = c->serial == sn[i];
+	pthread_mutex_unlock(&list_lock);
+	return alive;
+}
+
+/*
+ * Whether a member registered with events e is looked at (1), only
+ * armed (2) or neither (0). A hint names only members the kernel reports
+ * while their rings have bytes (a hinted member found ready ends the
+ * look). An exact set's wait covers every member watched for input: an
+ * edge-triggered one is raised by a byte of its own like any other, and
+ * a one-shot one is only armed, for the kernel reports it no more once
+ * it fired.
+ */
+static int member_use(uint32_t e, int exact)
+{
+	if (!(e & EPOLLIN))
+		return 0;
+	if (exact)
+		return e & EPOLLONESHOT ? 2 : 1;
+	return e & (EPOLLONESHOT | EPOLLET) ? 0 : 1;
+}
+
 void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 {
 	static __thread unsigned waits;
-	int here_fd[64], *fd = here_fd, n = 0;
+	int here_fd[64], *fd = here_fd, n = 0, nlook = 0, full, exact;
 	uint64_t here_sn[64], *sn = here_sn;
 	const struct ep_hint *h;
+	struct ep_made *m;
 
 	scope_empty(sc);
 	if (!pl_direct_active())
 		return;
 	sc->all = 1;
-	if (++waits % HINT_FULL_EVERY == 0)
-		return;
+	full = ++waits % HINT_FULL_EVERY == 0;
 	pthread_mutex_lock(&hint_lock);
 	h = hint_of(epfd);
+	m = made_of(epfd);
+	exact = m && (!h || h->n >= 0);
+	if (full && !exact) {
+		pthread_mutex_unlock(&hint_lock);
+		return;
+	}
+	if (exact) { /* counted before its members are read: see waiters */
+		m->waiters++;
+		sc->exact = 1;
+		sc->epfd = epfd;
+		sc->set_id = m->id;
+	}
 	if (h && h->n > (int)(sizeof(here_fd) / sizeof(here_fd[0]))) {
 		fd = malloc(h->n * sizeof(*fd));
 		sn = malloc(h->n * sizeof(*sn));
 	}
-	for (int i = 0; h && fd && sn && i < h->n; i++) {
-		uint32_t e = h->m[i].events;
-
-		/*
-		 * The kernel may not report such a member though its ring
-		 * holds bytes (one-shot, fired; edge-triggered with a wake-up
-		 * byte still unread): no hint from it.
-		 */
-		if (!(e & EPOLLIN) || (e & (EPOLLONESHOT | EPOLLET)))
-			continue;
-		fd[n] = h->m[i].fd;
-		sn[n++] = h->m[i].serial;
-	}
+	/* The members looked at first, then those only armed. */
+	for (int pass = 1; pass <= 2; pass++)
+		for (int i = 0; h && fd && sn && i < h->n; i++) {
+			if (member_use(h->m[i].events, exact) != pass)
+				continue;
+			fd[n] = h->m[i].fd;
+			sn[n++] = h->m[i].serial;
+			nlook += pass == 1;
+		}
 	pthread_mutex_unlock(&hint_lock);
+	if (h && h->n > 0 && (!fd || !sn))
+		goto cover_all;
 	if (n > sc->cap) {
 		sc->s = malloc(n * sizeof(*sc->s));
-		if (sc->s)
-			sc->cap = n;
-		else
-			scope_empty(sc), sc->all = 1, n = 0;
+		if (!sc->s)
+			goto cover_all;
+		sc->cap = n;
 	}
 	if (n > 0) {
-		int k = 0, gone = 0;
+		int k = 0, gone = 0, look = 0;
 
 		pl_fd_get_at(fd, n, same_conn, sn, sc->s);
 		for (int i = 0; i < n; i++)
-			if (sc->s[i])
+			if (sc->s[i]) {
+				look += i < nlook;
 				sc->s[k++] = sc->s[i];
-			else /* closed, or the number names another now */
+			} else { /* closed, or the number names another now */
 				fd[gone] = fd[i], sn[gone++] = sn[i];
+			}
 		if (gone)
 			hint_prune(epfd, fd, sn, gone);
 		sc->n = k;
-		if (k > 0) {
+		sc->nlook = look;
+		if (gone && exact && serial_alive(sn, gone)) {
+			/* its number closed, its connection kept by a dup */
+			pl_direct_epoll_taint(epfd);
+			goto cover_all;
+		}
+		if (k > 0 && !exact) {
 			sc->all = 0;
 			sc->hint = 1;
 		}
 	}
+	if (exact)
+		sc->all = 0;
+	goto out;
+cover_all: /* no memory for the list: every connection, as without a hint */
+	scope_drop(sc);
+	sc->all = 1;
+out:
 	if (fd != here_fd)
 		free(fd);
 	if (sn != here_sn)
@@ -2201,7 +2507,9 @@ int pl_direct_rights_check(const struct msghdr *msg)
 {
 	struct cmsghdr *cm;
 
-	if (!pl_direct_active() || !msg->msg_control)
+	if ((!pl_direct_active() &&
+	     !__atomic_load_n(&nmades, __ATOMIC_ACQUIRE)) ||
+	    !msg->msg_control)
 		return 0;
 	for (cm = CMSG_FIRSTHDR((struct msghdr *)msg); cm;
 	     cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
@@ -2215,6 +2523,7 @@ int pl_direct_rights_check(const struct msghdr *msg)
 			int fd, direct;
 
 			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			pl_direct_epoll_taint(fd); /* the receiver may change it */
 			s = pl_fd_get(fd);
 			direct = s && s->route == GS_ROUTE_DIRECT;
 			pl_sock_put(s);

@@ -48,19 +48,25 @@ int pl_direct_active(void);
 /*
  * The direct connections one wait covers, held for the wait (a reference
  * each, so none is freed under it): those a poll or select names. An
- * epoll wait covers every direct connection of the process (all): the
- * kernel's set can gain members while the wait sleeps (another thread's
- * epoll_ctl), and duplicated, nested, passed and inherited sets hide
- * theirs, so the preload cannot vouch for a list of its own.
+ * epoll wait on a set this process made and nothing changed behind the
+ * preload (exact: not duplicated, passed, nested or inherited by a fork)
+ * covers the set's own direct members. Any other epoll wait covers every
+ * direct connection of the process (all) before it may sleep: such sets
+ * hide members from the preload.
  */
 struct pl_dscope {
 	struct pl_sock **s;
 	int n, cap, all;
+	int nlook; /* s[0..nlook) are looked at; the rest only armed (exact) */
 	int hint; /* an epoll wait's members as epoll_ctl here named them */
+	int exact; /* the members of an exact set: epfd, set_id */
+	int epfd;
+	unsigned long long set_id;
 	/* pl_direct_prewait: wait this long (ns; -1: look, 0 ns), then again */
 	long long nap_ns;
 	int napped; /* the wait's nap for an owed answer is over */
 	long long spin_until; /* and then its spin ends (ns), or 0 */
+	long long nap_end; /* when the nap should have ended (ns), or 0 */
 	int asleep; /* counted as asleep on its connections: pl_direct_sleep */
 	struct pl_sock *here[32];
 };
@@ -69,14 +75,20 @@ void pl_direct_scope_poll(struct pl_dscope *sc, const struct pollfd *fds,
 			  nfds_t n);
 void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3]);
 /*
- * An epoll wait on epfd: the set's direct members that epoll_ctl in this
- * process named (a hint, looked at first; see pl_direct_prewait), else
- * every direct connection.
+ * An epoll wait on epfd: an exact set's direct members; else the set's
+ * direct members that epoll_ctl in this process named (a hint, looked
+ * at first; see pl_direct_prewait), else every direct connection.
  */
 void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd);
 /* epoll_ctl(epfd, op, fd, ev) succeeded (s: fd's entry, or NULL): the hint. */
 void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 			 const struct epoll_event *ev);
+/* epoll_create made epfd here: an exact set until something hides members. */
+void pl_direct_epoll_made(int epfd);
+/* fd was duplicated or passed: were it an exact set, it is no longer. */
+void pl_direct_epoll_taint(int fd);
+/* Whether the preload keeps anything by epoll set number (no lock). */
+int pl_direct_epoll_tracked(void);
 /* Descriptors lo..hi were closed or now name something else: no hints. */
 void pl_direct_epoll_forget(int lo, int hi);
 void pl_direct_scope_end(struct pl_dscope *sc);
@@ -108,7 +120,10 @@ void pl_direct_slice_over(struct pl_dscope *sc);
 
 /* exec: -1 (EOPNOTSUPP, said on stderr) if a direct fd would cross it. */
 int pl_direct_exec_check(void);
-/* sendmsg: -1 (EOPNOTSUPP) if msg passes a direct descriptor (SCM_RIGHTS). */
+/*
+ * sendmsg: -1 (EOPNOTSUPP) if msg passes a direct descriptor (SCM_RIGHTS);
+ * an exact epoll set passed is one no longer.
+ */
 int pl_direct_rights_check(const struct msghdr *msg);
 
 #endif

@@ -582,8 +582,33 @@ int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
 	return r;
 }
 
-PL_MULTI_CALL(int, epoll_create, (int size), (size))
-PL_MULTI_CALL(int, epoll_create1, (int flags), (flags))
+static int shares_parent_vm(void);
+
+/*
+ * A set made here: exact while nothing hides members (pl_direct_epoll_made);
+ * not one a child made in our memory (vfork), whose numbers are not ours.
+ */
+static int epoll_made(int r)
+{
+	int e = errno;
+
+	if (r >= 0 && !pl_busy && !shares_parent_vm())
+		pl_direct_epoll_made(r);
+	errno = e;
+	return r;
+}
+
+int epoll_create(int size)
+{
+	pl_init();
+	return epoll_made(pl_real.epoll_create(size));
+}
+
+int epoll_create1(int flags)
+{
+	pl_init();
+	return epoll_made(pl_real.epoll_create1(flags));
+}
 
 int epoll_ctl(int ep, int op, int fd, struct epoll_event *e)
 {
@@ -981,7 +1006,7 @@ static void forget_sets(int lo, int hi)
 {
 	int e = errno;
 
-	if (!pl_busy && pl_direct_active() && !shares_parent_vm())
+	if (!pl_busy && pl_direct_epoll_tracked() && !shares_parent_vm())
 		pl_direct_epoll_forget(lo, hi);
 	errno = e;
 }
@@ -1115,6 +1140,8 @@ static int duplicated(int oldfd, int newfd)
 	if (newfd < 0 || pl_busy)
 		return newfd;
 	forget_sets(newfd, newfd); /* dup2 over an epoll set */
+	/* Two names for one set: epoll_ctl through the other goes unseen. */
+	pl_direct_epoll_taint(oldfd);
 	s = pl_fd_get(oldfd);
 	if (s) {
 		pl_fd_set(newfd, s);

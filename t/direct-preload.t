@@ -18,7 +18,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 44
+plan 45
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -285,7 +285,8 @@ ok $? "... and a closed loop on 12 direct connections"
 # answers need no wake-up byte from gsockd (which logs how many it wrote
 # as it stops). The window is far past the host backend's answer times;
 # GSOCK_DIRECT_NAP_US=0 leaves every answer to gsockd.
-wakes() { # NAP_US: $TMP/wakesNAP_US, the wake-up bytes of a paced loadgen on a gsockd of its own
+wakes() { # NAP_US [THREADS]: $TMP/wakesNAP_US[-THREADS], the wake-up bytes of a paced loadgen on a gsockd of its own
+	local k=$1${2:+-$2}
 	# (in this shell, not a command substitution's: the waits must be for its own children)
 	kill "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
 	wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
@@ -297,20 +298,20 @@ wakes() { # NAP_US: $TMP/wakesNAP_US, the wake-up bytes of a paced loadgen on a 
 t = time.monotonic(); r = subprocess.call(sys.argv[2:]); w = time.monotonic() - t
 u = resource.getrusage(resource.RUSAGE_CHILDREN)
 open(sys.argv[1], "w").write("%.3f %.3f\n" % (u.ru_utime + u.ru_stime, w)); sys.exit(r)' \
-		"$TMP/cpu$1" env LD_PRELOAD="$PRELOAD" GSOCK_LOG=info \
+		"$TMP/cpu$k" env LD_PRELOAD="$PRELOAD" GSOCK_LOG=info \
 		GSOCK_DIRECT_NAP_US="$1" GSOCK_TRANSPORT=os timeout 60 "$LOADGEN" \
-		-c 12 -s 64 -r 500 -d 1 -w 0.2 127.0.0.1 "$PORT" \
-		>"$TMP/nap$1" 2>"$TMP/nap$1.err"
+		-c 12 -t "${2:-1}" -s 64 -r 500 -d 1 -w 0.2 127.0.0.1 "$PORT" \
+		>"$TMP/nap$k" 2>"$TMP/nap$k.err"
 	kill "$SERVER_PID" 2>/dev/null
 	wait "$SERVER_PID" 2>/dev/null
 	logged=$(grep -c 'wake-ups written' "$TMP/gsockd.log")
 	kill "$GSOCKD_PID"
 	wait "$GSOCKD_PID" 2>/dev/null
-	: >"$TMP/wakes$1"
+	: >"$TMP/wakes$k"
 	# this gsockd's own line, or none
 	[ "$(grep -c 'wake-ups written' "$TMP/gsockd.log")" -gt "$logged" ] &&
 		sed -n 's/.*direct: \([0-9]*\) wake-ups.*/\1/p' "$TMP/gsockd.log" |
-		tail -1 >"$TMP/wakes$1"
+		tail -1 >"$TMP/wakes$k"
 }
 # epoll waits nap through epoll_pwait2 (glibc 2.35, Linux 5.11); where
 # it is missing they spin as before, and there is nothing to measure.
@@ -327,6 +328,7 @@ PY
 then
 	wakes 20000
 	wakes 0
+	wakes 20000 3
 	w_nap=$(cat "$TMP/wakes20000")
 	w_off=$(cat "$TMP/wakes0")
 	sed 's/^/# naps: /' "$TMP/nap20000"
@@ -343,8 +345,19 @@ then
 	read -r cpu wall <"$TMP/cpu20000"
 	python3 -c "import sys; sys.exit(0 if $cpu < 0.25 * $wall else 1)"
 	ok $? "... and the napping client used $cpu s of CPU in $wall s"
+	# Three threads, an epoll set each: one asleep on its own set (its
+	# connections owe nothing) arms only its own, and the others' naps
+	# still take their answers themselves.
+	w_thr=$(cat "$TMP/wakes20000-3")
+	sed 's/^/# naps, 3 threads: /' "$TMP/nap20000-3"
+	reqs=$(sed -n 's/.* reqs=\([0-9]*\) .*/\1/p' "$TMP/nap20000-3")
+	[ -n "$w_thr" ] && [ -n "$reqs" ] && [ "$reqs" -gt 0 ] &&
+		grep -q ' errors=0' "$TMP/nap20000-3" &&
+		grep -q ' missing=0' "$TMP/nap20000-3" &&
+		[ $((w_thr * 4)) -lt "$w_off" ]
+	ok $? "3 threads, an epoll set each, naps: $w_thr wake-up bytes from gsockd against $w_off without naps ($reqs requests, every one answered)"
 else
-	for d in "paced loadgen with and without naps" "naps took the answers themselves" "the napping client's CPU"; do
+	for d in "paced loadgen with and without naps" "naps took the answers themselves" "the napping client's CPU" "3 threads' naps"; do
 		tap_n=$((tap_n + 1))
 		echo "ok $tap_n - $d # SKIP no epoll_pwait2 here (C library or kernel): epoll waits do not nap"
 	done
