@@ -1712,6 +1712,57 @@ static int look(struct pl_dscope *sc)
 	return r;
 }
 
+/*
+ * Before a wait over an exact set sleeps while it owes answers: the
+ * connections of the process that have bytes and a thread asleep on
+ * them are raised, so those threads wake with no wake-up through
+ * gsockd (whose doorbell watch and workers carry the rest); then sc's
+ * own are looked at again. Returns whether one of them has bytes.
+ *
+ * Measured on an H100 host, 8 loadgen threads on 256 connections in a
+ * closed loop: waits that covered only their own sets carried
+ * 0.64-0.75M requests a second against 1.11-1.16M when every sleeper
+ * looked at every connection (as before exact sets); with this help
+ * 0.97-1.32M. Helping every time a wait sleeps, or every connection
+ * with bytes, cost the paced 100,000 requests a second over 4 threads
+ * its gain (p50 34-44 us against 24-26; gsockd 0.2-0.4 cores against
+ * 0.1-0.2): there the threads sleep owing nothing, and their owners
+ * are awake.
+ */
+static __thread long long owes_now;
+
+static int owes_f(struct pl_dconn *c)
+{
+	long long t = __atomic_load_n(&c->out_ns, __ATOMIC_RELAXED);
+
+	return t && owes_now - t <= nap_win_ns;
+}
+
+/* Whether a connection sc covers owes an answer within the window. */
+static int owes(struct pl_dscope *sc)
+{
+	owes_now = now_ns();
+	return each(sc, owes_f) > 0;
+}
+
+static int help_f(struct pl_dconn *c)
+{
+	if (!__atomic_load_n(&c->sleepers, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&sleepers_all, __ATOMIC_ACQUIRE))
+		return 0;
+	return raise_one(c);
+}
+
+static int help(struct pl_dscope *sc)
+{
+	struct pl_dscope all = { .all = 1 };
+	int t = trusted;
+
+	each(&all, help_f);
+	trusted = t; /* others' bytes taken on trust are not this wait's */
+	return look(sc);
+}
+
 static int arm_f(struct pl_dconn *c)
 {
 	arm_one(c);
@@ -1918,6 +1969,8 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		if (look(sc))
 			return trusted && slice > 1 ? 1 : slice;
 	}
+	if (sc->exact && owes(sc) && help(sc))
+		return trusted && slice > 1 ? 1 : slice;
 	/* counted before armed: see disarm */
 	pl_direct_sleep(sc, 1);
 	each(sc, arm_f);
