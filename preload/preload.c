@@ -415,6 +415,27 @@ static void nap_slack_put(unsigned long old)
 }
 
 /*
+ * A wait of PL_WAIT as it stands, for a thread cancelled inside its kernel
+ * wait (a cancellation point): its nap's timer slack goes back, its
+ * sleep ends and its connections' references go, as after any wait.
+ * Otherwise they would stay for good: connections never freed, and naps
+ * of other threads kept from taking those connections' answers.
+ */
+struct pl_wait_state {
+	struct pl_dscope *sc;
+	unsigned long slack;
+};
+
+static void pl_wait_cancelled(void *arg)
+{
+	struct pl_wait_state *w = arg;
+
+	nap_slack_put(w->slack);
+	pl_direct_sleep(w->sc, -1);
+	pl_direct_scope_end(w->sc);
+}
+
+/*
  * Run call (a wait of ns_ nanoseconds, -1 for ever) for timeout ms: the
  * direct descriptors it covers (scope, filling sc_) made true first, a
  * nap and a look again while one owes an answer (can_nap: call takes
@@ -426,8 +447,10 @@ static void nap_slack_put(unsigned long old)
 		int left_ = (timeout), r_;                                   \
 		long long end_ = left_ > 0 ? pl_now_ns_() + left_ * 1000000LL : 0; \
 		struct pl_dscope sc_;                                        \
+		struct pl_wait_state w_ = { &sc_, 0 };                       \
                                                                              \
 		scope;                                                       \
+		pthread_cleanup_push(pl_wait_cancelled, &w_);                \
 		for (;;) {                                                   \
 			int ms_ = pl_direct_prewait(&sc_, left_, (can_nap)); \
 			long long ns_ = ms_ < 0 ? -1 : ms_ * 1000000LL;      \
@@ -438,8 +461,10 @@ static void nap_slack_put(unsigned long old)
 				if (ns_)                                     \
 					slack_ = nap_slack_set();            \
 			}                                                    \
+			w_.slack = slack_;                                   \
 			before;                                              \
 			r_ = (call);                                         \
+			w_.slack = 0;                                        \
 			if (sc_.asleep) {                                    \
 				int e_ = errno;                              \
                                                                              \
@@ -462,6 +487,7 @@ static void nap_slack_put(unsigned long old)
 				left_ = d_ > 0 ? ns_ms(d_) : 0;              \
 			}                                                    \
 		}                                                            \
+		pthread_cleanup_pop(0);                                      \
 		pl_direct_scope_end(&sc_);                                   \
 		r_;                                                          \
 	})

@@ -60,6 +60,8 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <stdint.h>
+#include <sys/epoll.h>
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -598,6 +600,74 @@ static void t_vfork_close(void)
 	close(b);
 }
 
+/* The descriptors this process has open. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+static void *wait_epoll(void *arg)
+{
+	struct epoll_event ev;
+
+	for (;;)
+		epoll_wait(*(int *)arg, &ev, 1, -1);
+	return NULL;
+}
+
+static void *wait_poll(void *arg)
+{
+	struct pollfd p = { *(int *)arg, POLLIN, 0 };
+
+	for (;;)
+		poll(&p, 1, -1);
+	return NULL;
+}
+
+/*
+ * Threads cancelled inside their waits (epoll_wait, poll: cancellation
+ * points) on connections nobody writes to: once the connections are
+ * closed, nothing of them may stay open (a wait holds a reference to
+ * each connection it covers; the preload's descriptors behind a
+ * connection go with its last reference).
+ */
+static void t_cancel(void)
+{
+	int a, b, ep, before = open_fds(), left;
+	struct epoll_event ev = { .events = EPOLLIN };
+	pthread_t te, tp;
+	void *re = NULL, *rp = NULL;
+
+	tcp_pair(&a, &b, 0);
+	ep = epoll_create1(0);
+	ev.data.fd = a;
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev) < 0)
+		die("epoll");
+	pthread_create(&te, NULL, wait_epoll, &ep);
+	pthread_create(&tp, NULL, wait_poll, &b);
+	usleep(200000);
+	pthread_cancel(te);
+	pthread_cancel(tp);
+	pthread_join(te, &re);
+	pthread_join(tp, &rp);
+	close(ep);
+	close(a);
+	close(b);
+	left = open_fds() - before;
+	printf("cancel: threads cancelled in epoll_wait and poll %s; %d descriptors left open\n",
+	       re == PTHREAD_CANCELED && rp == PTHREAD_CANCELED ? "ended" :
+								"did not end",
+	       left);
+}
+
 /*
  * peer-killed's peer: listens, says its port, accepts, then never reads
  * ("stay", until killed) or closes the connection in order ("close").
@@ -1003,6 +1073,7 @@ static const struct {
 	{ "storm", t_storm, 0 },     { "execs", t_execs, 0 },
 	{ "exec-rs", t_exec_rs, 1 },  { "peer-killed", t_peer_killed, 1 },
 	{ "vfork-close", t_vfork_close, 1 },
+	{ "cancel", t_cancel, 1 },
 };
 
 int main(int argc, char **argv)

@@ -12,7 +12,7 @@
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 ROUNDS=${GSOCK_TORTURE_ROUNDS:-1}
 time_limit $((150 + ROUNDS * 90))
-plan $((ROUNDS + 11))
+plan $((ROUNDS + 12))
 APPS=$GSOCK_SRC/t/torture-apps
 TORTURE=$GSOCK_BUILD/t/preload-torture
 PROBE=$GSOCK_BUILD/t/gcall-probe-$BACKEND
@@ -130,6 +130,13 @@ if [ -x "$PROBE" ]; then
 	rc=$?
 	[ $rc = 0 ] || sed 's/^/#   /' "$TMP/vfork.txt"
 	ok $rc "direct path: a vfork child that closes its copy of a connection leaves the parent's working"
+	# Threads cancelled inside their waits give the connections back.
+	env LD_PRELOAD="$PRELOAD" TORTURE_RELAY=$RP timeout 60 "$TORTURE" cancel >"$TMP/cancel.txt" 2>&1
+	echo "cancel: threads cancelled in epoll_wait and poll ended; 0 descriptors left open" |
+		cmp -s - "$TMP/cancel.txt"
+	rc=$?
+	[ $rc = 0 ] || sed 's/^/#   /' "$TMP/cancel.txt"
+	ok $rc "direct path: threads cancelled inside epoll_wait and poll leave no descriptor of their connections open"
 	env LD_PRELOAD="$PRELOAD" TORTURE_RELAY=$RP timeout 120 "$TORTURE" spawn cloexec scm \
 		>"$TMP/relay-refused.txt" 2>"$TMP/relay-refused.err"
 	printf '%s\n' "spawn: posix_spawn child said '', vfork child said ''" \
@@ -143,7 +150,7 @@ if [ -x "$PROBE" ]; then
 	ok $rc "direct path: exec and SCM_RIGHTS are refused, and posix_spawn's raw write resets, each said, none hangs"
 	kill "$RELAY_PID" 2>/dev/null
 else
-	for _ in 1 2 3 4; do
+	for _ in 1 2 3 4 5; do
 		echo "ok $((tap_n += 1)) # SKIP the $BACKEND backend's gcall-probe is not built"
 	done
 fi
