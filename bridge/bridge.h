@@ -354,6 +354,8 @@ uint64_t br_watch_period_ns(void);
 int br_watch(void);
 void br_watch_next(int found, uint64_t quiet_ns);
 void br_watch_report(void); /* its counts, to the log */
+/* Its looks and finds so far (the control thread's, as the watch's). */
+void br_watch_counts(uint64_t *looks, uint64_t *finds);
 /* A worker going to sleep is owed an answer: the watch looks soon. */
 void br_watch_hurry(void);
 
@@ -371,6 +373,8 @@ bool br_uring_poll_first(void);
  */
 int br_direct_init(void);
 void br_direct_fini(void);
+/* Wake-up bytes written to preloaded programs' descriptors so far. */
+uint64_t br_direct_wakeups(void);
 /* The pool's memfd (-1: direct off) and geometry, for the welcome. */
 int br_direct_pool(uint32_t *nsegs, uint32_t *dring, uint64_t *size);
 /*

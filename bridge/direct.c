@@ -167,8 +167,13 @@ int br_direct_init(void)
 	return 0;
 }
 
-/* Wake-up bytes cpu_token wrote (atomic), logged as gsockd stops. */
+/* Wake-up bytes cpu_token wrote (atomic): gsock-stat, and the log at the end. */
 static uint64_t n_tokens;
+
+uint64_t br_direct_wakeups(void)
+{
+	return __atomic_load_n(&n_tokens, __ATOMIC_RELAXED);
+}
 
 void br_direct_fini(void)
 {

@@ -251,9 +251,13 @@ static void print_json(const struct sample *p, const struct sample *s,
 	const struct gs_stat_rec *b = &s->r[0];
 	bool first_app = true;
 
-	printf("{\"gsockd\":{\"pid\":%d,\"workers\":%u,\"io\":\"%s\",\"applications\":%u},\"applications\":[",
+	printf("{\"gsockd\":{\"pid\":%d,\"workers\":%u,\"io\":\"%s\",\"applications\":%u,"
+	       "\"direct_wakeups\":%llu,\"watch_looks\":%llu,\"watch_finds\":%llu},\"applications\":[",
 	       b->pid, b->u.bridge.workers, b->u.bridge.io_uring ? "io_uring" : "epoll",
-	       b->u.bridge.napps);
+	       b->u.bridge.napps,
+	       (unsigned long long)b->u.bridge.direct_wakeups,
+	       (unsigned long long)b->u.bridge.watch_looks,
+	       (unsigned long long)b->u.bridge.watch_finds);
 	for (size_t i = 0; i < s->n; i++) {
 		const struct gs_stat_rec *a = &s->r[i];
 		bool first_sock = true;
@@ -327,9 +331,13 @@ static void print_table(const struct sample *p, const struct sample *s, bool wat
 	const struct gs_stat_rec *b = &s->r[0];
 	char h[6][16];
 
-	printf("gsockd pid %d: %u workers, io %s, %u application%s\n", b->pid,
-	       b->u.bridge.workers, b->u.bridge.io_uring ? "io_uring" : "epoll",
-	       b->u.bridge.napps, b->u.bridge.napps == 1 ? "" : "s");
+	printf("gsockd pid %d: %u workers, io %s, %u application%s; %llu direct wake-ups, doorbell watch %llu looks (%llu found one)\n",
+	       b->pid, b->u.bridge.workers,
+	       b->u.bridge.io_uring ? "io_uring" : "epoll", b->u.bridge.napps,
+	       b->u.bridge.napps == 1 ? "" : "s",
+	       (unsigned long long)b->u.bridge.direct_wakeups,
+	       (unsigned long long)b->u.bridge.watch_looks,
+	       (unsigned long long)b->u.bridge.watch_finds);
 	for (size_t i = 0; i < s->n; i++) {
 		const struct gs_stat_rec *a = &s->r[i];
 

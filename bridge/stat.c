@@ -142,6 +142,8 @@ void br_stat_start(int fd)
 	r.u.bridge.workers = br.nworkers;
 	r.u.bridge.napps = br.napps;
 	r.u.bridge.io_uring = br.io_uring;
+	r.u.bridge.direct_wakeups = br_direct_wakeups();
+	br_watch_counts(&r.u.bridge.watch_looks, &r.u.bridge.watch_finds);
 	br_stat_add(st, &r);
 	for (struct br_app *a = br.apps; a; a = a->next)
 		if (!a->pending && !br_app_dead(a))

@@ -61,6 +61,12 @@ int br_watch(void)
 	return found;
 }
 
+void br_watch_counts(uint64_t *looks, uint64_t *finds)
+{
+	*looks = n_looks;
+	*finds = n_finds;
+}
+
 void br_watch_report(void)
 {
 	br_info("doorbell watch: %llu looks, %llu found a doorbell; workers hurried it %llu times",

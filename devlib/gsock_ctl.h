@@ -154,6 +154,10 @@ struct gs_stat_rec {
 	union {
 		struct {
 			uint32_t workers, napps, io_uring, pad;
+			/* since gsockd started: wake-up bytes written to
+			 * preloaded programs' descriptors (the direct path),
+			 * the doorbell watch's looks and those that found one */
+			uint64_t direct_wakeups, watch_looks, watch_finds;
 		} bridge;
 		struct {
 			uint32_t nslots, nsocks, ring_size, nworkers;

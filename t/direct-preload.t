@@ -18,7 +18,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 45
+plan 46
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -305,6 +305,7 @@ open(sys.argv[1], "w").write("%.3f %.3f\n" % (u.ru_utime + u.ru_stime, w)); sys.
 	kill "$SERVER_PID" 2>/dev/null
 	wait "$SERVER_PID" 2>/dev/null
 	logged=$(grep -c 'wake-ups written' "$TMP/gsockd.log")
+	"$STAT" -j >"$TMP/stat$k.json" 2>&1
 	kill "$GSOCKD_PID"
 	wait "$GSOCKD_PID" 2>/dev/null
 	: >"$TMP/wakes$k"
@@ -356,8 +357,14 @@ then
 		grep -q ' missing=0' "$TMP/nap20000-3" &&
 		[ $((w_thr * 4)) -lt "$w_off" ]
 	ok $? "3 threads, an epoll set each, naps: $w_thr wake-up bytes from gsockd against $w_off without naps ($reqs requests, every one answered)"
+	python3 - "$TMP/stat0.json" "$w_off" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["gsockd"]
+sys.exit(0 if g["direct_wakeups"] == int(sys.argv[2]) and g["watch_finds"] > 0 else 1)
+PY
+	ok $? "gsock-stat counted the same $w_off wake-ups as gsockd's closing line, and doorbells its watch found"
 else
-	for d in "paced loadgen with and without naps" "naps took the answers themselves" "the napping client's CPU" "3 threads' naps"; do
+	for d in "paced loadgen with and without naps" "naps took the answers themselves" "the napping client's CPU" "3 threads' naps" "gsock-stat's wake-ups"; do
 		tap_n=$((tap_n + 1))
 		echo "ok $tap_n - $d # SKIP no epoll_pwait2 here (C library or kernel): epoll waits do not nap"
 	done

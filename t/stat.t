@@ -17,6 +17,8 @@ d = json.load(open(sys.argv[1]))
 g = d["gsockd"]
 assert g["pid"] == int(sys.argv[2]) and g["workers"] == int(sys.argv[3]), g
 assert g["applications"] == 0 and d["applications"] == [], d
+assert g["direct_wakeups"] == 0 and g["watch_finds"] == 0, g
+assert g["watch_looks"] >= g["watch_finds"], g
 PY
 ok $? "gsockd's pid and $WORKERS workers, no application"
 
