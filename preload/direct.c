@@ -1877,6 +1877,12 @@ static long long wait_of(struct pl_dscope *sc)
 		long long late = __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED);
 
 		sc->napped = 1;
+		/*
+		 * The spin lasts as if the nap had not been shortened: a nap
+		 * that ends early adds spin before the answer, not less
+		 * after it (waits that slept owing answers quadrupled).
+		 */
+		sc->spin_from = due_first + late;
 		if (due_first - late - now >= NAP_MIN_NS) {
 			sc->nap_end = due_first - late;
 			return sc->nap_end - now;
@@ -1885,9 +1891,12 @@ static long long wait_of(struct pl_dscope *sc)
 			__atomic_store_n(&nap_late_ns, late - late / 32 - 1,
 					 __ATOMIC_RELAXED);
 	}
-	if (!sc->spin_until)
-		sc->spin_until = now + spin_ns < due_last ? now + spin_ns :
+	if (!sc->spin_until) {
+		long long from = now > sc->spin_from ? now : sc->spin_from;
+
+		sc->spin_until = from + spin_ns < due_last ? from + spin_ns :
 							     due_last;
+	}
 	if (now >= sc->spin_until)
 		return 0;
 	until = now + SPIN_TURN_NS < sc->spin_until ? now + SPIN_TURN_NS :
@@ -2026,6 +2035,7 @@ static void scope_empty(struct pl_dscope *sc)
 	sc->napped = 0;
 	sc->spin_until = 0;
 	sc->nap_end = 0;
+	sc->spin_from = 0;
 	sc->asleep = 0;
 	sc->nlook = 0;
 	sc->exact = 0;

@@ -67,6 +67,7 @@ struct pl_dscope {
 	int napped; /* the wait's nap for an owed answer is over */
 	long long spin_until; /* and then its spin ends (ns), or 0 */
 	long long nap_end; /* when the nap should have ended (ns), or 0 */
+	long long spin_from; /* where the spin's time counts from (ns) */
 	int asleep; /* counted as asleep on its connections: pl_direct_sleep */
 	struct pl_sock *here[32];
 };
