@@ -2441,7 +2441,7 @@ static int member_use(uint32_t e, int exact)
 void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 {
 	static __thread unsigned waits;
-	int here_fd[64], *fd = here_fd, n = 0, nlook = 0, full, exact;
+	int here_fd[64], *fd = here_fd, n = 0, nlook = 0, full, exact, nomem;
 	uint64_t here_sn[64], *sn = here_sn;
 	const struct ep_hint *h;
 	struct ep_made *m;
@@ -2478,8 +2478,9 @@ void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 			sn[n++] = h->m[i].serial;
 			nlook += pass == 1;
 		}
+	nomem = h && h->n > 0 && (!fd || !sn); /* h is not ours after this */
 	pthread_mutex_unlock(&hint_lock);
-	if (h && h->n > 0 && (!fd || !sn))
+	if (nomem)
 		goto cover_all;
 	if (n > sc->cap) {
 		sc->s = malloc(n * sizeof(*sc->s));
