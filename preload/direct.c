@@ -190,8 +190,18 @@ static int nnope, nope_next;
 struct pl_real pl_direct_calls;
 static pthread_once_t calls_once = PTHREAD_ONCE_INIT;
 
+/*
+ * This thread is forking: from list_lock_fork to the end of
+ * list_unlock_fork it holds hint_lock, and other fork handlers (a
+ * library's, registered earlier, runs inside that stretch) may close,
+ * dup or make epoll sets: the set bookkeeping leaves them be (made_fork
+ * forgets every set anyway).
+ */
+static __thread int in_fork;
+
 static void list_lock_fork(void)
 {
+	in_fork = 1;
 	pthread_mutex_lock(&list_lock);
 	pthread_mutex_lock(&hint_lock); /* never taken with list_lock held otherwise */
 }
@@ -206,6 +216,7 @@ static void list_unlock_fork(void)
 	made_fork();
 	pthread_mutex_unlock(&hint_lock);
 	pthread_mutex_unlock(&list_lock);
+	in_fork = 0;
 }
 
 /* With the first direct connection or the first epoll set, whichever first. */
@@ -2007,10 +2018,15 @@ void pl_direct_slice_over(struct pl_dscope *sc)
 		/*
 		 * The set's members again: ones another thread added while
 		 * this one slept, or every connection if the set stopped
-		 * being exact meanwhile.
+		 * being exact meanwhile. And a look at every connection:
+		 * members added where the preload does not see it (a raw
+		 * epoll_ctl system call, io_uring) wait a slice at most.
 		 */
-		int epfd = sc->epfd;
+		struct pl_dscope all = { .all = 1 };
+		int epfd = sc->epfd, t = trusted;
 
+		each(&all, raise_one);
+		trusted = t;
 		scope_drop(sc);
 		pl_direct_scope_epoll(sc, epfd);
 	}
@@ -2202,6 +2218,8 @@ static void made_fork(void)
 
 int pl_direct_epoll_tracked(void)
 {
+	if (in_fork)
+		return 0;
 	return __atomic_load_n(&nhints, __ATOMIC_ACQUIRE) ||
 	       __atomic_load_n(&nmades, __ATOMIC_ACQUIRE);
 }
@@ -2210,7 +2228,7 @@ void pl_direct_epoll_made(int epfd)
 {
 	struct ep_made *m;
 
-	if (epfd < 0)
+	if (epfd < 0 || in_fork)
 		return;
 	pthread_once(&fork_once, fork_setup);
 	pthread_mutex_lock(&hint_lock);
@@ -2237,7 +2255,7 @@ void pl_direct_epoll_taint(int fd)
 {
 	struct ep_made *m;
 
-	if (!__atomic_load_n(&nmades, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&nmades, __ATOMIC_ACQUIRE) || in_fork)
 		return;
 	pthread_mutex_lock(&hint_lock);
 	m = made_of(fd);
@@ -2272,6 +2290,8 @@ static int is_epoll(int fd)
 	return strcmp(to, "anon_inode:[eventpoll]") == 0;
 }
 
+static int serial_alive(const uint64_t *sn, int n);
+
 void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 			 const struct epoll_event *ev)
 {
@@ -2279,8 +2299,11 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 				 NULL;
 	struct ep_hint *h;
 	struct ep_made *m;
+	uint64_t old_sn = 0;
 	int i, arm = 0;
 
+	if (in_fork)
+		return;
 	/* A set put inside an exact set hides its members from the preload. */
 	if (op == EPOLL_CTL_ADD && !s &&
 	    __atomic_load_n(&nmades, __ATOMIC_ACQUIRE)) {
@@ -2297,8 +2320,15 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 		return;
 	pthread_mutex_lock(&hint_lock);
 	m = made_of(epfd);
-	arm = c && m && m->waiters > 0 && op != EPOLL_CTL_DEL && ev &&
-	      (ev->events & EPOLLIN);
+	/*
+	 * A direct member added (to any set: a wait may cover the set
+	 * through a dup or a nesting, or have begun before the process had
+	 * direct connections) is armed at once; one changed to EPOLLIN, when
+	 * a wait covers the set.
+	 */
+	arm = c && ev && (ev->events & EPOLLIN) &&
+	      (op == EPOLL_CTL_ADD ||
+	       (op == EPOLL_CTL_MOD && m && m->waiters > 0));
 	h = hint_of(epfd);
 	if (!h && op == EPOLL_CTL_ADD) {
 		if (nhints == hints_cap) {
@@ -2338,6 +2368,8 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 		}
 		if (i == h->n)
 			h->n++;
+		else if (h->m[i].serial != c->serial)
+			old_sn = h->m[i].serial; /* its number was closed */
 		h->m[i] = (struct ep_member){ fd, ev ? ev->events : 0,
 					      c->serial };
 	}
@@ -2354,6 +2386,12 @@ out:
 	 */
 	if (arm)
 		arm_rx(c);
+	/*
+	 * The member this number named was closed while a dup keeps its
+	 * connection: the kernel's set still holds it, unseen from here.
+	 */
+	if (old_sn && serial_alive(&old_sn, 1))
+		pl_direct_epoll_taint(epfd);
 }
 
 void pl_direct_epoll_forget(int lo, int hi)

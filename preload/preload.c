@@ -416,8 +416,10 @@ static void nap_slack_put(unsigned long old)
 
 /*
  * A wait of PL_WAIT as it stands, for a thread cancelled inside its kernel
- * wait (a cancellation point): its nap's timer slack goes back, its
- * sleep ends and its connections' references go, as after any wait.
+ * wait (a cancellation point; the rest of the wait, which takes locks
+ * and writes wake-up bytes, runs with cancellation disabled): its nap's
+ * timer slack goes back, its sleep ends and its connections' references
+ * go, as after any wait.
  * Otherwise they would stay for good: connections never freed, and naps
  * of other threads kept from taking those connections' answers.
  */
@@ -448,7 +450,10 @@ static void pl_wait_cancelled(void *arg)
 		long long end_ = left_ > 0 ? pl_now_ns_() + left_ * 1000000LL : 0; \
 		struct pl_dscope sc_;                                        \
 		struct pl_wait_state w_ = { &sc_, 0 };                       \
+		int cs_;                                                     \
                                                                              \
+		/* cancelled in the kernel wait only: see pl_wait_cancelled */ \
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs_);        \
 		scope;                                                       \
 		pthread_cleanup_push(pl_wait_cancelled, &w_);                \
 		for (;;) {                                                   \
@@ -463,7 +468,9 @@ static void pl_wait_cancelled(void *arg)
 			}                                                    \
 			w_.slack = slack_;                                   \
 			before;                                              \
+			pthread_setcancelstate(cs_, NULL);                   \
 			r_ = (call);                                         \
+			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL); \
 			w_.slack = 0;                                        \
 			if (sc_.asleep) {                                    \
 				int e_ = errno;                              \
@@ -489,6 +496,7 @@ static void pl_wait_cancelled(void *arg)
 		}                                                            \
 		pthread_cleanup_pop(0);                                      \
 		pl_direct_scope_end(&sc_);                                   \
+		pthread_setcancelstate(cs_, NULL);                           \
 		r_;                                                          \
 	})
 

@@ -669,6 +669,47 @@ static void t_cancel(void)
 }
 
 /*
+ * A library's fork handlers, registered before the preload's own, that
+ * remake its epoll set in the child and duplicate and close one before
+ * the fork: the preload's set bookkeeping must not deadlock on the lock
+ * its own fork handlers hold meanwhile.
+ */
+static int atfork_ep = -1;
+
+static void atfork_prepare(void)
+{
+	int d = dup(atfork_ep);
+
+	if (d >= 0)
+		close(d);
+}
+
+static void atfork_child(void)
+{
+	close(atfork_ep);
+	atfork_ep = epoll_create1(EPOLL_CLOEXEC);
+}
+
+static void t_atfork(void)
+{
+	int st, kids = 0;
+
+	pthread_atfork(atfork_prepare, NULL, atfork_child);
+	atfork_ep = epoll_create1(EPOLL_CLOEXEC);
+	for (int i = 0; i < 20; i++) {
+		pid_t p = fork();
+
+		if (p == 0)
+			_exit(atfork_ep >= 0 ? 0 : 1);
+		if (p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) &&
+		    WEXITSTATUS(st) == 0)
+			kids++;
+	}
+	printf("atfork: %d of 20 forks with epoll-remaking fork handlers came back\n",
+	       kids);
+}
+
+/*
  * peer-killed's peer: listens, says its port, accepts, then never reads
  * ("stay", until killed) or closes the connection in order ("close").
  */
@@ -1074,6 +1115,7 @@ static const struct {
 	{ "exec-rs", t_exec_rs, 1 },  { "peer-killed", t_peer_killed, 1 },
 	{ "vfork-close", t_vfork_close, 1 },
 	{ "cancel", t_cancel, 1 },
+	{ "atfork", t_atfork, 1 },
 };
 
 int main(int argc, char **argv)

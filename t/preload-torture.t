@@ -12,7 +12,7 @@
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 ROUNDS=${GSOCK_TORTURE_ROUNDS:-1}
 time_limit $((150 + ROUNDS * 90))
-plan $((ROUNDS + 12))
+plan $((ROUNDS + 13))
 APPS=$GSOCK_SRC/t/torture-apps
 TORTURE=$GSOCK_BUILD/t/preload-torture
 PROBE=$GSOCK_BUILD/t/gcall-probe-$BACKEND
@@ -154,6 +154,14 @@ else
 		echo "ok $((tap_n += 1)) # SKIP the $BACKEND backend's gcall-probe is not built"
 	done
 fi
+
+# Regression: fork handlers of a library that make, dup and close epoll
+# sets ran inside the preload's own and deadlocked on its lock.
+env LD_PRELOAD="$PRELOAD" timeout 30 "$TORTURE" atfork >"$TMP/atfork" 2>&1
+echo "atfork: 20 of 20 forks with epoll-remaking fork handlers came back" | cmp -s - "$TMP/atfork"
+rc=$?
+[ $rc = 0 ] || sed 's/^/#   /' "$TMP/atfork"
+ok $rc "preloaded: fork handlers that remake an epoll set do not deadlock the fork"
 
 # Regression: fork while other threads are inside the preload. The child
 # used to inherit the fd table's lock held by a thread it does not have,
