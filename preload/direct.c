@@ -1756,13 +1756,19 @@ static int owes(struct pl_dscope *sc)
 	return each(sc, owes_f) > 0;
 }
 
-static int help(struct pl_dscope *sc)
+/* Raise every connection of the process that has bytes. */
+static void raise_all(void)
 {
 	struct pl_dscope all = { .all = 1 };
 	int t = trusted;
 
 	each(&all, raise_one);
 	trusted = t; /* others' bytes taken on trust are not this wait's */
+}
+
+static int help(struct pl_dscope *sc)
+{
+	raise_all();
 	return look(sc);
 }
 
@@ -2022,11 +2028,9 @@ void pl_direct_slice_over(struct pl_dscope *sc)
 		 * members added where the preload does not see it (a raw
 		 * epoll_ctl system call, io_uring) wait a slice at most.
 		 */
-		struct pl_dscope all = { .all = 1 };
-		int epfd = sc->epfd, t = trusted;
+		int epfd = sc->epfd;
 
-		each(&all, raise_one);
-		trusted = t;
+		raise_all();
 		scope_drop(sc);
 		pl_direct_scope_epoll(sc, epfd);
 	}
@@ -2042,21 +2046,11 @@ static int is_direct(const struct pl_sock *s)
 
 static void scope_empty(struct pl_dscope *sc)
 {
-	sc->s = sc->here;
-	sc->n = 0;
-	sc->cap = (int)(sizeof(sc->here) / sizeof(sc->here[0]));
-	sc->all = 0;
-	sc->hint = 0;
-	sc->nap_ns = 0;
-	sc->napped = 0;
-	sc->spin_until = 0;
-	sc->nap_end = 0;
-	sc->spin_from = 0;
-	sc->asleep = 0;
-	sc->nlook = 0;
-	sc->exact = 0;
-	sc->epfd = -1;
-	sc->set_id = 0;
+	*sc = (struct pl_dscope){
+		.s = sc->here,
+		.cap = (int)(sizeof(sc->here) / sizeof(sc->here[0])),
+		.epfd = -1,
+	};
 }
 
 /* Drop the connections sc holds: empty again. */
