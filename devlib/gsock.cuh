@@ -55,16 +55,17 @@ GSOCK_HD uint32_t gs_htonl(uint32_t v)
 	       (v << 24);
 }
 
-#include "gsock_internal.cuh" /* after the public types it uses */
-
 /*
- * Timing points inside gsend (0-5) and grecv (8-13): nothing unless the
+ * Timing points inside gsend (0-5, 7: a lane copy written) and grecv
+ * (8-13, 6: a lane copy found, 14: the return): nothing unless the
  * including file defines GS_TRACE(k) first (bench/probes/direct-phases.cu
  * does, to see where a round trip goes).
  */
 #ifndef GS_TRACE
 #define GS_TRACE(k) do { } while (0)
 #endif
+
+#include "gsock_internal.cuh" /* after the public types it uses */
 
 /* ---- the g-calls ---- */
 
@@ -259,6 +260,7 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 		if (!(flags & MSG_WAITALL))
 			break;
 	}
+	GS_TRACE(14);
 	return (long)done;
 }
 
@@ -306,9 +308,11 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 */
 		lane = !done && n > 0 && (size_t)n == len && len <= GS_LANE_MAX &&
 		       ls->lane_tx == GS_LANE_TX_ON;
-		if (lane)
+		if (lane) {
 			gs_lane_put(ls->tx_lane, gs_lane_tag(ls->lane_seq), tail,
 				    (const uint8_t *)buf, (uint32_t)n);
+			GS_TRACE(7);
+		}
 		gs_ring_copy(ls->ring_size, ls->tx_ring, tail,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
 		/*

@@ -113,7 +113,8 @@ GSOCK_DEVICE long gs_group_acked_t0(struct gsock_dev gs, struct ggroup g,
 	unsigned turn = 0;
 	long r = 0;
 
-	while (gs_ld64(&g.sync->acks) != want) {
+	for (uint64_t v = gs_ld64(&g.sync->acks); v != want;
+	     v = gs_ld64_moved(&g.sync->acks, v)) {
 		r = gs_wait_turn(gs, &turn);
 		if (r)
 			break;
@@ -172,7 +173,7 @@ GSOCK_DEVICE long gs_group_take(struct gsock_dev gs, struct ggroup g,
 	if (gs_tid() == 0) {
 		uint64_t seen = y->seen[g.rank];
 
-		while (gs_ld64(&y->seq) == seen) {
+		while (gs_ld64_moved(&y->seq, seen) == seen) {
 			r = gs_wait_turn(gs, &turn);
 			if (r)
 				break;

@@ -113,6 +113,30 @@ struct gsock_dev {
 	uint32_t lane; /* 1: direct connections use lanes ($GSOCK_DIRECT_LANE) */
 };
 
+/*
+ * *p for a wait that last saw `seen` there (from an acquire load, or
+ * from this): an acquire load only once it moved, so a turn that finds
+ * nothing pays no L1 invalidation (gs_peek64), and one that finds a move
+ * orders what it reads next after it, as gs_ld64 does. For words in
+ * device memory: one in host memory would pay a second PCIe read for
+ * each move it finds (a preloaded CPU client's 64 B round trip to a GPU
+ * echo server, whose wait peeked at the ring's tail in host memory,
+ * took 10.1-10.5 us against 8.8-9.2), so waits there load with acquire.
+ */
+GSOCK_DEVICE uint64_t gs_ld64_moved(const uint64_t *p, uint64_t seen)
+{
+	uint64_t v = gs_peek64(p);
+
+	return v == seen ? v : gs_ld64(p);
+}
+
+GSOCK_DEVICE uint32_t gs_ld32_moved(const uint32_t *p, uint32_t seen)
+{
+	uint32_t v = gs_peek32(p);
+
+	return v == seen ? v : gs_ld32(p);
+}
+
 /* 0 while the world is well, else the error every wait must return. */
 GSOCK_DEVICE int gs_world_error(struct gsock_dev gs)
 {
@@ -494,7 +518,9 @@ GSOCK_DEVICE uint64_t gs_rx_read_tail(struct gs_lsock *ls, int strict)
 		 * Our GPU's copy: the tail lies in [head - bytes taken from
 		 * the lane, head + ring], well within 2^31 of the head.
 		 */
-		uint64_t v = gs_ld64(ls->rx_tail_m);
+		uint64_t v = gs_ld64_moved(ls->rx_tail_m,
+					   ls->sgen |
+						   (ls->rx_tail_seen & GS_DCTR_MASK));
 
 		if ((v & ~GS_DCTR_MASK) != ls->sgen)
 			return gs_rx_avail(ls);
@@ -520,7 +546,9 @@ GSOCK_DEVICE uint64_t gs_tx_head_t0(struct gs_lsock *ls)
 {
 	if (ls->tx_head_m) {
 		/* our GPU's copy: the head lies in [tail - ring, tail] */
-		uint64_t v = gs_ld64(ls->tx_head_m);
+		uint64_t v = gs_ld64_moved(ls->tx_head_m,
+					   ls->sgen |
+						   (ls->tx_head_seen & GS_DCTR_MASK));
 
 		if ((v & ~GS_DCTR_MASK) == ls->sgen)
 			return ls->tx_tail - ((ls->tx_tail - v) & GS_DCTR_MASK);
@@ -779,6 +807,7 @@ GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 			}
 			/* a unit of another copy: the sender is mid-write */
 			if (!gs_warp_any(bad)) {
+				GS_TRACE(6);
 				GS_UNROLL
 				for (unsigned j = 0; j < GS_LANE_SLOTS; j++) {
 					unsigned u = t + j * GS_LANE_W;

@@ -120,7 +120,8 @@ GSOCK_DEVICE long gsrv_pipe_wait(struct gsock_dev gs, const struct gsrv *s,
 		uint64_t until = gs_now_ns() + (uint64_t)timeout_us * 1000;
 		unsigned turn = 0;
 
-		while (gs_ld64(&a->done) != seq) {
+		for (uint64_t v = gs_ld64(&a->done); v != seq;
+		     v = gs_ld64_moved(&a->done, v)) {
 			r = gs_wait_turn(gs, &turn);
 			if (!r && timeout_us >= 0 && gs_now_ns() > until)
 				r = -ETIMEDOUT;

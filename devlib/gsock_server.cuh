@@ -139,7 +139,7 @@ GSOCK_DEVICE long gsrv_wait_word(struct gsock_dev gs, const uint32_t *word,
 	unsigned turn = 0;
 
 	while (gs_tid() == 0) {
-		v = gs_ld32(word);
+		v = gs_ld32_moved(word, seen);
 		if ((uint32_t)v != seen)
 			break;
 		v = gs_wait_turn(gs, &turn);
@@ -216,11 +216,13 @@ GSOCK_DEVICE void gsrv_group_start(struct gsock_dev gs, struct gsrv *s,
 GSOCK_DEVICE int gsrv_group_wait(struct gsock_dev gs, struct gsrv *s)
 {
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	const uint64_t *done = (const uint64_t *)&b->done;
 	long r = 0;
 	unsigned turn = 0;
 
-	while (gs_tid() == 0 &&
-	       gs_ld64((const uint64_t *)&b->done) != s->group_blocks - 1) {
+	for (uint64_t v = gs_tid() == 0 ? gs_ld64(done) : 0;
+	     gs_tid() == 0 && v != s->group_blocks - 1;
+	     v = gs_ld64_moved(done, v)) {
 		r = gs_wait_turn(gs, &turn);
 		if (r)
 			break;

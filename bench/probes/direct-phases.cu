@@ -22,7 +22,7 @@
  *   nvcc -O2 -I devlib -o direct-phases bench/probes/direct-phases.cu \
  *        devlib/libgsock-cuda.a -lcuda
  *   ./direct-phases [-m self|server|client] [-P PORT] [-n SIZE] [-i ITERS]
- *                   [-t THREADS] [-d GPU] [-p]
+ *                   [-t THREADS] [-d GPU] [-p] [-o FILE]
  *   (-p: the server gpolls its connection before each grecv, as a server
  *   of many connections would; -m server and -m client on two GPUs, -d,
  *   or on one under MPS, for rings in GPU memory)
@@ -30,7 +30,12 @@
  * Built with -DPHASES it also prints the mean time between the library's
  * GS_TRACE points inside gsend and grecv (the wait, the broadcasts, the
  * copy, the publish or consume), and in self mode "notice": from one
- * block's publish to the other's grecv wait ending.
+ * block's publish to the other's grecv wait ending. Built with -DSTAMPS,
+ * -o FILE writes every trace point's stamps in order beside the round
+ * trips' (one block a process: -m server / -m client), and
+ * bench/probes/direct-stamps.py lines a server's and a client's file up
+ * by round trip: from the client's gsend to its lane copy, the server
+ * finding it, its grecv returning, its gsend's lane copy, and so on.
  */
 #include <arpa/inet.h>
 #include <stdint.h>
@@ -42,6 +47,7 @@
 #include "gsock.h"
 #include "gsock_port.h"
 
+#define MAXIT_ST 100000
 #ifdef PHASES
 /*
  * -DPHASES: the library's GS_TRACE points inside gsend (0-5) and grecv
@@ -70,6 +76,22 @@ GSOCK_DEVICE void gs_trace(int k)
 		tr_sum[b][15] += t - tr_pub[b ^ 1];
 		tr_n[b][15]++;
 	}
+}
+#define GS_TRACE(k) gs_trace(k)
+#elif defined(STAMPS)
+/*
+ * -DSTAMPS: each GS_TRACE point's stamps in order (thread 0 of the
+ * block), written with the round trips' own to the file -o names, so
+ * that two processes on one GPU (one timer) can be lined up by round
+ * trip: bench/probes/direct-stamps.py reads them.
+ */
+__device__ uint64_t st_at[16][MAXIT_ST];
+__device__ uint32_t st_n[16];
+
+GSOCK_DEVICE void gs_trace(int k)
+{
+	if (gs_tid() == 0 && st_n[k] < MAXIT_ST)
+		st_at[k][st_n[k]++] = gs_now_ns();
 }
 #define GS_TRACE(k) gs_trace(k)
 #endif
@@ -111,7 +133,10 @@ GSOCK_DEVICE long serve(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 {
 	struct sockaddr_in sa;
 	GS_SHARED struct gpollfd pfd;
-	int one = 1, lfd, c;
+	/* p lies in host memory: its fields read once, not a PCIe read a turn */
+	struct stamps *t = p->t;
+	uint32_t size = p->size, iters = p->iters;
+	int poll = p->poll, one = 1, lfd, c;
 	long r;
 
 	probe_addr(p, &sa);
@@ -126,8 +151,8 @@ GSOCK_DEVICE long serve(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 	if (r < 0)
 		return r;
 	r = c = gaccept(gs, lfd, NULL, NULL);
-	for (uint32_t i = 0; r >= 0 && i < p->iters; i++) {
-		if (p->poll) {
+	for (uint32_t i = 0; r >= 0 && i < iters; i++) {
+		if (poll) {
 			if (gs_tid() == 0) {
 				pfd.fd = c;
 				pfd.events = POLLIN;
@@ -137,16 +162,16 @@ GSOCK_DEVICE long serve(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 			if (r < 0)
 				break;
 		}
-		r = grecv(gs, c, buf, p->size, MSG_WAITALL);
+		r = grecv(gs, c, buf, size, MSG_WAITALL);
 		if (gs_tid() == 0)
-			p->t->d[i] = gs_now_ns();
-		if (r != (long)p->size) {
+			t->d[i] = gs_now_ns();
+		if (r != (long)size) {
 			r = r < 0 ? r : -EPROTO;
 			break;
 		}
-		r = gsend(gs, c, buf, p->size, 0);
+		r = gsend(gs, c, buf, size, 0);
 		if (gs_tid() == 0)
-			p->t->e[i] = gs_now_ns();
+			t->e[i] = gs_now_ns();
 	}
 	gclose(gs, lfd);
 	if (c >= 0)
@@ -157,6 +182,8 @@ GSOCK_DEVICE long serve(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 GSOCK_DEVICE long ask(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 {
 	struct sockaddr_in sa;
+	struct stamps *t = p->t; /* p's fields read once, as in serve */
+	uint32_t size = p->size, iters = p->iters;
 	long r;
 	int fd;
 
@@ -174,17 +201,17 @@ GSOCK_DEVICE long ask(struct gsock_dev gs, struct probe *p, uint8_t *buf)
 #ifdef __CUDACC__
 	uint64_t c0 = clock64(), n0 = gs_now_ns();
 #endif
-	for (uint32_t i = 0; r >= 0 && i < p->iters; i++) {
+	for (uint32_t i = 0; r >= 0 && i < iters; i++) {
 		if (gs_tid() == 0)
-			p->t->a[i] = gs_now_ns();
-		r = gsend(gs, fd, buf, p->size, 0);
+			t->a[i] = gs_now_ns();
+		r = gsend(gs, fd, buf, size, 0);
 		if (gs_tid() == 0)
-			p->t->b[i] = gs_now_ns();
+			t->b[i] = gs_now_ns();
 		if (r >= 0)
-			r = grecv(gs, fd, buf + p->size, p->size, MSG_WAITALL);
+			r = grecv(gs, fd, buf + size, size, MSG_WAITALL);
 		if (gs_tid() == 0)
-			p->t->c[i] = gs_now_ns();
-		if (r >= 0 && r != (long)p->size)
+			t->c[i] = gs_now_ns();
+		if (r >= 0 && r != (long)size)
 			r = -EPROTO;
 	}
 #ifdef __CUDACC__
@@ -233,13 +260,13 @@ int main(int argc, char **argv)
 	struct gsock_ctx *ctx;
 	struct probe *p;
 	struct stamps *t;
-	const char *mode = "self";
+	const char *mode = "self", *out = NULL;
 	unsigned threads = 256, port = 7790;
 	uint32_t size = 64, iters = 20000;
 	int opt, gpu = 0, poll = 0, role;
 	char err[256];
 
-	while ((opt = getopt(argc, argv, "m:P:n:i:t:d:p")) != -1)
+	while ((opt = getopt(argc, argv, "m:P:n:i:t:d:po:")) != -1)
 		switch (opt) {
 		case 'm': mode = optarg; break;
 		case 'P': port = (unsigned)atoi(optarg); break;
@@ -248,8 +275,15 @@ int main(int argc, char **argv)
 		case 't': threads = (unsigned)atoi(optarg); break;
 		case 'd': gpu = atoi(optarg); break;
 		case 'p': poll = 1; break;
+		case 'o': out = optarg; break;
 		default: return 64;
 		}
+#ifndef STAMPS
+	if (out) {
+		fprintf(stderr, "direct-phases: -o needs a build with -DSTAMPS\n");
+		return 64;
+	}
+#endif
 	role = !strcmp(mode, "server") ? 1 : !strcmp(mode, "client") ? 2 : 0;
 	if (size < 1 || size > 4096 || iters < 100 || iters > MAXIT) {
 		fprintf(stderr, "direct-phases: -n 1..4096, -i 100..%d\n", MAXIT);
@@ -315,6 +349,22 @@ int main(int argc, char **argv)
 		}
 		free(v);
 	}
+#ifdef STAMPS
+	if (out) { /* counts, the trace points' stamps, then the round trips' */
+		static uint64_t at[16][MAXIT_ST];
+		uint32_t n[16];
+		FILE *f = fopen(out, "wb");
+
+		cudaMemcpyFromSymbol(n, st_n, sizeof(n));
+		cudaMemcpyFromSymbol(at, st_at, sizeof(at));
+		if (!f || fwrite(n, sizeof(n), 1, f) != 1 ||
+		    fwrite(at, sizeof(at), 1, f) != 1 ||
+		    fwrite(t, sizeof(*t), 1, f) != 1 || fclose(f)) {
+			fprintf(stderr, "direct-phases: cannot write %s\n", out);
+			return 1;
+		}
+	}
+#endif
 #ifdef PHASES
 	{
 		uint64_t sum[2][16], n[2][16];

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Line up two direct-phases -DSTAMPS files (server, client: two processes
+on one GPU, one timer) by round trip and print where a round trip goes.
+
+    python3 bench/probes/direct-stamps.py SERVER.bin CLIENT.bin ITERS
+"""
+import sys
+from array import array
+
+MAXIT = 100000
+
+
+def load(path, iters):
+    with open(path, "rb") as f:
+        n = array("I")
+        n.fromfile(f, 16)
+        at = array("Q")
+        at.fromfile(f, 16 * MAXIT)
+        t = array("Q")
+        t.fromfile(f, 5 * MAXIT)
+    at = [at[k * MAXIT:k * MAXIT + iters] for k in range(16)]
+    t = [t[j * MAXIT:j * MAXIT + iters] for j in range(5)]
+    return n, at, t
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(len(v) * p))]
+
+
+def main():
+    iters = int(sys.argv[3])
+    sn, sat, st = load(sys.argv[1], iters)
+    cn, cat, ct = load(sys.argv[2], iters)
+    skip = iters // 10
+    print("trace counts: server", list(sn), "client", list(cn))
+    pts = {"c.gsend": ct[0], "c.gsend.ret": ct[1], "c.grecv.ret": ct[2],
+           "s.grecv.ret": st[3], "s.gsend.ret": st[4]}
+    # the library's points that fired once a round trip, or once a round
+    # trip but the first few (a lane starts after the first sends): lined
+    # up from the end, the first round trips are left out anyway
+    for k, name in ((7, "lane.put"), (6, "lane.found"), (0, "gsend.in"),
+                    (4, "published")):
+        for side, n, at in (("c.", cn, cat), ("s.", sn, sat)):
+            if iters - skip < n[k] <= iters:
+                lag = iters - n[k]
+                pts[side + name] = [0] * lag + list(at[k][:n[k]])
+    order = ["c.gsend", "c.lane.put", "s.lane.found", "s.grecv.ret",
+             "s.gsend.in", "s.lane.put", "c.published", "c.gsend.ret",
+             "c.lane.found", "s.published", "s.gsend.ret", "c.grecv.ret"]
+    base = pts["c.gsend"]
+    print("%-14s %8s %8s %8s  (us after the client's gsend call)"
+          % ("point", "p50", "p90", "step"))
+    last = 0.0
+    for name in order:
+        if name not in pts:
+            continue
+        d = [(pts[name][i] - base[i]) / 1e3 for i in range(skip, iters)]
+        m = pct(d, 0.5)
+        print("%-14s %8.2f %8.2f %8.2f" % (name, m, pct(d, 0.9), m - last))
+        last = m
+    rtt = [(pts["c.grecv.ret"][i] - base[i]) / 1e3 for i in range(skip, iters)]
+    print("rtt p50 %.2f p99 %.2f us" % (pct(rtt, 0.5), pct(rtt, 0.99)))
+
+
+main()
