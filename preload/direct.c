@@ -2591,7 +2591,7 @@ int pl_direct_exec_check(void)
 	return -1;
 }
 
-int pl_direct_rights_check(const struct msghdr *msg)
+int pl_direct_rights_check(const struct msghdr *msg, const char *call)
 {
 	struct cmsghdr *cm;
 
@@ -2617,8 +2617,8 @@ int pl_direct_rights_check(const struct msghdr *msg)
 			pl_sock_put(s);
 			if (direct) {
 				pl_log(PL_LOG_ERROR,
-				       "sendmsg refused: descriptor %d is a direct connection to a GPU application and cannot be passed to another process (SCM_RIGHTS); run with GSOCK_DIRECT=off",
-				       fd);
+				       "%s refused: descriptor %d is a direct connection to a GPU application and cannot be passed to another process (SCM_RIGHTS); run with GSOCK_DIRECT=off",
+				       call, fd);
 				errno = EOPNOTSUPP;
 				return -1;
 			}

@@ -122,9 +122,10 @@ void pl_direct_slice_over(struct pl_dscope *sc);
 /* exec: -1 (EOPNOTSUPP, said on stderr) if a direct fd would cross it. */
 int pl_direct_exec_check(void);
 /*
- * sendmsg: -1 (EOPNOTSUPP) if msg passes a direct descriptor (SCM_RIGHTS);
- * an exact epoll set passed is one no longer.
+ * sendmsg, and each message of sendmmsg: -1 (EOPNOTSUPP, said on stderr
+ * naming call) if msg passes a direct descriptor (SCM_RIGHTS); an exact
+ * epoll set passed is one no longer.
  */
-int pl_direct_rights_check(const struct msghdr *msg);
+int pl_direct_rights_check(const struct msghdr *msg, const char *call);
 
 #endif

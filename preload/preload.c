@@ -238,13 +238,28 @@ static PL_LOOKUP_CALL_AS(sendmsg_routed, calls_for_io, ssize_t, sendmsg,
 ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	pl_init();
-	if (!pl_busy && msg && pl_direct_rights_check(msg) < 0)
+	if (!pl_busy && msg && pl_direct_rights_check(msg, "sendmsg") < 0)
 		return -1;
 	return sendmsg_routed(fd, msg, flags);
 }
-PL_IO_CALL(int, sendmmsg,
-	   (int fd, struct mmsghdr *v, unsigned int n, int flags),
-	   (fd, v, n, flags))
+static PL_LOOKUP_CALL_AS(sendmmsg_routed, calls_for_io, int, sendmmsg,
+			 (int fd, struct mmsghdr *v, unsigned int n, int flags),
+			 (fd, v, n, flags))
+
+/*
+ * The same for each message: the messages before the first that would
+ * pass a direct descriptor go, as a sendmmsg that fails part way says
+ * (their count); a call whose first message is refused fails.
+ */
+int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	pl_init();
+	if (!pl_busy && v)
+		for (unsigned int i = 0; i < n; i++)
+			if (pl_direct_rights_check(&v[i].msg_hdr, "sendmmsg") < 0)
+				return i ? sendmmsg_routed(fd, v, i, flags) : -1;
+	return sendmmsg_routed(fd, v, n, flags);
+}
 PL_IO_CALL(ssize_t, sendfile, (int fd, int in, off_t *off, size_t n),
 	   (fd, in, off, n))
 PL_IO_CALL(ssize_t, sendfile64, (int fd, int in, off_t *off, size_t n),

@@ -15,7 +15,8 @@
  *   cloexec    exec keeps a socket without FD_CLOEXEC, closes one with it
  *   select     select on descriptor 1000, poll on a descriptor above 4096
  *   manyfds    more than 65,536 sockets at once, the last one used
- *   scm        a TCP socket passed over a unix socket (SCM_RIGHTS)
+ *   scm        a TCP socket passed over a unix socket (SCM_RIGHTS), by
+ *              sendmsg and as the second message of a sendmmsg
  *   storm      1 MiB echoed while SA_RESTART signals hit every 100 us
  *   execs      every exec call (execl, execlp, execle, execv, execvp,
  *              execve, execvpe, fexecve, execveat) runs its program with
@@ -973,17 +974,27 @@ static void t_manyfds(void)
 	free(fds);
 }
 
-static void t_scm(void)
+/*
+ * Pass a, one end of a TCP pair, to a child over a unix socket: with
+ * sendmsg, or (mmsg) as the second of two messages of one sendmmsg, the
+ * first a byte with no descriptor. The child writes through what it got.
+ */
+static void scm_pass(int mmsg)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))], line[64], c = 0;
-	struct iovec iov = { &c, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-			    .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
+	char cbuf[CMSG_SPACE(sizeof(int))], line[64], c = 0, c0 = 0;
+	struct iovec iov = { &c, 1 }, iov0 = { &c0, 1 };
+	struct mmsghdr mm[2] = { { .msg_hdr = { .msg_iov = &iov0,
+						 .msg_iovlen = 1 } } };
+	struct msghdr *m = &mm[1].msg_hdr;
 	struct cmsghdr *cm;
-	int sp[2], a, b, st;
+	const char *how = mmsg ? "sendmmsg" : "sendmsg";
+	int sp[2], a, b, st, sent, first = 0;
 	pid_t pid;
 
+	m->msg_iov = &iov;
+	m->msg_iovlen = 1;
+	m->msg_control = cbuf;
+	m->msg_controllen = sizeof(cbuf);
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp))
 		die("socketpair");
 	tcp_pair(&a, &b, 0);
@@ -992,21 +1003,32 @@ static void t_scm(void)
 		int fd;
 
 		close(sp[0]);
-		if (recvmsg(sp[1], &m, 0) != 1 || !(cm = CMSG_FIRSTHDR(&m)))
+		if (mmsg && recv(sp[1], &c0, 1, 0) != 1)
+			_exit(2);
+		if (recvmsg(sp[1], m, 0) != 1 || !(cm = CMSG_FIRSTHDR(m)))
 			_exit(2);
 		memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
 		_exit(full(fd, "passed\n", 7, 1) ? 3 : 0);
 	}
 	close(sp[1]);
 	memset(cbuf, 0, sizeof(cbuf));
-	cm = CMSG_FIRSTHDR(&m);
+	cm = CMSG_FIRSTHDR(m);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &a, sizeof(a));
-	if (sendmsg(sp[0], &m, 0) != 1) {
+	if (mmsg) {
+		sent = first = sendmmsg(sp[0], mm, 2, 0);
+		/* the first alone went: the rest again, as programs do */
+		if (sent == 1)
+			sent = sendmmsg(sp[0], mm + 1, 1, 0) == 1 ? 2 : 1;
+	} else {
+		sent = sendmsg(sp[0], m, 0) == 1 ? 2 : 1;
+	}
+	if (sent != 2) {
 		/* refused (a direct connection): say so, end the child */
-		printf("scm: sendmsg refused: %s\n", strerror(errno));
+		printf("scm: %s refused: %s%s\n", how, strerror(errno),
+		       first == 1 ? " (the message before it went)" : "");
 		close(sp[0]);
 		waitpid(pid, &st, 0);
 		close(a);
@@ -1016,10 +1038,16 @@ static void t_scm(void)
 	close(a);
 	read_line(b, line, sizeof(line));
 	waitpid(pid, &st, 0);
-	printf("scm: the receiving process wrote '%s' (status %d)\n", line,
-	       WEXITSTATUS(st));
+	printf("scm: %s: the receiving process wrote '%s' (status %d)\n", how,
+	       line, WEXITSTATUS(st));
 	close(b);
 	close(sp[0]);
+}
+
+static void t_scm(void)
+{
+	scm_pass(0);
+	scm_pass(1);
 }
 
 struct storm {
