@@ -113,15 +113,21 @@ struct gsock_dev {
 	uint32_t lane; /* 1: direct connections use lanes ($GSOCK_DIRECT_LANE) */
 };
 
+/* Timing points (gsock.cuh): nothing unless the includer defines them. */
+#ifndef GS_TRACE
+#define GS_TRACE(k) do { } while (0)
+#endif
+
 /*
- * *p for a wait that last saw `seen` there (from an acquire load, or
- * from this): an acquire load only once it moved, so a turn that finds
- * nothing pays no L1 invalidation (gs_peek64), and one that finds a move
- * orders what it reads next after it, as gs_ld64 does. For words in
- * device memory: one in host memory would pay a second PCIe read for
- * each move it finds (a preloaded CPU client's 64 B round trip to a GPU
- * echo server, whose wait peeked at the ring's tail in host memory,
- * took 10.1-10.5 us against 8.8-9.2), so waits there load with acquire.
+ * *p for a wait on a word that moves away from `seen`: a value equal to
+ * seen comes back unordered (act on it only where an earlier acquire
+ * load returned it, or not at all), one that differs is loaded again
+ * with acquire, so what the caller reads next is ordered after it. A
+ * turn that finds nothing pays no L1 invalidation (gs_peek64). For words
+ * in device memory: one in host memory pays a second PCIe read for each
+ * move found (a preloaded CPU client's 64 B round trip to a GPU echo
+ * server, whose wait peeked at the ring's tail in host memory, took
+ * 10.1-10.5 us against 8.8-9.2), so waits there load with acquire.
  */
 GSOCK_DEVICE uint64_t gs_ld64_moved(const uint64_t *p, uint64_t seen)
 {
@@ -518,10 +524,13 @@ GSOCK_DEVICE uint64_t gs_rx_read_tail(struct gs_lsock *ls, int strict)
 		 * Our GPU's copy: the tail lies in [head - bytes taken from
 		 * the lane, head + ring], well within 2^31 of the head.
 		 */
-		uint64_t v = gs_ld64_moved(ls->rx_tail_m,
-					   ls->sgen |
-						   (ls->rx_tail_seen & GS_DCTR_MASK));
+		uint64_t seen = ls->sgen | (ls->rx_tail_seen & GS_DCTR_MASK);
+		uint64_t v = gs_peek64(ls->rx_tail_m);
 
+		/* nothing new, or no tail of this use of the segment yet */
+		if (v == seen || (v & ~GS_DCTR_MASK) != ls->sgen)
+			return gs_rx_avail(ls);
+		v = gs_ld64(ls->rx_tail_m); /* moved: ordered before the bytes */
 		if ((v & ~GS_DCTR_MASK) != ls->sgen)
 			return gs_rx_avail(ls);
 		t = ls->rx_head + (uint64_t)(int64_t)(int32_t)(uint32_t)(v -
@@ -546,10 +555,12 @@ GSOCK_DEVICE uint64_t gs_tx_head_t0(struct gs_lsock *ls)
 {
 	if (ls->tx_head_m) {
 		/* our GPU's copy: the head lies in [tail - ring, tail] */
-		uint64_t v = gs_ld64_moved(ls->tx_head_m,
-					   ls->sgen |
-						   (ls->tx_head_seen & GS_DCTR_MASK));
+		uint64_t seen = ls->sgen | (ls->tx_head_seen & GS_DCTR_MASK);
+		uint64_t v = gs_peek64(ls->tx_head_m);
 
+		if (v == seen || (v & ~GS_DCTR_MASK) != ls->sgen)
+			return ls->tx_head_seen;
+		v = gs_ld64(ls->tx_head_m);
 		if ((v & ~GS_DCTR_MASK) == ls->sgen)
 			return ls->tx_tail - ((ls->tx_tail - v) & GS_DCTR_MASK);
 		return ls->tx_head_seen;

@@ -107,9 +107,9 @@ GSOCK_DEVICE uint32_t gs_ld32(const uint32_t *p)
  * turn reads (gs_ld64_moved). An ld.acquire.sys also invalidates the
  * SM's L1 (CCTL.IVALL on sm_90), so every later load of the turn, the
  * socket's own state included, went to L2: with the waits on counters
- * in GPU memory peeking instead, a 64 B round trip between two GPU
- * processes on one H100 fell from 7.7-8.8 to 5.8-6.8 us (bench/probes/
- * direct-phases).
+ * in GPU memory peeking instead, the GPU echo's 64 B round trip between
+ * two processes on one H100 fell from 7.0-7.7 to 6.3-6.5 us
+ * (bench/results/20261127T0300Z-peeking-waits.md).
  */
 GSOCK_DEVICE uint64_t gs_peek64(const uint64_t *p)
 {
@@ -175,10 +175,7 @@ GSOCK_DEVICE uint32_t gs_ld_local32(const uint32_t *p)
  */
 GSOCK_DEVICE uint64_t gs_ld_unit(const uint64_t *p)
 {
-	uint64_t v;
-
-	asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p));
-	return v;
+	return gs_peek64(p); /* the same load: no ordering, whole */
 }
 
 GSOCK_DEVICE void gs_st_unit(uint64_t *p, uint64_t v)
@@ -366,7 +363,7 @@ GSOCK_DEVICE uint32_t gs_ld_local32(const uint32_t *p)
 
 GSOCK_DEVICE uint64_t gs_ld_unit(const uint64_t *p)
 {
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
+	return gs_peek64(p);
 }
 
 GSOCK_DEVICE void gs_st_unit(uint64_t *p, uint64_t v)

@@ -127,6 +127,24 @@ GSOCK_DEVICE void gsrv_step(struct gsock_dev gs, const struct gsrv *s,
 	gs_sync();
 }
 
+/* gsrv_wait_word; dev: the word lies in device memory (gs_ld32_moved). */
+GSOCK_DEVICE long gs_srv_wait_word(struct gsock_dev gs, const uint32_t *word,
+				   uint32_t seen, int dev)
+{
+	long v = 0;
+	unsigned turn = 0;
+
+	while (gs_tid() == 0) {
+		v = dev ? gs_ld32_moved(word, seen) : gs_ld32(word);
+		if ((uint32_t)v != seen)
+			break;
+		v = gs_wait_turn(gs, &turn);
+		if (v)
+			break;
+	}
+	return gs_bcast(v);
+}
+
 /*
  * Wait until *word differs from seen (a word of device or host memory
  * that another block or the host writes): its new value, or a negative
@@ -135,18 +153,7 @@ GSOCK_DEVICE void gsrv_step(struct gsock_dev gs, const struct gsrv *s,
 GSOCK_DEVICE long gsrv_wait_word(struct gsock_dev gs, const uint32_t *word,
 				 uint32_t seen)
 {
-	long v = 0;
-	unsigned turn = 0;
-
-	while (gs_tid() == 0) {
-		v = gs_ld32_moved(word, seen);
-		if ((uint32_t)v != seen)
-			break;
-		v = gs_wait_turn(gs, &turn);
-		if (v)
-			break;
-	}
-	return gs_bcast(v);
+	return gs_srv_wait_word(gs, word, seen, 0);
 }
 
 /*
@@ -220,13 +227,13 @@ GSOCK_DEVICE int gsrv_group_wait(struct gsock_dev gs, struct gsrv *s)
 	long r = 0;
 	unsigned turn = 0;
 
-	for (uint64_t v = gs_tid() == 0 ? gs_ld64(done) : 0;
-	     gs_tid() == 0 && v != s->group_blocks - 1;
-	     v = gs_ld64_moved(done, v)) {
-		r = gs_wait_turn(gs, &turn);
-		if (r)
-			break;
-	}
+	if (gs_tid() == 0)
+		for (uint64_t v = gs_ld64(done); v != s->group_blocks - 1;
+		     v = gs_ld64_moved(done, v)) {
+			r = gs_wait_turn(gs, &turn);
+			if (r)
+				break;
+		}
 	return (int)gs_bcast(r);
 }
 
@@ -239,7 +246,7 @@ GSOCK_DEVICE long gsrv_group_next(struct gsock_dev gs, struct gsrv *s,
 				  uint32_t *seen)
 {
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
-	long v = gsrv_wait_word(gs, &b->gen, *seen);
+	long v = gs_srv_wait_word(gs, &b->gen, *seen, 1);
 
 	if (v < 0)
 		return v;

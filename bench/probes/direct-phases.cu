@@ -50,8 +50,9 @@
 #define MAXIT_ST 100000
 #ifdef PHASES
 /*
- * -DPHASES: the library's GS_TRACE points inside gsend (0-5) and grecv
- * (8-13), thread 0's time from one point to the next summed per block;
+ * -DPHASES: the library's GS_TRACE points inside gsend (0-5, 7) and
+ * grecv (6, 8-14), thread 0's time from one point to the next summed per
+ * block;
  * [b][15] sums how long after the other block published its tail this
  * block's grecv wait ended (self mode: both blocks on one timer).
  */
@@ -278,13 +279,17 @@ int main(int argc, char **argv)
 		case 'o': out = optarg; break;
 		default: return 64;
 		}
+	role = !strcmp(mode, "server") ? 1 : !strcmp(mode, "client") ? 2 : 0;
 #ifndef STAMPS
 	if (out) {
 		fprintf(stderr, "direct-phases: -o needs a build with -DSTAMPS\n");
 		return 64;
 	}
 #endif
-	role = !strcmp(mode, "server") ? 1 : !strcmp(mode, "client") ? 2 : 0;
+	if (out && !role) { /* two blocks would share one set of stamps */
+		fprintf(stderr, "direct-phases: -o needs -m server or -m client\n");
+		return 64;
+	}
 	if (size < 1 || size > 4096 || iters < 100 || iters > MAXIT) {
 		fprintf(stderr, "direct-phases: -n 1..4096, -i 100..%d\n", MAXIT);
 		return 64;
@@ -355,8 +360,11 @@ int main(int argc, char **argv)
 		uint32_t n[16];
 		FILE *f = fopen(out, "wb");
 
-		cudaMemcpyFromSymbol(n, st_n, sizeof(n));
-		cudaMemcpyFromSymbol(at, st_at, sizeof(at));
+		if (cudaMemcpyFromSymbol(n, st_n, sizeof(n)) != cudaSuccess ||
+		    cudaMemcpyFromSymbol(at, st_at, sizeof(at)) != cudaSuccess) {
+			fprintf(stderr, "direct-phases: cannot read the trace stamps\n");
+			return 1;
+		}
 		if (!f || fwrite(n, sizeof(n), 1, f) != 1 ||
 		    fwrite(at, sizeof(at), 1, f) != 1 ||
 		    fwrite(t, sizeof(*t), 1, f) != 1 || fclose(f)) {
@@ -368,10 +376,11 @@ int main(int argc, char **argv)
 #ifdef PHASES
 	{
 		uint64_t sum[2][16], n[2][16];
+		/* s:copy is the ring's copy alone where a lane copy went */
 		static const char *name[16] = {
 			"", "s:wait", "s:bcast", "s:copy", "s:publish", "s:bcast",
-			"", "", "", "r:wait", "r:bcast", "r:copy", "r:consume",
-			"r:bcast", "", "notice"
+			"r:lane", "s:lane", "", "r:wait", "r:bcast", "r:copy",
+			"r:consume", "r:bcast", "r:return", "notice"
 		};
 
 		cudaMemcpyFromSymbol(sum, tr_sum, sizeof(sum));

@@ -5,6 +5,7 @@ on one GPU, one timer) by round trip and print where a round trip goes.
 
     python3 bench/probes/direct-stamps.py SERVER.bin CLIENT.bin ITERS
 """
+import bisect
 import sys
 from array import array
 
@@ -30,6 +31,8 @@ def pct(v, p):
 
 
 def main():
+    if len(sys.argv) != 4:
+        sys.exit("usage: direct-stamps.py SERVER.bin CLIENT.bin ITERS")
     iters = int(sys.argv[3])
     sn, sat, st = load(sys.argv[1], iters)
     cn, cat, ct = load(sys.argv[2], iters)
@@ -37,15 +40,22 @@ def main():
     print("trace counts: server", list(sn), "client", list(cn))
     pts = {"c.gsend": ct[0], "c.gsend.ret": ct[1], "c.grecv.ret": ct[2],
            "s.grecv.ret": st[3], "s.gsend.ret": st[4]}
-    # the library's points that fired once a round trip, or once a round
-    # trip but the first few (a lane starts after the first sends): lined
-    # up from the end, the first round trips are left out anyway
+    # the library's points, each stamp placed in the round trip whose
+    # client gsend call came last before it (one timer); a point that
+    # fired more than once in a round trip keeps its first stamp, and a
+    # round trip where it did not fire has none
+    calls = list(pts["c.gsend"])
     for k, name in ((7, "lane.put"), (6, "lane.found"), (0, "gsend.in"),
                     (4, "published")):
         for side, n, at in (("c.", cn, cat), ("s.", sn, sat)):
-            if iters - skip < n[k] <= iters:
-                lag = iters - n[k]
-                pts[side + name] = [0] * lag + list(at[k][:n[k]])
+            if not n[k]:
+                continue
+            v = [None] * iters
+            for x in at[k][:min(n[k], iters)]:
+                i = bisect.bisect_right(calls, x) - 1
+                if i >= 0 and v[i] is None:
+                    v[i] = x
+            pts[side + name] = v
     order = ["c.gsend", "c.lane.put", "s.lane.found", "s.grecv.ret",
              "s.gsend.in", "s.lane.put", "c.published", "c.gsend.ret",
              "c.lane.found", "s.published", "s.gsend.ret", "c.grecv.ret"]
@@ -56,7 +66,12 @@ def main():
     for name in order:
         if name not in pts:
             continue
-        d = [(pts[name][i] - base[i]) / 1e3 for i in range(skip, iters)]
+        d = [(pts[name][i] - base[i]) / 1e3 for i in range(skip, iters)
+             if pts[name][i] is not None]
+        if len(d) < (iters - skip) // 2:
+            print("%-14s (in %d of %d round trips: left out)"
+                  % (name, len(d), iters - skip))
+            continue
         m = pct(d, 0.5)
         print("%-14s %8.2f %8.2f %8.2f" % (name, m, pct(d, 0.9), m - last))
         last = m
@@ -64,4 +79,5 @@ def main():
     print("rtt p50 %.2f p99 %.2f us" % (pct(rtt, 0.5), pct(rtt, 0.99)))
 
 
-main()
+if __name__ == "__main__":
+    main()
