@@ -1709,18 +1709,24 @@ static int each(struct pl_dscope *sc, int (*f)(struct pl_dconn *))
 }
 
 /*
- * Raise each connection sc looks at that has bytes (raise_one): how
- * many. An exact scope looks at its first nlook; the rest it only arms.
+ * each() over the connections sc looks at: an exact scope's first nlook;
+ * the rest (one-shot members) it only arms.
  */
-static int look(struct pl_dscope *sc)
+static int each_looked(struct pl_dscope *sc, int (*f)(struct pl_dconn *))
 {
 	int r = 0;
 
 	if (!sc->exact)
-		return each(sc, raise_one);
+		return each(sc, f);
 	for (int i = 0; i < sc->nlook; i++)
-		r += raise_one(__atomic_load_n(&sc->s[i]->dc, __ATOMIC_ACQUIRE));
+		r += f(__atomic_load_n(&sc->s[i]->dc, __ATOMIC_ACQUIRE));
 	return r;
+}
+
+/* Raise each connection sc looks at that has bytes (raise_one): how many. */
+static int look(struct pl_dscope *sc)
+{
+	return each_looked(sc, raise_one);
 }
 
 /*
@@ -1888,7 +1894,13 @@ static long long wait_of(struct pl_dscope *sc)
 	due_first = due_last = 0;
 	due_disarm = !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
 		     !__atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST);
-	if (!each(sc, due_f))
+	/*
+	 * Answers owed on members the wait does not look at (one-shot ones)
+	 * are not napped for: no look would find them, and their wake-up
+	 * would wait for the nap and the spin (a one-shot ping-pong's
+	 * round trip took 3.5 times as long).
+	 */
+	if (!each_looked(sc, due_f))
 		return 0;
 	if (!sc->napped) {
 		long long late = __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED);

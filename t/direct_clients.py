@@ -7,6 +7,9 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
   epoll-et PORT N        non-blocking, edge-triggered epoll: N bytes out and
                          back through one connection (N > the ring: full-ring
                          waits on EPOLLOUT)
+  oneshot PORT N         N round trips of 64 B, each answer waited for with
+                         epoll (EPOLLIN | EPOLLONESHOT), re-armed with
+                         EPOLL_CTL_MOD after each event
   select PORT N          the same with select(2), level-triggered
   fork PORT              parent connects; a child round-trips on the same
                          descriptor; then the parent does, after it exits
@@ -117,6 +120,33 @@ def epoll_et(port, n):
             ep.poll(5)
             waits += 1
     return say(bytes(got) == data, "epoll-et %d bytes back intact (%d waits)" % (n, waits))
+
+
+def oneshot(port, n):
+    n = int(n)
+    s = connect(port, blocking=False)
+    ep = select.epoll()
+    ev = select.EPOLLIN | select.EPOLLONESHOT
+    ep.register(s.fileno(), ev)
+    for i in range(n):
+        data = os.urandom(64)
+        s.sendall(data)
+        got = bytearray()
+        while len(got) < 64:
+            if not ep.poll(5):
+                return say(False, "oneshot: round trip %d: no event in 5 s" % i)
+            try:
+                chunk = s.recv(64 - len(got))
+            except BlockingIOError:
+                chunk = None
+            if chunk == b"":
+                return say(False, "oneshot: EOF in round trip %d" % i)
+            if chunk:
+                got.extend(chunk)
+            ep.modify(s.fileno(), ev)
+        if bytes(got) != data:
+            return say(False, "oneshot: round trip %d came back wrong" % i)
+    return say(True, "oneshot: %d round trips of 64 B intact" % n)
 
 
 def select_mode(port, n):
@@ -570,7 +600,7 @@ def closerange(port):
 
 
 def main(argv):
-    modes = {"epoll-et": epoll_et, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
+    modes = {"epoll-et": epoll_et, "oneshot": oneshot, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
              "wait-end": wait_end, "late": late, "raw": raw,
