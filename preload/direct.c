@@ -149,6 +149,7 @@ static unsigned miss_rate;
  * NAP_MIN_NS. Racy updates lose a sample now and then, no more.
  */
 static long long nap_late_ns;
+static unsigned long naps_taken; /* said at exit, GSOCK_LOG=debug */
 /*
  * Threads of this process asleep in a kernel wait over every direct
  * connection (atomic; one over named ones counts in each connection's
@@ -1847,10 +1848,11 @@ __attribute__((destructor)) static void naps_said(void)
 	if (!__atomic_load_n(&serials, __ATOMIC_RELAXED) || !nap_win_ns)
 		return;
 	pl_log(PL_LOG_DEBUG,
-	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window",
+	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window; %lu naps taken",
 	       __atomic_load_n(&answer_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED) / 1000,
-	       __atomic_load_n(&miss_rate, __ATOMIC_RELAXED));
+	       __atomic_load_n(&miss_rate, __ATOMIC_RELAXED),
+	       __atomic_load_n(&naps_taken, __ATOMIC_RELAXED));
 }
 
 /*
@@ -1914,6 +1916,7 @@ static long long wait_of(struct pl_dscope *sc)
 		sc->spin_from = due_first + late;
 		if (due_first - late - now >= NAP_MIN_NS) {
 			sc->nap_end = due_first - late;
+			__atomic_fetch_add(&naps_taken, 1, __ATOMIC_RELAXED);
 			return sc->nap_end - now;
 		}
 		if (late)
@@ -2617,6 +2620,11 @@ int pl_direct_rights_check(const struct msghdr *msg, const char *call)
 
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 			continue;
+		/* one the kernel refuses (EINVAL) passes nothing: its to say */
+		if (cm->cmsg_len < CMSG_LEN(0) ||
+		    (const char *)cm + cm->cmsg_len >
+			    (const char *)msg->msg_control + msg->msg_controllen)
+			return 0;
 		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (size_t i = 0; i < n; i++) {
 			struct pl_sock *s;

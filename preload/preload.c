@@ -248,16 +248,21 @@ static PL_LOOKUP_CALL_AS(sendmmsg_routed, calls_for_io, int, sendmmsg,
 
 /*
  * The same for each message: the messages before the first that would
- * pass a direct descriptor go, as a sendmmsg that fails part way says
- * (their count); a call whose first message is refused fails.
+ * pass a direct descriptor go to the kernel, whose answer is returned
+ * (their count, as for a sendmmsg that fails part way); a call whose
+ * first message is refused fails. The kernel reads IOV_MAX at most.
  */
 int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
+	unsigned int most = n < IOV_MAX ? n : IOV_MAX;
+
 	pl_init();
-	if (!pl_busy && v)
-		for (unsigned int i = 0; i < n; i++)
+	if (!pl_busy && v) {
+		for (unsigned int i = 0; i < most; i++) {
 			if (pl_direct_rights_check(&v[i].msg_hdr, "sendmmsg") < 0)
 				return i ? sendmmsg_routed(fd, v, i, flags) : -1;
+		}
+	}
 	return sendmmsg_routed(fd, v, n, flags);
 }
 PL_IO_CALL(ssize_t, sendfile, (int fd, int in, off_t *off, size_t n),

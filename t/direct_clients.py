@@ -7,9 +7,9 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
   epoll-et PORT N        non-blocking, edge-triggered epoll: N bytes out and
                          back through one connection (N > the ring: full-ring
                          waits on EPOLLOUT)
-  oneshot PORT N         N round trips of 64 B, each answer waited for with
+  oneshot PORT N [lt]    N round trips of 64 B, each answer waited for with
                          epoll (EPOLLIN | EPOLLONESHOT), re-armed with
-                         EPOLL_CTL_MOD after each event
+                         EPOLL_CTL_MOD after each event (lt: EPOLLIN alone)
   select PORT N          the same with select(2), level-triggered
   fork PORT              parent connects; a child round-trips on the same
                          descriptor; then the parent does, after it exits
@@ -122,11 +122,11 @@ def epoll_et(port, n):
     return say(bytes(got) == data, "epoll-et %d bytes back intact (%d waits)" % (n, waits))
 
 
-def oneshot(port, n):
+def oneshot(port, n, lt=None):
     n = int(n)
     s = connect(port, blocking=False)
     ep = select.epoll()
-    ev = select.EPOLLIN | select.EPOLLONESHOT
+    ev = select.EPOLLIN | (0 if lt else select.EPOLLONESHOT)
     ep.register(s.fileno(), ev)
     for i in range(n):
         data = os.urandom(64)
@@ -143,10 +143,11 @@ def oneshot(port, n):
                 return say(False, "oneshot: EOF in round trip %d" % i)
             if chunk:
                 got.extend(chunk)
-            ep.modify(s.fileno(), ev)
+            if not lt:
+                ep.modify(s.fileno(), ev)
         if bytes(got) != data:
             return say(False, "oneshot: round trip %d came back wrong" % i)
-    return say(True, "oneshot: %d round trips of 64 B intact" % n)
+    return say(True, "oneshot%s: %d round trips of 64 B intact" % (" (lt)" if lt else "", n))
 
 
 def select_mode(port, n):

@@ -16,7 +16,8 @@
  *   select     select on descriptor 1000, poll on a descriptor above 4096
  *   manyfds    more than 65,536 sockets at once, the last one used
  *   scm        a TCP socket passed over a unix socket (SCM_RIGHTS), by
- *              sendmsg and as the second message of a sendmmsg
+ *              sendmsg and as the second message of a sendmmsg; then an
+ *              SCM_RIGHTS header too short to be one (EINVAL)
  *   storm      1 MiB echoed while SA_RESTART signals hit every 100 us
  *   execs      every exec call (execl, execlp, execle, execv, execvp,
  *              execve, execvpe, fexecve, execveat) runs its program with
@@ -1044,10 +1045,44 @@ static void scm_pass(int mmsg)
 	close(sp[0]);
 }
 
+/*
+ * An SCM_RIGHTS header too short to be one, by sendmsg and sendmmsg, in
+ * a process that made an epoll set (so the preload looks at what is
+ * passed): the kernel's EINVAL, not a crash.
+ */
+static void scm_malformed(void)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))], c = 0;
+	struct iovec iov = { &c, 1 };
+	struct mmsghdr mm = { .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1,
+					   .msg_control = cbuf,
+					   .msg_controllen = sizeof(cbuf) } };
+	struct cmsghdr *cm;
+	int sp[2], ep = epoll_create1(0), r1, e1, r2, e2;
+
+	if (ep < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sp))
+		die("epoll_create1/socketpair");
+	memset(cbuf, 0, sizeof(cbuf));
+	cm = CMSG_FIRSTHDR(&mm.msg_hdr);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = 0;
+	r1 = (int)sendmsg(sp[0], &mm.msg_hdr, 0);
+	e1 = errno;
+	r2 = sendmmsg(sp[0], &mm, 1, 0);
+	e2 = errno;
+	printf("scm: an SCM_RIGHTS header of length 0: sendmsg %s, sendmmsg %s\n",
+	       r1 < 0 ? strerror(e1) : "sent", r2 < 0 ? strerror(e2) : "sent");
+	close(sp[0]);
+	close(sp[1]);
+	close(ep);
+}
+
 static void t_scm(void)
 {
 	scm_pass(0);
 	scm_pass(1);
+	scm_malformed();
 }
 
 struct storm {
