@@ -55,16 +55,6 @@ GSOCK_HD uint32_t gs_htonl(uint32_t v)
 	       (v << 24);
 }
 
-/*
- * Timing points inside gsend (0-5, 7: a lane copy written) and grecv
- * (8-13, 6: a lane copy found, 14: the return): nothing unless the
- * including file defines GS_TRACE(k) first (bench/probes/direct-phases.cu
- * does, to see where a round trip goes).
- */
-#ifndef GS_TRACE
-#define GS_TRACE(k) do { } while (0)
-#endif
-
 #include "gsock_internal.cuh" /* after the public types it uses */
 
 /* ---- the g-calls ---- */
