@@ -151,6 +151,24 @@ static unsigned miss_rate;
 static long long nap_late_ns;
 static unsigned long naps_taken; /* said at exit, GSOCK_LOG=debug */
 /*
+ * Answers later than the nap window (a GPU that computes before it
+ * answers): a wait that sleeps owing one looks at its rings itself now
+ * and then (look_in), rather than leave the answer to gsockd's doorbell
+ * watch alone, whose period grows to 4 ms while gsockd is quiet. The
+ * first look comes at three quarters of such an answer's usual time
+ * (slow_ns), the next a quarter of the time owed so far apart (at least
+ * LOOK_MIN_NS), so an answer is found a quarter late at most; none past
+ * LOOK_HORIZON_NS, and none while most of the answers owed past the
+ * window came past the horizon or never (slow_rate, of 256: a program
+ * whose sends are answers, and whose next request may come in a minute).
+ * Racy updates lose a sample now and then, no more.
+ */
+#define LOOK_MIN_NS 20000LL
+#define LOOK_HORIZON_NS 20000000LL
+static long long slow_ns = 1000000;
+static unsigned slow_rate;
+static unsigned long looks_taken; /* said at exit, GSOCK_LOG=debug */
+/*
  * Threads of this process asleep in a kernel wait over every direct
  * connection (atomic; one over named ones counts in each connection's
  * sleepers), and whether the process forked while it had direct
@@ -298,6 +316,39 @@ static void sleep_count(struct pl_dconn *c, int d)
 	__atomic_fetch_add(&c->sleepers, d, __ATOMIC_SEQ_CST);
 }
 
+/* An answer owed past the nap window came d ns after its send: looks learn. */
+static void slow_answer(long long d)
+{
+	unsigned r = __atomic_load_n(&slow_rate, __ATOMIC_RELAXED);
+	long long a = __atomic_load_n(&slow_ns, __ATOMIC_RELAXED);
+
+	if (d > LOOK_HORIZON_NS) {
+		__atomic_store_n(&slow_rate, r + (256 - r) / 8,
+				 __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_store_n(&slow_rate, r - r / 8, __ATOMIC_RELAXED);
+	__atomic_store_n(&slow_ns, a + (d - a) / 8, __ATOMIC_RELAXED);
+}
+
+/*
+ * A wait that sleeps on c owing an answer past the nap window: in how
+ * many ns it should look at c's ring itself (see slow_ns), or 0: none.
+ */
+static long long look_in(struct pl_dconn *c, long long now)
+{
+	long long t = __atomic_load_n(&c->out_ns, __ATOMIC_RELAXED), e, first;
+
+	if (!t || __atomic_load_n(&slow_rate, __ATOMIC_RELAXED) >= 192)
+		return 0;
+	e = now - t;
+	if (e >= LOOK_HORIZON_NS)
+		return 0;
+	first = __atomic_load_n(&slow_ns, __ATOMIC_RELAXED) * 3 / 4 - e;
+	e = e / 4 > LOOK_MIN_NS ? e / 4 : LOOK_MIN_NS;
+	return first > e ? first : e;
+}
+
 /*
  * Bytes went out on c: an answer is owed from now, unless one was within
  * the window (a stream that only sends starts a new one now and then).
@@ -307,9 +358,12 @@ static void owe(struct pl_dconn *c)
 	long long t = __atomic_load_n(&c->out_ns, __ATOMIC_RELAXED);
 	long long now = now_ns();
 
-	if (!t || now - t > nap_win_ns)
-		__atomic_compare_exchange_n(&c->out_ns, &t, now, 0,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	if (t && now - t <= nap_win_ns)
+		return;
+	if (__atomic_compare_exchange_n(&c->out_ns, &t, now, 0,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED) &&
+	    t) /* the answer owed before never came: looks would not pay */
+		slow_answer(LOOK_HORIZON_NS + 1);
 }
 
 /*
@@ -328,6 +382,7 @@ static void answered(struct pl_dconn *c)
 	if (d > nap_win_ns) {
 		__atomic_store_n(&miss_rate, m + (256 - m) / 8,
 				 __ATOMIC_RELAXED);
+		slow_answer(d);
 		return;
 	}
 	__atomic_store_n(&miss_rate, m - m / 8, __ATOMIC_RELAXED);
@@ -552,7 +607,9 @@ static int sa_restart(void)
 }
 
 /*
- * Sleep until A has events, at most ms (-1: no limit). A reader wakes
+ * Sleep until A has events, at most ms (-1: no limit; then a reader owed
+ * a slow answer wakes in look_in's time to look at the ring itself). A
+ * reader wakes
  * when the kernel connection ends too (FIN or RST: gsockd died); a
  * writer, whose peer may have shut only its own sending down, wakes
  * every slice to look. Returns 0, or -1 with errno (EINTR): a signal
@@ -584,8 +641,18 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 		 * clear and bytes that come later unannounced; the caller
 		 * looks at the ring after each slice.
 		 */
-		r = rx_avail(c) ? 0 :
-				  pl_real.poll(p, 2, ms < 0 ? SLICE_MS : ms);
+		long long look = ms < 0 ? look_in(c, now_ns()) : 0;
+		struct timespec ts = { (time_t)(look / 1000000000LL),
+				       (long)(look % 1000000000LL) };
+
+		if (rx_avail(c)) {
+			r = 0;
+		} else if (look > 0 && look < SLICE_MS * 1000000LL) {
+			__atomic_fetch_add(&looks_taken, 1, __ATOMIC_RELAXED);
+			r = pl_real.ppoll(p, 2, &ts, NULL);
+		} else {
+			r = pl_real.poll(p, 2, ms < 0 ? SLICE_MS : ms);
+		}
 		e = errno;
 		sleep_count(c, -1);
 		errno = e;
@@ -1848,10 +1915,14 @@ __attribute__((destructor)) static void naps_said(void)
 	if (!__atomic_load_n(&serials, __ATOMIC_RELAXED) || !nap_win_ns)
 		return;
 	pl_log(PL_LOG_DEBUG,
-	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window; %lu naps taken",
+	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window; slow answers in %lld us, %u of 256 past %lld ms; %lu sleeps looked for one; %lu naps taken",
 	       __atomic_load_n(&answer_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&miss_rate, __ATOMIC_RELAXED),
+	       __atomic_load_n(&slow_ns, __ATOMIC_RELAXED) / 1000,
+	       __atomic_load_n(&slow_rate, __ATOMIC_RELAXED),
+	       LOOK_HORIZON_NS / 1000000,
+	       __atomic_load_n(&looks_taken, __ATOMIC_RELAXED),
 	       __atomic_load_n(&naps_taken, __ATOMIC_RELAXED));
 }
 
@@ -1938,6 +2009,43 @@ static long long wait_of(struct pl_dscope *sc)
 	return -1;
 }
 
+static __thread long long look_now, look_min;
+
+static int look_f(struct pl_dconn *c)
+{
+	long long w = look_in(c, look_now);
+
+	if (w > 0 && (!look_min || w < look_min))
+		look_min = w;
+	return 0;
+}
+
+/*
+ * An armed wait that sleeps owing a slow answer (look_in) wakes to look
+ * at its rings itself: with can_nap for that long (sc->nap_ns; returns
+ * 0), else for as many whole milliseconds; otherwise for slice.
+ */
+static int look_slice(struct pl_dscope *sc, int timeout_ms, int can_nap,
+		      int slice)
+{
+	long long w, ms;
+
+	look_now = now_ns();
+	look_min = 0;
+	each_looked(sc, look_f);
+	w = look_min;
+	if (!w || (timeout_ms >= 0 && w >= timeout_ms * 1000000LL))
+		return slice;
+	ms = (w + 999999) / 1000000;
+	if (!can_nap && ms >= slice)
+		return slice;
+	__atomic_fetch_add(&looks_taken, 1, __ATOMIC_RELAXED);
+	if (!can_nap)
+		return (int)ms;
+	sc->nap_ns = w;
+	return 0;
+}
+
 int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 {
 	int slice = timeout_ms < 0 || timeout_ms > SLICE_MS ? SLICE_MS :
@@ -2007,7 +2115,7 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	/* counted before armed: see disarm */
 	pl_direct_sleep(sc, 1);
 	each(sc, arm_f);
-	return slice;
+	return look_slice(sc, timeout_ms, can_nap, slice);
 }
 
 void pl_direct_sleep(struct pl_dscope *sc, int d)

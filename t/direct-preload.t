@@ -13,12 +13,13 @@
 # block holding several connections, its next one right after each
 # answer) serves a paced epoll client and a closed loop on direct
 # connections; waits that owe an answer nap and take it themselves, with
-# no wake-up byte from gsockd.
+# no wake-up byte from gsockd, and waits that sleep owing a slow one look
+# for it themselves.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 48
+plan 50
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -282,6 +283,49 @@ grep -q ' missing=0' "$TMP/mpaced"
 ok $? "a multiplexed server (-b 4 -m 4) answers a paced epoll client, 12 direct connections, every request"
 mplex mclosed
 ok $? "... and a closed loop on 12 direct connections"
+
+# Answers later than the nap window (a server that computes before it
+# answers: the echo server's --delay): a wait that sleeps owing one looks
+# at the ring itself now and then, where before it slept until gsockd's
+# doorbell watch, whose period grows to 4 ms when gsockd is quiet, found
+# the answer's doorbell. A blocking receive (python), then epoll waits
+# (a paced loadgen); each says at exit how many sleeps looked.
+kill "$SERVER_PID" 2>/dev/null
+wait "$SERVER_PID" 2>/dev/null
+start_server -l 127.0.0.1:0 -b 2 -D 2000 || exit 1
+looks() { # FILE: the sleeps that looked for a slow answer, said at exit
+	sed -n 's/.*; \([0-9]*\) sleeps looked for one;.*/\1/p' "$1"
+}
+env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 python3 - "$PORT" \
+	>"$TMP/slow-py" 2>&1 <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+for i in range(60):
+    m = bytes((i + k) % 256 for k in range(64))
+    s.sendall(m)
+    got = b""
+    while len(got) < 64:
+        b = s.recv(64 - len(got))
+        if not b:
+            sys.exit("end of stream at echo %d" % i)
+        got += b
+    if got != m:
+        sys.exit("echo %d: wrong bytes" % i)
+print("60 echoes, 2 ms late each, right")
+PY
+r=$?
+grep 'echoes\|answers came\|rror\|wrong\|end of' "$TMP/slow-py" | sed 's/^/# /'
+n=$(looks "$TMP/slow-py")
+[ $r = 0 ] && grep -q 'direct path,' "$TMP/slow-py" && [ "${n:-0}" -gt 0 ]
+ok $? "a blocking receive owed a slow answer looks at the ring itself as it sleeps (${n:-no} sleeps looked; 60 echoes 2 ms late, every byte right)"
+env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 "$LOADGEN" -c 2 -s 64 -r 100 \
+	-d 1 -w 0.2 127.0.0.1 "$PORT" >"$TMP/slow-lg" 2>&1
+r=$?
+grep 'reqs=\|answers came' "$TMP/slow-lg" | sed 's/^/# /'
+n=$(looks "$TMP/slow-lg")
+[ $r = 0 ] && grep -q ' errors=0' "$TMP/slow-lg" && grep -q ' missing=0' "$TMP/slow-lg" &&
+	! grep -q ' reqs=0 ' "$TMP/slow-lg" && [ "${n:-0}" -gt 0 ]
+ok $? "... and so do epoll waits (${n:-no} sleeps looked; a paced loadgen, every request answered, every byte right)"
 
 # A wait that owes an answer naps and looks at the rings itself, so the
 # answers need no wake-up byte from gsockd (which logs how many it wrote

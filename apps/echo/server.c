@@ -6,7 +6,8 @@
  * serve bench/loadgen's one-way streams (stream.h). With --group-blocks K
  * each connection's bytes are copied by a group of K blocks (the layer's
  * groups): the serving block calls gsend_group and grecv_group, the others
- * help in ggroup_help until it stops them.
+ * help in ggroup_help until it stops them. --delay holds each answer
+ * back, as a server that computes before it answers would.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 /* The server's own arguments (s->app). */
 struct echo_app {
 	uint32_t mode; /* enum echo_mode */
+	uint32_t delay_us; /* -D: each echo's answer this late */
 	struct ggroup_sync *sync; /* device memory: one per group, or NULL */
 };
 
@@ -69,6 +71,16 @@ GSOCK_DEVICE long source(struct gsock_dev gs, const struct gsrv *s, int fd,
 	return gsrv_fatal(n) ? n : 0; /* the peer's going ends it */
 }
 
+/* -D: every thread waits ns (the clock's own pace), then the block meets. */
+GSOCK_DEVICE void think(uint64_t ns)
+{
+	uint64_t until = gs_now_ns() + ns;
+
+	while (gs_now_ns() < until)
+		gs_pause(1000);
+	gs_sync();
+}
+
 GSOCK_KERNEL(echo_kernel, gs, arg)
 {
 	struct gsrv *s = (struct gsrv *)arg;
@@ -93,6 +105,8 @@ GSOCK_KERNEL(echo_kernel, gs, arg)
 			do {
 				n = grecv_group(gs, fd, buf, s->bufsize, wait,
 						g);
+				if (n > 0 && e->delay_us)
+					think(e->delay_us * 1000ull);
 				if (n > 0)
 					n = gsend_group(gs, fd, buf, (size_t)n,
 							0, g);
@@ -105,7 +119,7 @@ GSOCK_KERNEL(echo_kernel, gs, arg)
 }
 
 static const char *const modes[] = { "echo", "sink", "source" };
-static uint32_t mode_opt = ECHO_ECHO;
+static uint32_t mode_opt = ECHO_ECHO, delay_opt;
 
 static int option(struct gsrv_app *app, int opt, const char *arg)
 {
@@ -120,6 +134,19 @@ static int option(struct gsrv_app *app, int opt, const char *arg)
 			return EX_USAGE;
 		}
 		app->group_blocks = (unsigned)v;
+		return 0;
+	}
+	if (opt == 'D') {
+		char *end;
+		unsigned long v = strtoul(arg, &end, 10);
+
+		if (!*arg || *end || *arg == '-' || v > 10000000) {
+			fprintf(stderr,
+				"%s: --delay is 0 to 10000000 microseconds, not '%s'\n",
+				app->name, arg);
+			return EX_USAGE;
+		}
+		delay_opt = (uint32_t)v;
 		return 0;
 	}
 	for (mode_opt = 0; mode_opt < 3; mode_opt++)
@@ -144,7 +171,13 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 	}
 	if (mode_opt == ECHO_SOURCE)
 		s->bufsize += STREAM_PERIOD; /* the pattern from any offset */
+	if (delay_opt && mode_opt != ECHO_ECHO) {
+		fprintf(stderr, "%s: --delay holds back echoes: leave out --mode\n",
+			app->name);
+		return EX_USAGE;
+	}
 	e->mode = mode_opt;
+	e->delay_us = delay_opt;
 	if (s->group_blocks > 1) { /* zeroed, as struct ggroup_sync must start */
 		e->sync = (struct ggroup_sync *)gsock_dev_alloc(
 			ctx, (size_t)s->blocks * sizeof(*e->sync));
@@ -161,13 +194,14 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "mode", required_argument, NULL, 'M' },
 		{ "group-blocks", required_argument, NULL, 'k' },
+		{ "delay", required_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct gsrv_app app = { 0 };
 
 	app.name = "gsock-echo-server";
 	app.kernel = (const void *)echo_kernel;
-	app.opts = "M:k:";
+	app.opts = "M:k:D:";
 	app.longopts = opts;
 	app.usage =
 		"  -M, --mode MODE       echo (default); sink: read each connection to its end,\n"
@@ -175,7 +209,9 @@ int main(int argc, char **argv)
 		"                        wrong bytes; source: send the stream pattern until\n"
 		"                        the peer goes (bench/loadgen -m up and -m down)\n"
 		"  -k, --group-blocks K  blocks that copy each connection's bytes together\n"
-		"                        (default 1; -b counts groups then)\n";
+		"                        (default 1; -b counts groups then)\n"
+		"  -D, --delay US        answer each echo US microseconds after its bytes\n"
+		"                        came (a server that computes first; default 0)\n";
 	app.option = option;
 	app.setup = setup;
 	app.app_size = sizeof(struct echo_app);
