@@ -13,6 +13,11 @@
  * its latency counts from then, so that a server's stall is in the
  * latencies even while the client waits on it; a request sent more than
  * a millisecond late is counted as such (more connections keep up).
+ * Every connection is made before the clock starts, so that a request's
+ * latency is its own, not a connect's and an accept's too (at 20
+ * requests a second over 64 connections most requests were the first
+ * of theirs); one the server closes is made again when next needed, and
+ * that time counts.
  * Prints one line: requests, right, wrong, errors, the run's seconds
  * (from the threads' start to the last answer), rate, p50, p99, p99.9
  * and max latency; exits 1 if any answer was wrong or missing.
@@ -59,6 +64,8 @@ static uint64_t per_conn = 10, duration_ns;
 static double rate;
 static int exact, raw;
 static uint64_t start_ns, max_req; /* max_req: latencies a connection keeps */
+/* Twice: every thread connected; then start_ns is set, and they go. */
+static pthread_barrier_t ready;
 
 static uint64_t now_ns(void)
 {
@@ -183,8 +190,11 @@ static void *run(void *arg)
 	struct conn_run *r = arg;
 	size_t cap = 1 << 16, blen;
 	uint8_t *buf = malloc(cap + 1), *body;
-	int fd = -1, closes = 0;
+	int fd = app_connect(server), closes = 0;
 
+	/* a connection that failed here is tried again, and said, below */
+	pthread_barrier_wait(&ready);
+	pthread_barrier_wait(&ready);
 	sleep_until(start_ns);
 	for (uint64_t k = 0; r->done < max_req; k++) {
 		uint64_t due = now_ns(), i = k * conns + r->id;
@@ -326,12 +336,19 @@ int main(int argc, char **argv)
 	all = malloc(sizeof(*all) * (max_req * conns + 1));
 	if (!runs || !all)
 		return EX_OSERR;
-	start_ns = now_ns() + 10000000; /* the threads start together */
+	if (pthread_barrier_init(&ready, NULL, conns + 1))
+		return EX_OSERR;
 	for (unsigned i = 0; i < conns; i++) {
 		runs[i].id = i;
 		runs[i].lat = all + (size_t)i * max_req;
-		pthread_create(&runs[i].tid, NULL, run, &runs[i]);
+		if (pthread_create(&runs[i].tid, NULL, run, &runs[i])) {
+			fprintf(stderr, "infer-client: cannot start %u threads\n", conns);
+			return EX_OSERR;
+		}
 	}
+	pthread_barrier_wait(&ready); /* every connection made (or failed) */
+	start_ns = now_ns() + 10000000; /* the threads start together */
+	pthread_barrier_wait(&ready);
 	for (unsigned i = 0; i < conns; i++) {
 		pthread_join(runs[i].tid, NULL);
 		if (runs[i].why[0] && !wrong && !errors)
