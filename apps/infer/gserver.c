@@ -153,7 +153,7 @@ GSOCK_DEVICE long ig_serve(struct gsock_dev gs, struct gsrv *s, int fd,
 	return served ? 1 : -EAGAIN;
 }
 
-GSOCK_KERNEL_FIT(ig_kernel, gs, arg, ESPCN_THREADS, 1)
+GSOCK_KERNEL_FIT(ig_kernel, gs, arg, ESPCN_THREADS, 2)
 {
 	struct gsrv *s = (struct gsrv *)arg;
 	struct ig_conf *c = (struct ig_conf *)s->app;
