@@ -982,7 +982,18 @@ void br_direct_kick(struct br_sock *s)
 	in = s->dside ^ 1;
 	if (!(__atomic_load_n(&d->cpu, __ATOMIC_ACQUIRE) & GS_DC_SIDE(in)))
 		return;
-	wake = took(&d->want[out], GS_DW_READER);
+	/*
+	 * A reader is woken for bytes or an end it has not taken: the
+	 * preload may have taken them already (a wait that looked at the
+	 * ring itself), and a byte written now would land on its next wait
+	 * as readiness with nothing to read. Its READER stays for the next
+	 * bytes, whose publish rings again.
+	 */
+	wake = (pipe_unread(&d->pipe[out]) ||
+		((__atomic_load_n(&d->eof, __ATOMIC_ACQUIRE) |
+		  __atomic_load_n(&d->closed, __ATOMIC_ACQUIRE)) &
+		 GS_DC_SIDE(out))) &&
+	       took(&d->want[out], GS_DW_READER);
 	room = took(&d->want[in], GS_DW_WRITER);
 	if (!wake && !room)
 		return;

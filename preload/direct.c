@@ -161,13 +161,15 @@ static unsigned long naps_taken; /* said at exit, GSOCK_LOG=debug */
  * LOOK_HORIZON_NS, and none while most of the answers owed past the
  * window came past the horizon or never (slow_rate, of 256: a program
  * whose sends are answers, and whose next request may come in a minute).
+ * GSOCK_DIRECT_NAP_US=0 (no naps) means no looks either.
  * Racy updates lose a sample now and then, no more.
  */
 #define LOOK_MIN_NS 20000LL
 #define LOOK_HORIZON_NS 20000000LL
 static long long slow_ns = 1000000;
 static unsigned slow_rate;
-static unsigned long looks_taken; /* said at exit, GSOCK_LOG=debug */
+/* said at exit, GSOCK_LOG=debug: sleeps that looked, looks that found bytes */
+static unsigned long looks_taken, looks_found;
 /*
  * Threads of this process asleep in a kernel wait over every direct
  * connection (atomic; one over named ones counts in each connection's
@@ -339,7 +341,8 @@ static long long look_in(struct pl_dconn *c, long long now)
 {
 	long long t = __atomic_load_n(&c->out_ns, __ATOMIC_RELAXED), e, first;
 
-	if (!t || __atomic_load_n(&slow_rate, __ATOMIC_RELAXED) >= 192)
+	if (!t || !nap_win_ns ||
+	    __atomic_load_n(&slow_rate, __ATOMIC_RELAXED) >= 192)
 		return 0;
 	e = now - t;
 	if (e >= LOOK_HORIZON_NS)
@@ -362,7 +365,7 @@ static void owe(struct pl_dconn *c)
 		return;
 	if (__atomic_compare_exchange_n(&c->out_ns, &t, now, 0,
 					__ATOMIC_RELAXED, __ATOMIC_RELAXED) &&
-	    t) /* the answer owed before never came: looks would not pay */
+	    t && nap_win_ns) /* the answer owed before never came: looks would not pay */
 		slow_answer(LOOK_HORIZON_NS + 1);
 }
 
@@ -382,7 +385,8 @@ static void answered(struct pl_dconn *c)
 	if (d > nap_win_ns) {
 		__atomic_store_n(&miss_rate, m + (256 - m) / 8,
 				 __ATOMIC_RELAXED);
-		slow_answer(d);
+		if (nap_win_ns)
+			slow_answer(d);
 		return;
 	}
 	__atomic_store_n(&miss_rate, m - m / 8, __ATOMIC_RELAXED);
@@ -650,6 +654,9 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 		} else if (look > 0 && look < SLICE_MS * 1000000LL) {
 			__atomic_fetch_add(&looks_taken, 1, __ATOMIC_RELAXED);
 			r = pl_real.ppoll(p, 2, &ts, NULL);
+			if (r == 0 && rx_avail(c)) /* the look, not gsockd, found them */
+				__atomic_fetch_add(&looks_found, 1,
+						   __ATOMIC_RELAXED);
 		} else {
 			r = pl_real.poll(p, 2, ms < 0 ? SLICE_MS : ms);
 		}
@@ -1915,7 +1922,7 @@ __attribute__((destructor)) static void naps_said(void)
 	if (!__atomic_load_n(&serials, __ATOMIC_RELAXED) || !nap_win_ns)
 		return;
 	pl_log(PL_LOG_DEBUG,
-	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window; slow answers in %lld us, %u of 256 past %lld ms; %lu sleeps looked for one; %lu naps taken",
+	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window; slow answers in %lld us, %u of 256 past %lld ms; %lu sleeps looked for one, %lu found it; %lu naps taken",
 	       __atomic_load_n(&answer_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&miss_rate, __ATOMIC_RELAXED),
@@ -1923,6 +1930,7 @@ __attribute__((destructor)) static void naps_said(void)
 	       __atomic_load_n(&slow_rate, __ATOMIC_RELAXED),
 	       LOOK_HORIZON_NS / 1000000,
 	       __atomic_load_n(&looks_taken, __ATOMIC_RELAXED),
+	       __atomic_load_n(&looks_found, __ATOMIC_RELAXED),
 	       __atomic_load_n(&naps_taken, __ATOMIC_RELAXED));
 }
 
@@ -2040,6 +2048,7 @@ static int look_slice(struct pl_dscope *sc, int timeout_ms, int can_nap,
 	if (!can_nap && ms >= slice)
 		return slice;
 	__atomic_fetch_add(&looks_taken, 1, __ATOMIC_RELAXED);
+	sc->looked = 1;
 	if (!can_nap)
 		return (int)ms;
 	sc->nap_ns = w;
@@ -2071,6 +2080,11 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	 */
 	trusted = 0;
 	ready = look(sc);
+	if (sc->looked) { /* back from a sleep that was to look: did it find them */
+		sc->looked = 0;
+		if (ready)
+			__atomic_fetch_add(&looks_found, 1, __ATOMIC_RELAXED);
+	}
 	if (!ready && timeout_ms && can_nap) {
 		long long w = nap_win_ns ? wait_of(sc) : 0;
 

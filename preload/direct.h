@@ -69,6 +69,7 @@ struct pl_dscope {
 	long long nap_end; /* when the nap should have ended (ns), or 0 */
 	long long spin_from; /* where the spin's time counts from (ns) */
 	int asleep; /* counted as asleep on its connections: pl_direct_sleep */
+	int looked; /* its last sleep was to look for a slow answer */
 	struct pl_sock *here[32];
 };
 

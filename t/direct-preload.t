@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 50
+plan 51
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -288,44 +288,72 @@ ok $? "... and a closed loop on 12 direct connections"
 # answers: the echo server's --delay): a wait that sleeps owing one looks
 # at the ring itself now and then, where before it slept until gsockd's
 # doorbell watch, whose period grows to 4 ms when gsockd is quiet, found
-# the answer's doorbell. A blocking receive (python), then epoll waits
-# (a paced loadgen); each says at exit how many sleeps looked.
-kill "$SERVER_PID" 2>/dev/null
-wait "$SERVER_PID" 2>/dev/null
+# the answer's doorbell. Here the watch looks every 50 ms at the soonest,
+# so the looks are what find the answers: a blocking receive (python),
+# poll (python: and a readiness it reports always has bytes behind it,
+# though gsockd's doorbell for bytes a look took comes later), then epoll
+# waits (a paced loadgen). Each says at exit how many sleeps looked and
+# how many of those found the answer.
+kill "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
+wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
+printf 'watch_min_us = 50000\nidle_sleep_us = 100000\n' >"$TMP/slowwatch.conf"
+GSOCKD_CONF=$TMP/slowwatch.conf
+start_gsockd || exit 1
+GSOCKD_CONF=$TMP/gsock.conf
 start_server -l 127.0.0.1:0 -b 2 -D 2000 || exit 1
-looks() { # FILE: the sleeps that looked for a slow answer, said at exit
-	sed -n 's/.*; \([0-9]*\) sleeps looked for one;.*/\1/p' "$1"
+found() { # FILE: the looks that found a slow answer, said at exit
+	sed -n 's/.* sleeps looked for one, \([0-9]*\) found it;.*/\1/p' "$1"
 }
-env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 python3 - "$PORT" \
-	>"$TMP/slow-py" 2>&1 <<'PY'
-import socket, sys
+slow_py() { # MODE (recv|poll) OUT
+	env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 python3 - "$PORT" "$1" \
+		>"$2" 2>&1 <<'PY'
+import select, socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+p = select.poll()
+p.register(s.fileno(), select.POLLIN)
+empty = 0
 for i in range(60):
     m = bytes((i + k) % 256 for k in range(64))
     s.sendall(m)
     got = b""
     while len(got) < 64:
-        b = s.recv(64 - len(got))
+        if sys.argv[2] == "poll":
+            p.poll(-1)
+            try:
+                b = s.recv(64 - len(got), socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                empty += 1
+                continue
+        else:
+            b = s.recv(64 - len(got))
         if not b:
             sys.exit("end of stream at echo %d" % i)
         got += b
     if got != m:
         sys.exit("echo %d: wrong bytes" % i)
-print("60 echoes, 2 ms late each, right")
+print("60 echoes, 2 ms late each, right; %d readiness with nothing to read" % empty)
 PY
+}
+slow_py recv "$TMP/slow-recv"
 r=$?
-grep 'echoes\|answers came\|rror\|wrong\|end of' "$TMP/slow-py" | sed 's/^/# /'
-n=$(looks "$TMP/slow-py")
-[ $r = 0 ] && grep -q 'direct path,' "$TMP/slow-py" && [ "${n:-0}" -gt 0 ]
-ok $? "a blocking receive owed a slow answer looks at the ring itself as it sleeps (${n:-no} sleeps looked; 60 echoes 2 ms late, every byte right)"
+grep 'echoes\|slow answers\|rror\|wrong\|end of' "$TMP/slow-recv" | sed 's/^/# /'
+n=$(found "$TMP/slow-recv")
+[ $r = 0 ] && grep -q 'direct path,' "$TMP/slow-recv" && [ "${n:-0}" -ge 30 ]
+ok $? "a blocking receive owed a slow answer looks at the ring itself as it sleeps (${n:-no} of 60 answers found by its looks; every byte right)"
+slow_py poll "$TMP/slow-poll"
+r=$?
+grep 'echoes\|slow answers\|rror\|wrong\|end of' "$TMP/slow-poll" | sed 's/^/# /'
+n=$(found "$TMP/slow-poll")
+[ $r = 0 ] && grep -q '; 0 readiness with nothing' "$TMP/slow-poll" && [ "${n:-0}" -ge 30 ]
+ok $? "... and so does poll (${n:-no} of 60 found by its looks), and no readiness it reports lacks bytes"
 env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 "$LOADGEN" -c 2 -s 64 -r 100 \
 	-d 1 -w 0.2 127.0.0.1 "$PORT" >"$TMP/slow-lg" 2>&1
 r=$?
-grep 'reqs=\|answers came' "$TMP/slow-lg" | sed 's/^/# /'
-n=$(looks "$TMP/slow-lg")
+grep 'reqs=\|slow answers' "$TMP/slow-lg" | sed 's/^/# /'
+n=$(found "$TMP/slow-lg")
 [ $r = 0 ] && grep -q ' errors=0' "$TMP/slow-lg" && grep -q ' missing=0' "$TMP/slow-lg" &&
 	! grep -q ' reqs=0 ' "$TMP/slow-lg" && [ "${n:-0}" -gt 0 ]
-ok $? "... and so do epoll waits (${n:-no} sleeps looked; a paced loadgen, every request answered, every byte right)"
+ok $? "... and epoll waits (${n:-no} answers found by looks; a paced loadgen, every request answered, every byte right)"
 
 # A wait that owes an answer naps and looks at the rings itself, so the
 # answers need no wake-up byte from gsockd (which logs how many it wrote

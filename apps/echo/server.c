@@ -71,13 +71,16 @@ GSOCK_DEVICE long source(struct gsock_dev gs, const struct gsrv *s, int fd,
 	return gsrv_fatal(n) ? n : 0; /* the peer's going ends it */
 }
 
-/* -D: every thread waits ns (the clock's own pace), then the block meets. */
+/*
+ * -D: every thread waits ns, backing off as a g-call's wait does (the
+ * host backend's block thread yields, then sleeps), then the block meets.
+ */
 GSOCK_DEVICE void think(uint64_t ns)
 {
 	uint64_t until = gs_now_ns() + ns;
 
-	while (gs_now_ns() < until)
-		gs_pause(1000);
+	for (unsigned i = 0; gs_now_ns() < until; i++)
+		gs_relax(i);
 	gs_sync();
 }
 
@@ -140,7 +143,7 @@ static int option(struct gsrv_app *app, int opt, const char *arg)
 		char *end;
 		unsigned long v = strtoul(arg, &end, 10);
 
-		if (!*arg || *end || *arg == '-' || v > 10000000) {
+		if (*arg < '0' || *arg > '9' || *end || v > 10000000) {
 			fprintf(stderr,
 				"%s: --delay is 0 to 10000000 microseconds, not '%s'\n",
 				app->name, arg);
@@ -172,7 +175,7 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 	if (mode_opt == ECHO_SOURCE)
 		s->bufsize += STREAM_PERIOD; /* the pattern from any offset */
 	if (delay_opt && mode_opt != ECHO_ECHO) {
-		fprintf(stderr, "%s: --delay holds back echoes: leave out --mode\n",
+		fprintf(stderr, "%s: --delay holds back echoes: --mode echo only\n",
 			app->name);
 		return EX_USAGE;
 	}
