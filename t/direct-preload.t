@@ -304,7 +304,13 @@ start_server -l 127.0.0.1:0 -b 2 -D 2000 || exit 1
 found() { # FILE: the looks that found a slow answer, said at exit
 	sed -n 's/.* sleeps looked for one, \([0-9]*\) found it;.*/\1/p' "$1"
 }
-slow_py() { # MODE (recv|poll) OUT
+slow_py() { # MODE (recv|poll) OUT: the client's status in r, its looks' finds in n
+	slow_py_run "$@"
+	r=$?
+	grep 'echoes\|slow answers\|rror\|wrong\|end of' "$2" | sed 's/^/# /'
+	n=$(found "$2")
+}
+slow_py_run() {
 	env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 python3 - "$PORT" "$1" \
 		>"$2" 2>&1 <<'PY'
 import select, socket, sys
@@ -335,15 +341,9 @@ print("60 echoes, 2 ms late each, right; %d readiness with nothing to read" % em
 PY
 }
 slow_py recv "$TMP/slow-recv"
-r=$?
-grep 'echoes\|slow answers\|rror\|wrong\|end of' "$TMP/slow-recv" | sed 's/^/# /'
-n=$(found "$TMP/slow-recv")
 [ $r = 0 ] && grep -q 'direct path,' "$TMP/slow-recv" && [ "${n:-0}" -ge 30 ]
 ok $? "a blocking receive owed a slow answer looks at the ring itself as it sleeps (${n:-no} of 60 answers found by its looks; every byte right)"
 slow_py poll "$TMP/slow-poll"
-r=$?
-grep 'echoes\|slow answers\|rror\|wrong\|end of' "$TMP/slow-poll" | sed 's/^/# /'
-n=$(found "$TMP/slow-poll")
 [ $r = 0 ] && grep -q '; 0 readiness with nothing' "$TMP/slow-poll" && [ "${n:-0}" -ge 30 ]
 ok $? "... and so does poll (${n:-no} of 60 found by its looks), and no readiness it reports lacks bytes"
 env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 "$LOADGEN" -c 2 -s 64 -r 100 \

@@ -72,15 +72,19 @@ GSOCK_DEVICE long source(struct gsock_dev gs, const struct gsrv *s, int fd,
 }
 
 /*
- * -D: every thread waits ns, backing off as a g-call's wait does (the
- * host backend's block thread yields, then sleeps), then the block meets.
+ * -D: thread 0 waits ns, backing off as a g-call's wait does (a stop or
+ * gsockd's end cuts it short: the next call says so), then the block
+ * meets.
  */
-GSOCK_DEVICE void think(uint64_t ns)
+GSOCK_DEVICE void think(struct gsock_dev gs, uint64_t ns)
 {
-	uint64_t until = gs_now_ns() + ns;
+	if (gs_tid() == 0) {
+		uint64_t until = gs_now_ns() + ns;
+		unsigned turn = 0;
 
-	for (unsigned i = 0; gs_now_ns() < until; i++)
-		gs_relax(i);
+		while (gs_now_ns() < until && !gs_wait_turn(gs, &turn))
+			;
+	}
 	gs_sync();
 }
 
@@ -109,7 +113,7 @@ GSOCK_KERNEL(echo_kernel, gs, arg)
 				n = grecv_group(gs, fd, buf, s->bufsize, wait,
 						g);
 				if (n > 0 && e->delay_us)
-					think(e->delay_us * 1000ull);
+					think(gs, e->delay_us * 1000ull);
 				if (n > 0)
 					n = gsend_group(gs, fd, buf, (size_t)n,
 							0, g);
