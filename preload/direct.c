@@ -85,6 +85,8 @@ struct pl_dconn {
 	 * none owed). Atomic: senders and waiters are any threads.
 	 */
 	long long out_ns;
+	/* atomic: of 256 answers owed past the nap window, how many came late or never (look_in) */
+	unsigned slow_rate;
 	int sleepers; /* atomic: this process's threads asleep on its READER */
 	struct pl_dconn *prev, *next;
 };
@@ -158,16 +160,17 @@ static unsigned long naps_taken; /* said at exit, GSOCK_LOG=debug */
  * first look comes at three quarters of such an answer's usual time
  * (slow_ns), the next a quarter of the time owed so far apart (at least
  * LOOK_MIN_NS), so an answer is found a quarter late at most; none past
- * LOOK_HORIZON_NS, and none while most of the answers owed past the
- * window came past the horizon or never (slow_rate, of 256: a program
- * whose sends are answers, and whose next request may come in a minute).
+ * LOOK_HORIZON_NS, and none on a connection where most of the answers
+ * owed past the window came past the horizon or never (its slow_rate: a
+ * connection whose sends are answers, whose next request may come in a
+ * minute, or one that only sends; each connection learns its own, so
+ * that one such connection does not turn the looks off for the others).
  * GSOCK_DIRECT_NAP_US=0 (no naps) means no looks either.
  * Racy updates lose a sample now and then, no more.
  */
 #define LOOK_MIN_NS 20000LL
 #define LOOK_HORIZON_NS 20000000LL
 static long long slow_ns = 1000000;
-static unsigned slow_rate;
 /* said at exit, GSOCK_LOG=debug: sleeps that looked, looks that found bytes */
 static unsigned long looks_taken, looks_found;
 /*
@@ -318,18 +321,18 @@ static void sleep_count(struct pl_dconn *c, int d)
 	__atomic_fetch_add(&c->sleepers, d, __ATOMIC_SEQ_CST);
 }
 
-/* An answer owed past the nap window came d ns after its send: looks learn. */
-static void slow_answer(long long d)
+/* An answer owed on c past the nap window came d ns after its send: looks learn. */
+static void slow_answer(struct pl_dconn *c, long long d)
 {
-	unsigned r = __atomic_load_n(&slow_rate, __ATOMIC_RELAXED);
+	unsigned r = __atomic_load_n(&c->slow_rate, __ATOMIC_RELAXED);
 	long long a = __atomic_load_n(&slow_ns, __ATOMIC_RELAXED);
 
 	if (d > LOOK_HORIZON_NS) {
-		__atomic_store_n(&slow_rate, r + (256 - r) / 8,
+		__atomic_store_n(&c->slow_rate, r + (256 - r) / 8,
 				 __ATOMIC_RELAXED);
 		return;
 	}
-	__atomic_store_n(&slow_rate, r - r / 8, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->slow_rate, r - r / 8, __ATOMIC_RELAXED);
 	__atomic_store_n(&slow_ns, a + (d - a) / 8, __ATOMIC_RELAXED);
 }
 
@@ -342,7 +345,7 @@ static long long look_in(struct pl_dconn *c, long long now)
 	long long t = __atomic_load_n(&c->out_ns, __ATOMIC_RELAXED), e, first;
 
 	if (!t || !nap_win_ns ||
-	    __atomic_load_n(&slow_rate, __ATOMIC_RELAXED) >= 192)
+	    __atomic_load_n(&c->slow_rate, __ATOMIC_RELAXED) >= 192)
 		return 0;
 	e = now - t;
 	if (e >= LOOK_HORIZON_NS)
@@ -366,7 +369,7 @@ static void owe(struct pl_dconn *c)
 	if (__atomic_compare_exchange_n(&c->out_ns, &t, now, 0,
 					__ATOMIC_RELAXED, __ATOMIC_RELAXED) &&
 	    t && nap_win_ns) /* the answer owed before never came: looks would not pay */
-		slow_answer(LOOK_HORIZON_NS + 1);
+		slow_answer(c, LOOK_HORIZON_NS + 1);
 }
 
 /*
@@ -386,7 +389,7 @@ static void answered(struct pl_dconn *c)
 		__atomic_store_n(&miss_rate, m + (256 - m) / 8,
 				 __ATOMIC_RELAXED);
 		if (nap_win_ns)
-			slow_answer(d);
+			slow_answer(c, d);
 		return;
 	}
 	__atomic_store_n(&miss_rate, m - m / 8, __ATOMIC_RELAXED);
@@ -1922,13 +1925,11 @@ __attribute__((destructor)) static void naps_said(void)
 	if (!__atomic_load_n(&serials, __ATOMIC_RELAXED) || !nap_win_ns)
 		return;
 	pl_log(PL_LOG_DEBUG,
-	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window; slow answers in %lld us, %u of 256 past %lld ms; %lu sleeps looked for one, %lu found it; %lu naps taken",
+	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window; slow answers in %lld us; %lu sleeps looked for one, %lu found it; %lu naps taken",
 	       __atomic_load_n(&answer_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&miss_rate, __ATOMIC_RELAXED),
 	       __atomic_load_n(&slow_ns, __ATOMIC_RELAXED) / 1000,
-	       __atomic_load_n(&slow_rate, __ATOMIC_RELAXED),
-	       LOOK_HORIZON_NS / 1000000,
 	       __atomic_load_n(&looks_taken, __ATOMIC_RELAXED),
 	       __atomic_load_n(&looks_found, __ATOMIC_RELAXED),
 	       __atomic_load_n(&naps_taken, __ATOMIC_RELAXED));

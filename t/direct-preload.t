@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 51
+plan 52
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -291,7 +291,9 @@ ok $? "... and a closed loop on 12 direct connections"
 # the answer's doorbell. Here the watch looks every 50 ms at the soonest,
 # so the looks are what find the answers: a blocking receive (python),
 # poll (python: and a readiness it reports always has bytes behind it,
-# though gsockd's doorbell for bytes a look took comes later), then epoll
+# though gsockd's doorbell for bytes a look took comes later), the
+# blocking receive again beside a connection of the same process that
+# only sends (each connection learns whether looks pay), then epoll
 # waits (a paced loadgen). Each says at exit how many sleeps looked and
 # how many of those found the answer.
 kill "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
@@ -304,7 +306,7 @@ start_server -l 127.0.0.1:0 -b 2 -D 2000 || exit 1
 found() { # FILE: the looks that found a slow answer, said at exit
 	sed -n 's/.* sleeps looked for one, \([0-9]*\) found it;.*/\1/p' "$1"
 }
-slow_py() { # MODE (recv|poll) OUT: the client's status in r, its looks' finds in n
+slow_py() { # MODE (recv|poll|mixed) OUT: the client's status in r, its looks' finds in n
 	slow_py_run "$@"
 	r=$?
 	grep 'echoes\|slow answers\|rror\|wrong\|end of' "$2" | sed 's/^/# /'
@@ -313,10 +315,21 @@ slow_py() { # MODE (recv|poll) OUT: the client's status in r, its looks' finds i
 slow_py_run() {
 	env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 python3 - "$PORT" "$1" \
 		>"$2" 2>&1 <<'PY'
-import select, socket, sys
+import select, socket, sys, threading, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 p = select.poll()
 p.register(s.fileno(), select.POLLIN)
+# mixed: beside it a connection that only sends, a thread sending 16 B
+# every 0.5 ms (past the nap window each time; its echoes never read)
+done = threading.Event()
+def only_sends(a):
+    while not done.is_set():
+        a.sendall(b"x" * 16)
+        time.sleep(0.0005)
+if sys.argv[2] == "mixed":
+    threading.Thread(target=only_sends, daemon=True, args=(
+        socket.create_connection(("127.0.0.1", int(sys.argv[1]))),)).start()
+    time.sleep(0.05)
 empty = 0
 for i in range(60):
     m = bytes((i + k) % 256 for k in range(64))
@@ -337,6 +350,7 @@ for i in range(60):
         got += b
     if got != m:
         sys.exit("echo %d: wrong bytes" % i)
+done.set()
 print("60 echoes, 2 ms late each, right; %d readiness with nothing to read" % empty)
 PY
 }
@@ -346,6 +360,9 @@ ok $? "a blocking receive owed a slow answer looks at the ring itself as it slee
 slow_py poll "$TMP/slow-poll"
 [ $r = 0 ] && grep -q '; 0 readiness with nothing' "$TMP/slow-poll" && [ "${n:-0}" -ge 30 ]
 ok $? "... and so does poll (${n:-no} of 60 found by its looks), and no readiness it reports lacks bytes"
+slow_py mixed "$TMP/slow-mixed"
+[ $r = 0 ] && [ "$(grep -c 'direct path,' "$TMP/slow-mixed")" -eq 2 ] && [ "${n:-0}" -ge 30 ]
+ok $? "a connection of the process that only sends does not turn the other's looks off (${n:-no} of 60 found)"
 env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 "$LOADGEN" -c 2 -s 64 -r 100 \
 	-d 1 -w 0.2 127.0.0.1 "$PORT" >"$TMP/slow-lg" 2>&1
 r=$?
