@@ -614,9 +614,9 @@ static int sa_restart(void)
 }
 
 /*
- * Sleep until A has events, at most ms (-1: no limit; then a reader owed
- * a slow answer wakes in look_in's time to look at the ring itself). A
- * reader wakes
+ * Sleep until A has events, at most ms (-1: no limit); a reader owed a
+ * slow answer wakes sooner, in look_in's time, to look at the ring
+ * itself. A reader wakes
  * when the kernel connection ends too (FIN or RST: gsockd died); a
  * writer, whose peer may have shut only its own sending down, wakes
  * every slice to look. Returns 0, or -1 with errno (EINTR): a signal
@@ -648,13 +648,14 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 		 * clear and bytes that come later unannounced; the caller
 		 * looks at the ring after each slice.
 		 */
-		long long look = ms < 0 ? look_in(c, now_ns()) : 0;
+		long long look = look_in(c, now_ns());
 		struct timespec ts = { (time_t)(look / 1000000000LL),
 				       (long)(look % 1000000000LL) };
 
 		if (rx_avail(c)) {
 			r = 0;
-		} else if (look > 0 && look < SLICE_MS * 1000000LL) {
+		} else if (look > 0 && look < SLICE_MS * 1000000LL &&
+			   (ms < 0 || look < ms * 1000000LL)) {
 			__atomic_fetch_add(&looks_taken, 1, __ATOMIC_RELAXED);
 			r = pl_real.ppoll(p, 2, &ts, NULL);
 			if (r == 0 && rx_avail(c)) /* the look, not gsockd, found them */
@@ -774,7 +775,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 	struct pl_dconn *c = pl_cur_sock->dc;
 	struct gs_dpipe *p = &c->d->pipe[IN];
 	size_t want = iov_len(iov, iovcnt), got = 0;
-	long long spin_until = 0;
+	long long spin_until = 0, rcv_end = 0; /* rcv_end: SO_RCVTIMEO's, ns */
 	int err = 0, nb = -1, armed;
 
 	if (flags & MSG_OOB)
@@ -849,7 +850,20 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			relax();
 			continue;
 		}
+		/*
+		 * SO_RCVTIMEO bounds the call's sleeps together (a look for a
+		 * slow answer ends one early): what is left of it now.
+		 */
 		ms = timeout_of(c, SO_RCVTIMEO);
+		if (ms >= 0) {
+			long long now = now_ns();
+
+			if (!rcv_end)
+				rcv_end = now + ms * 1000000LL;
+			ms = rcv_end > now ?
+				     (int)((rcv_end - now + 999999) / 1000000) :
+				     0;
+		}
 		pipe_unlock(&c->d->lock[IN]);
 		if (sleep_on(c, fd, POLLIN, ms) < 0) {
 			if (got)
@@ -857,7 +871,8 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			return -1; /* EINTR */
 		}
 		pipe_lock(&c->d->lock[IN]);
-		if (ms >= 0 && !rx_avail(c) && !rx_end(c, 1)) {
+		if (ms >= 0 && now_ns() >= rcv_end && !rx_avail(c) &&
+		    !rx_end(c, 1)) {
 			struct pollfd q = { fd, POLLIN, 0 };
 
 			/* still nothing: was that the timeout? */

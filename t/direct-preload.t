@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 52
+plan 53
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -293,7 +293,8 @@ ok $? "... and a closed loop on 12 direct connections"
 # poll (python: and a readiness it reports always has bytes behind it,
 # though gsockd's doorbell for bytes a look took comes later), the
 # blocking receive again beside a connection of the same process that
-# only sends (each connection learns whether looks pay), then epoll
+# only sends (each connection learns whether looks pay), and with
+# SO_RCVTIMEO (its looks within the timeout), then epoll
 # waits (a paced loadgen). Each says at exit how many sleeps looked and
 # how many of those found the answer.
 kill "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
@@ -306,7 +307,7 @@ start_server -l 127.0.0.1:0 -b 2 -D 2000 || exit 1
 found() { # FILE: the looks that found a slow answer, said at exit
 	sed -n 's/.* sleeps looked for one, \([0-9]*\) found it;.*/\1/p' "$1"
 }
-slow_py() { # MODE (recv|poll|mixed) OUT: the client's status in r, its looks' finds in n
+slow_py() { # MODE (recv|poll|mixed|rcvtimeo) OUT: the client's status in r, its looks' finds in n
 	slow_py_run "$@"
 	r=$?
 	grep 'echoes\|slow answers\|rror\|wrong\|end of' "$2" | sed 's/^/# /'
@@ -315,7 +316,7 @@ slow_py() { # MODE (recv|poll|mixed) OUT: the client's status in r, its looks' f
 slow_py_run() {
 	env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 python3 - "$PORT" "$1" \
 		>"$2" 2>&1 <<'PY'
-import select, socket, sys, threading, time
+import select, socket, struct, sys, threading, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 p = select.poll()
 p.register(s.fileno(), select.POLLIN)
@@ -333,6 +334,10 @@ if sys.argv[2] == "mixed":
 empty = 0
 for i in range(60):
     m = bytes((i + k) % 256 for k in range(64))
+    # rcvtimeo: 50 ms after the first echo (which waits for the server's
+    # accept, through this gsockd's slow watch); each receive looks within it
+    if i == 1 and sys.argv[2] == "rcvtimeo":
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 50000))
     s.sendall(m)
     got = b""
     while len(got) < 64:
@@ -363,6 +368,9 @@ ok $? "... and so does poll (${n:-no} of 60 found by its looks), and no readines
 slow_py mixed "$TMP/slow-mixed"
 [ $r = 0 ] && [ "$(grep -c 'direct path,' "$TMP/slow-mixed")" -eq 2 ] && [ "${n:-0}" -ge 30 ]
 ok $? "a connection of the process that only sends does not turn the other's looks off (${n:-no} of 60 found)"
+slow_py rcvtimeo "$TMP/slow-rcvtimeo"
+[ $r = 0 ] && grep -q 'direct path,' "$TMP/slow-rcvtimeo" && [ "${n:-0}" -ge 30 ]
+ok $? "... and a receive with SO_RCVTIMEO (50 ms) looks within it (${n:-no} of 60 found)"
 env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 "$LOADGEN" -c 2 -s 64 -r 100 \
 	-d 1 -w 0.2 127.0.0.1 "$PORT" >"$TMP/slow-lg" 2>&1
 r=$?
