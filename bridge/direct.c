@@ -46,7 +46,11 @@
 #include <stddef.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -81,6 +85,8 @@ struct dlisten {
 	struct br_sock *s;
 	struct dkey k;
 	bool v4_too; /* an IPv6 wildcard that takes IPv4 too */
+	bool reuse; /* SO_REUSEPORT: the kernel picks among a port's group */
+	uint64_t sino; /* the socket's inode, as sock_diag names it */
 	uint64_t dev, ino; /* AF_UNIX (k.unx): its socket file */
 };
 
@@ -93,7 +99,8 @@ struct dcpu {
 };
 
 struct dpending {
-	struct br_sock *ls; /* the listener the kernel hands it to */
+	struct br_sock *ls; /* the listener the kernel hands it to, or NULL: */
+	struct dkey dst; /* any SO_REUSEPORT listener of ours that covers dst */
 	struct dkey src; /* the connecting end's address */
 	int seg;
 };
@@ -298,27 +305,134 @@ static bool key_local(const struct dkey *k)
 	return found;
 }
 
-/* Caller holds the lock: the listener the kernel hands dst to, or NULL. */
+/* Whether listener l takes connections to dst (local: dst is this host's). */
+static bool covers(const struct dlisten *l, const struct dkey *dst, bool local)
+{
+	if (l->k.unx || l->k.port != dst->port)
+		return false;
+	if (!l->k.any)
+		return !memcmp(l->k.a, dst->a, 16);
+	if (key_v4(&l->k) != key_v4(dst) && !l->v4_too)
+		return false;
+	return !(key_v4(&l->k) && !key_v4(dst)) && local;
+}
+
+/*
+ * Caller holds the lock: the listener the kernel hands dst to, or NULL;
+ * with SO_REUSEPORT, one of its group (l->reuse: the kernel picks).
+ */
 static struct dlisten *listener_for(const struct dkey *dst, bool *local)
 {
-	for (uint32_t i = 0; i < dp.nls; i++) {
-		struct dlisten *l = &dp.ls[i];
-
-		if (l->k.unx || l->k.port != dst->port)
-			continue;
-		if (!l->k.any) {
-			if (!memcmp(l->k.a, dst->a, 16))
-				return l;
-			continue;
-		}
-		if (key_v4(&l->k) != key_v4(dst) && !l->v4_too)
-			continue;
-		if (key_v4(&l->k) && !key_v4(dst))
-			continue;
-		if (*local)
-			return l;
-	}
+	for (uint32_t i = 0; i < dp.nls; i++)
+		if (covers(&dp.ls[i], dst, *local))
+			return &dp.ls[i];
 	return NULL;
+}
+
+/* The most listeners a SO_REUSEPORT group may have for the direct path. */
+#define BR_GROUP_MAX 64
+
+/*
+ * The inodes of the kernel's TCP listeners on dst's port that could take
+ * a connection to dst (bound to its address, or to a wildcard: an IPv6
+ * one counts for IPv4 too, v6only or not), at most max. Returns how many,
+ * or -1 where the kernel would not say (no sock_diag) or had more.
+ */
+static int kernel_listeners(const struct dkey *dst, uint64_t *ino, int max)
+{
+	static const uint8_t fams[2] = { AF_INET, AF_INET6 };
+	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
+			NETLINK_SOCK_DIAG);
+	int n = 0;
+
+	if (fd < 0)
+		return -1;
+	for (int f = 0; f < 2 && n >= 0; f++) {
+		struct {
+			struct nlmsghdr nh;
+			struct inet_diag_req_v2 r;
+		} req = {
+			.nh = { .nlmsg_len = sizeof(req),
+				.nlmsg_type = SOCK_DIAG_BY_FAMILY,
+				.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
+			.r = { .sdiag_family = fams[f],
+			       .sdiag_protocol = IPPROTO_TCP,
+			       .idiag_states = 1u << TCP_LISTEN },
+		};
+		bool done = false;
+
+		if (send(fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req))
+			n = -1;
+		while (n >= 0 && !done) {
+			uint64_t buf[8192 / 8];
+			ssize_t got = recv(fd, buf, sizeof(buf), 0);
+			int len = (int)got;
+			struct nlmsghdr *h = (struct nlmsghdr *)buf;
+
+			if (got <= 0) {
+				n = -1;
+				break;
+			}
+			for (; n >= 0 && NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+				const struct inet_diag_msg *m = NLMSG_DATA(h);
+				struct dkey k = { .port = ntohs(m->id.idiag_sport) };
+
+				if (h->nlmsg_type == NLMSG_DONE) {
+					done = true;
+					break;
+				}
+				if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+				    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m))) {
+					n = -1;
+					break;
+				}
+				if (k.port != dst->port)
+					continue;
+				if (m->idiag_family == AF_INET) {
+					k.a[10] = k.a[11] = 0xff;
+					memcpy(k.a + 12, m->id.idiag_src, 4);
+					k.any = !m->id.idiag_src[0];
+				} else {
+					static const uint8_t zero[16];
+
+					memcpy(k.a, m->id.idiag_src, 16);
+					k.any = !memcmp(k.a, zero, 16);
+				}
+				if (k.any ? key_v4(&k) && !key_v4(dst) :
+					    memcmp(k.a, dst->a, 16) != 0)
+					continue;
+				if (n == max)
+					n = -1;
+				else
+					ino[n++] = m->idiag_inode;
+			}
+		}
+	}
+	close(fd);
+	return n;
+}
+
+/*
+ * Caller holds the lock: whether every one of the kernel's listeners in
+ * ino[n] (kernel_listeners) is a listener of ours, of uid, that covers dst:
+ * then a port shared with SO_REUSEPORT is ours whichever the kernel picks.
+ */
+static bool group_ours(const struct dkey *dst, const uint64_t *ino, int n,
+		       uid_t uid)
+{
+	if (n <= 0)
+		return false;
+	for (int j = 0; j < n; j++) {
+		uint32_t i = 0;
+
+		while (i < dp.nls && (dp.ls[i].sino != ino[j] ||
+				      !covers(&dp.ls[i], dst, true) ||
+				      dp.ls[i].s->app->uid != uid))
+			i++;
+		if (i == dp.nls)
+			return false;
+	}
+	return true;
 }
 
 /*
@@ -421,6 +535,7 @@ void br_direct_listen(struct br_sock *s)
 	socklen_t ol = sizeof(int);
 	struct dkey k = { .unx = s->domain == AF_UNIX };
 	uint64_t dev = 0, ino = 0;
+	struct stat st;
 
 	if (dp.fd < 0 || !s->app->direct ||
 	    getsockname(s->fd, (struct sockaddr *)&ss, &len) < 0 ||
@@ -429,8 +544,9 @@ void br_direct_listen(struct br_sock *s)
 		return;
 	/* A port shared with other listeners: the kernel picks, not us. */
 	if (!k.unx &&
-	    (getsockopt(s->fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &ol) < 0 ||
-	     reuse))
+	    getsockopt(s->fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &ol) < 0)
+		return;
+	if (fstat(s->fd, &st) < 0)
 		return;
 	ol = sizeof(int);
 	if (s->domain == AF_INET6 &&
@@ -452,6 +568,8 @@ void br_direct_listen(struct br_sock *s)
 		.s = s,
 		.k = k,
 		.v4_too = s->domain == AF_INET6 && k.any && !v6only,
+		.reuse = reuse != 0,
+		.sino = st.st_ino,
 		.dev = dev,
 		.ino = ino,
 	};
@@ -706,6 +824,7 @@ static struct dpending *pend_of(int seg)
 void br_direct_unlisten(struct br_sock *s)
 {
 	struct dlisten *l;
+	bool local = true;
 
 	if (!s->dlisten)
 		return;
@@ -713,9 +832,16 @@ void br_direct_unlisten(struct br_sock *s)
 	l = listen_of(s);
 	if (l)
 		*l = dp.ls[--dp.nls];
-	/* Connections the kernel now resets: their segments' pending hold. */
+	/*
+	 * Connections the kernel now resets: their segments' pending hold.
+	 * Those to a SO_REUSEPORT group wait for another of its listeners
+	 * (where the kernel moves them: tcp_migrate_req), and go with the
+	 * group's last: which queue the kernel had put each in, it does not
+	 * say, so one it reset holds its segment until then.
+	 */
 	for (uint32_t i = 0; i < dp.npend;)
-		if (dp.pend[i].ls == s) {
+		if (dp.pend[i].ls == s ||
+		    (!dp.pend[i].ls && !listener_for(&dp.pend[i].dst, &local))) {
 			side_gone(dp.pend[i].seg, 1, true);
 			seg_put(dp.pend[i].seg);
 			pend_remove(i);
@@ -773,7 +899,11 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 		local = key_local(&dk);
 	pthread_mutex_lock(&dp.lock);
 	l = dk.unx ? unix_listener_for(dev, ino) : listener_for(&dk, &local);
-	if (!l || !dp.nfree || l->s->app->uid != s->app->uid) {
+	/*
+	 * A SO_REUSEPORT group: not for a GPU end, whose rings would lie in
+	 * the receiver's GPU memory before the kernel says which receiver.
+	 */
+	if (!l || l->reuse || !dp.nfree || l->s->app->uid != s->app->uid) {
 		pthread_mutex_unlock(&dp.lock);
 		return;
 	}
@@ -784,7 +914,7 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 	pthread_mutex_lock(&dp.lock);
 	/* Looked up again: the lock was let go for the bind. */
 	l = dk.unx ? unix_listener_for(dev, ino) : listener_for(&dk, &local);
-	if (!l || !dp.nfree) {
+	if (!l || l->reuse || !dp.nfree) {
 		pthread_mutex_unlock(&dp.lock);
 		return;
 	}
@@ -793,7 +923,7 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 	memset(seg_at(seg), 0, sizeof(struct gs_dseg));
 	seg_place(seg, s->app, l->s->app);
 	dp.pend[dp.npend++] = (struct dpending){
-		.ls = l->s, .src = src, .seg = seg
+		.ls = l->s, .dst = dk, .src = src, .seg = seg
 	};
 	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&dp.lock);
@@ -808,6 +938,7 @@ int br_direct_accepted(struct br_sock *ls, int fd)
 	struct dkey k;
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
+	struct dlisten *l;
 	int seg = -1;
 
 	if (!ls->dlisten || !__atomic_load_n(&dp.npend_hint, __ATOMIC_RELAXED) ||
@@ -822,10 +953,13 @@ int br_direct_accepted(struct br_sock *ls, int fd)
 		return -1;
 	}
 	pthread_mutex_lock(&dp.lock);
+	l = listen_of(ls);
 	for (uint32_t i = 0; i < dp.npend; i++) {
 		struct dpending *p = &dp.pend[i];
 
-		if (p->ls == ls && p->src.port == k.port &&
+		if ((p->ls == ls ||
+		     (!p->ls && l && l->reuse && covers(l, &p->dst, true))) &&
+		    p->src.port == k.port &&
 		    (p->src.any || !memcmp(p->src.a, k.a, 16))) {
 			seg = p->seg; /* the entry's hold becomes this end's */
 			pend_remove(i);
@@ -1017,8 +1151,9 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLIN | EPOLLET };
 	struct dkey dk, src;
 	struct dlisten *l;
+	uint64_t ino[BR_GROUP_MAX];
 	bool local;
-	int seg;
+	int seg, n;
 
 	memset(rep, 0, sizeof(*rep));
 	rep->magic = GS_CTL_DCONN_MAGIC;
@@ -1040,6 +1175,19 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	local = key_local(&dk);
 	pthread_mutex_lock(&dp.lock);
 	l = listener_for(&dk, &local);
+	if (l && l->reuse) {
+		/* the kernel's list, asked without the lock, then ours again */
+		pthread_mutex_unlock(&dp.lock);
+		n = local ? kernel_listeners(&dk, ino, BR_GROUP_MAX) : -1;
+		pthread_mutex_lock(&dp.lock);
+		l = listener_for(&dk, &local);
+		if (l && l->reuse && !group_ours(&dk, ino, n, uid)) {
+			pthread_mutex_unlock(&dp.lock);
+			dreply(rep, -ENOENT,
+			       "a port shared (SO_REUSEPORT) with a listener that is not a gsock application's");
+			goto err_close;
+		}
+	}
 	if (!l || l->s->app->uid != uid) {
 		pthread_mutex_unlock(&dp.lock);
 		dreply(rep, -ENOENT, "no listener of a gsock application there");
@@ -1064,7 +1212,7 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	dp.cpu[seg].fd = pair_fd;
 	dp.cpu[seg].ended = false;
 	dp.pend[dp.npend++] = (struct dpending){
-		.ls = l->s, .src = src, .seg = seg
+		.ls = l->reuse ? NULL : l->s, .dst = dk, .src = src, .seg = seg
 	};
 	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&dp.lock);

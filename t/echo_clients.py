@@ -7,7 +7,10 @@
   concurrent PORT C SEED C connections at once, random sizes 1 B..1 MiB;
                          print "ok C" when every one came back intact
   echo-server ADDR       a threaded CPU echo server (tcp ADDR=host:port, or a
-                         unix path); prints "listening PORT|PATH"
+                         unix path); prints "listening PORT|PATH", then
+                         "accepted" for each connection
+  reuseport-echo-server ADDR
+                         the same, its port shared (SO_REUSEPORT)
   fin-server DATA        accept one connection, send DATA, close (FIN)
   rst-server DATA        accept one connection, send DATA, reset (RST)
   silent-server          accept and hold connections without sending
@@ -86,7 +89,7 @@ def rng_bytes(seed, i, n):
     return random.Random(int(seed) * 1000003 + i).randbytes(n)
 
 
-def listen(addr):
+def listen(addr, reuseport=False):
     if addr.startswith("/"):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.bind(addr)
@@ -97,6 +100,8 @@ def listen(addr):
         fam = socket.AF_INET6 if ":" in host else socket.AF_INET
         s = socket.socket(fam, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuseport:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         s.bind((host, int(port)))
         name = s.getsockname()[1]
     s.listen(128)
@@ -104,8 +109,8 @@ def listen(addr):
     return s
 
 
-def echo_server(addr):
-    ls = listen(addr)
+def echo_server(addr, reuseport=False):
+    ls = listen(addr, reuseport)
 
     def serve(c):
         with c:
@@ -116,6 +121,7 @@ def echo_server(addr):
                 c.sendall(data)
     while True:
         c, _ = ls.accept()
+        print("accepted", flush=True)
         threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 
@@ -147,6 +153,8 @@ def main(argv):
         return concurrent(argv[2], argv[3], argv[4])
     if mode == "echo-server":
         return echo_server(argv[2])
+    if mode == "reuseport-echo-server":
+        return echo_server(argv[2], reuseport=True)
     if mode == "fin-server":
         return fin_server(argv[2])
     if mode == "rst-server":

@@ -1,0 +1,59 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# A one-off probe kept with the results it made; run from the build tree on
+# a GPU host after scripts/gpu-check --build-only, memcached on PATH.
+# Probe: face verification with one G and with one G per GPU on one port
+# (facever-gserver --gpus, SO_REUSEPORT), its client through gsockd (tcp)
+# and preloaded on the direct path (direct), in alternating rounds: the
+# requests/s, latency, and every process's CPU over the client's run.
+# Knobs: GPUS ("0" and "0,1" by default), CONNS, ROUNDS, SECS, W gsockd
+# workers, SCORES/CCORES/MCORES the servers', client's and memcached's
+# cores, CJ client threads, MT memcached threads, B and M_ the server's
+# blocks and connections a block. Cores are CPU time over the client's
+# whole run (its connects and end too), by wall time.
+set -u
+tmp=$(mktemp -d); export GSOCK_CONTROL=$tmp/g.sock
+printf 'direct_conns = 1024\n' > $tmp/c.conf
+ulimit -n 20000
+FV=apps/facever PRE=$PWD/preload/libgsock-preload.so
+C="taskset -c ${CCORES:-0-11}" M="taskset -c ${MCORES:-12-15}" S="taskset -c ${SCORES:-16-31}"
+hz=$(getconf CLK_TCK)
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+up() { for i in $(seq 300); do [ "$(grep -c 'listening on' $1)" -ge "$2" ] && return; sleep 0.1; done; echo "did not start: $1"; cat $1; }
+ticks() { awk '{ print $14 + $15 }' /proc/$1/stat 2>/dev/null || echo 0; }
+mp=$(port)
+$M memcached -u "$(id -un)" -l 127.0.0.1 -p $mp -t ${MT:-4} -c 8192 >/dev/null 2>&1 & MC=$!
+sleep 0.5; $FV/facever-enrol -M 127.0.0.1:$mp -p 200 >/dev/null
+$S bridge/gsockd --conf $tmp/c.conf --workers ${W:-12} 2>$tmp/gsockd.log & G=$!
+for i in $(seq 100); do [ -S $GSOCK_CONTROL ] && break; sleep 0.05; done
+echo "| round | path | GPUs | conns | requests/s | p50 / p99 us | failed | direct conns | client cores | gsockd cores | memcached cores | G host cores |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+for r in $(seq ${ROUNDS:-2}); do
+  for path in tcp direct; do
+    for gpus in ${GPUS:-0 0,1}; do
+      for c in ${CONNS:-256}; do
+        p=$(port); n=$(echo $gpus | tr ',' ' ' | wc -w)
+        $S ${FVG:-$FV/facever-gserver-cuda} -l 127.0.0.1:$p -M 127.0.0.1:$mp -b ${B:-128} -m ${M_:-2} -g $gpus -P > $tmp/g.out 2>&1 & A=$!
+        up $tmp/g.out $n
+        pre=""; [ $path = direct ] && pre="env LD_PRELOAD=$PRE GSOCK_LOG=info"
+        g0=$(ticks $G); m0=$(ticks $MC); a0=$(ticks $A); t0=$(date +%s.%N)
+        $C sh -c "$pre $FV/facever-client -s 127.0.0.1:$p -p 200 -c $c -j ${CJ:-12} -d ${SECS:-4} > $tmp/cl.out 2>$tmp/cl.err; cat /proc/\$\$/stat > $tmp/cl.stat"
+        g1=$(ticks $G); m1=$(ticks $MC); a1=$(ticks $A); t1=$(date +%s.%N)
+        secs=$(echo "$t1 - $t0" | python3 -c 'print(eval(input()))')
+        cl=$(awk '{ print $16 + $17 }' $tmp/cl.stat)
+        rps=$(grep -o 'rps=[0-9]*' $tmp/cl.out | head -1 | cut -d= -f2)
+        lat="$(grep -o 'p50_us=[0-9.]*' $tmp/cl.out | head -1 | cut -d= -f2) / $(grep -o 'p99_us=[0-9.]*' $tmp/cl.out | head -1 | cut -d= -f2)"
+        fail=$(grep -o 'failed=[0-9]*' $tmp/cl.out | head -1 | cut -d= -f2)
+        dc=$(grep -c 'direct path, segment' $tmp/cl.err)
+        awk -v r=$r -v path=$path -v gpus=$gpus -v c=$c -v rps=$rps -v lat="$lat" -v fail=${fail:-?} -v dc=$dc \
+            -v cl=$cl -v g=$((g1 - g0)) -v m=$((m1 - m0)) -v a=$((a1 - a0)) -v hz=$hz -v s=$secs \
+            'BEGIN { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f |\n", r, path, gpus, c, rps, lat, fail, dc, cl / hz / s, g / hz / s, m / hz / s, a / hz / s }'
+        kill $A; wait $A 2>/dev/null
+        grep -h 'fetchers\|served' $tmp/g.out | sed 's/^/    /'
+        grep -v 'direct path, segment' $tmp/cl.err | head -3 | sed 's/^/    client: /'
+      done
+    done
+  done
+done
+kill $G $MC; wait 2>/dev/null
+grep -i 'warn\|error' $tmp/gsockd.log | head -5

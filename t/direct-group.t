@@ -1,0 +1,77 @@
+#!/bin/sh
+# The direct path to a port that several GPU listeners share with
+# SO_REUSEPORT (a server on several GPUs, or several servers): a preloaded
+# CPU client's connections take it whichever listener the kernel picks,
+# intact, while every listener of the port is a gsock application's. A
+# CPU program that joins the port's group turns it off (the kernel could
+# hand it a connection whose bytes it would never see): those connections
+# take the kernel's path, intact, and take the direct path again once it
+# left. A listener of the group that goes leaves the others serving
+# direct connections.
+. "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
+need_backend
+[ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
+time_limit 180
+plan 12
+
+# conc NAME COUNT: COUNT concurrent preloaded connections of random sizes
+# to $PORT; says whether all came back intact; $TMP/NAME.err has the
+# preload's lines.
+conc() {
+	env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug timeout 60 \
+		python3 "$PY" concurrent "$PORT" "$2" 7 >"$TMP/$1" 2>"$TMP/$1.err"
+	sed 's/^/# /' "$TMP/$1"
+	[ "$(cut -d' ' -f1-4 "$TMP/$1")" = "ok $2 of $2" ]
+}
+directs() { grep -c 'direct path, segment' "$TMP/$1.err"; }
+
+# Two contexts: on two GPUs where there are, else both on GPU 0.
+G1=1
+if [ "$BACKEND" = cuda ]; then
+	[ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ] || G1=0
+fi
+start_gsockd || exit 1
+start_server -l 127.0.0.1:0 -b 4 -g "0,$G1" || exit 1
+PORT=$(echo "$PORT" | head -1) # one line per GPU's context
+
+conc g1 24
+ok $? "24 connections to a port two GPU contexts share: intact"
+is "$(directs g1)" 24 "... each on the direct path"
+kill "$SERVER_PID"
+wait "$SERVER_PID"
+s0=$(sed -n 's/.* served \([0-9]*\) connections$/\1/p' "$TMP/server.out" | head -1)
+s1=$(sed -n 's/.* served \([0-9]*\) connections$/\1/p' "$TMP/server.out" | tail -1)
+[ "${s0:-0}" -gt 0 ] && [ "${s1:-0}" -gt 0 ] && [ $((s0 + s1)) = 24 ]
+ok $? "... the kernel handed them to both contexts ($s0 and $s1)"
+
+start_server -l "127.0.0.1:$PORT" -b 4 -g "0,$G1" || exit 1
+
+start_helper reuseport-echo-server "127.0.0.1:$PORT" || exit 1
+conc g2 24
+ok $? "a CPU program joined the port's group: 24 connections intact"
+is "$(directs g2)" 0 "... none on the direct path"
+grep -q 'not a gsock application' "$TMP/g2.err"
+ok $? "... gsockd said why: $(sed -n 's/.*no direct path: //p' "$TMP/g2.err" | head -1)"
+n=$(grep -c accepted "$TMP/helper.out")
+[ "$n" -gt 0 ] && [ "$n" -lt 24 ]
+ok $? "... the kernel handed the CPU program some of them ($n), the GPU listeners the rest"
+
+kill "$HELPER_PID"
+wait "$HELPER_PID" 2>/dev/null
+sleep 1.1 # the preload remembers a refused address for a second
+conc g3 24
+ok $? "the CPU program gone: 24 connections intact"
+is "$(directs g3)" 24 "... each on the direct path again"
+
+# Two servers on one port (-P); one goes, the other serves on.
+start_app a "$SERVER" -l 127.0.0.1:0 -b 4 -P || exit 1
+PORT=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/a.out" | head -1)
+start_app b "$SERVER" -l "127.0.0.1:$PORT" -b 4 -P || exit 1
+conc p1 16
+ok $? "two servers sharing a port (-P): 16 connections intact"
+kill "$a_PID"
+wait "$a_PID" 2>/dev/null
+conc p2 16
+ok $? "one of them gone: 16 connections intact"
+is "$(directs p2)" 16 "... each on the direct path, to the one left"
+finish
