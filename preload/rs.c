@@ -9,6 +9,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <link.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -152,14 +154,39 @@ static void release(struct pl_sock *s)
 		close_rsocket(s, gone);
 }
 
+/*
+ * librdmacm's release, from its file's name (librdmacm.so.1.3.44.0 is
+ * rdma-core 44), or 0 where it does not say.
+ */
+static int rdmacm_release(void *h)
+{
+	struct link_map *lm = NULL;
+	char path[PATH_MAX];
+	const char *v;
+
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) || !lm || !lm->l_name ||
+	    !realpath(lm->l_name, path))
+		return 0;
+	v = strstr(path, "librdmacm.so.1.");
+	if (!v || !(v = strchr(v + strlen("librdmacm.so.1."), '.')))
+		return 0;
+	return atoi(v + 1);
+}
+
 static void load(void)
 {
 	void *h = dlopen("librdmacm.so.1", RTLD_NOW | RTLD_LOCAL);
+	int rel;
 
 	if (!h) {
 		load_error = "librdmacm.so.1 cannot be loaded";
 		return;
 	}
+	rel = rdmacm_release(h);
+	if (rel && rel < 53)
+		pl_log(PL_LOG_INFO,
+		       "librdmacm of rdma-core %d: its connect service can stop a server's accepts and closes once several connections are open (fixed in rdma-core 53); the preload keeps most of it off (gsock-preload(8), BUGS)",
+		       rel);
 #define LOAD(name)                                                           \
 	do {                                                                 \
 		*(void **)&pl_rdmacm.name = dlsym(h, #name);                        \
@@ -226,6 +253,29 @@ static int app_nonblocking(int fd)
 }
 
 /*
+ * The CM event channel of connected rsocket r (its descriptor number)
+ * made non-blocking. librdmacm's connect service, a thread that reads
+ * the CM events of every accepted or connecting rsocket, keeps polling
+ * its old descriptor array after a new rsocket made it grow the array
+ * (rdma-core before 53; fixed there by 24061f015, "rsockets: Fix for
+ * cm_svc_run thread"): an event at an old slot is handed to whichever
+ * rsocket holds that slot now, and the service blocked reading that
+ * one's channel until its peer went away. Every raccept and rclose waits
+ * for the service under one lock, so a server with a few connections
+ * open at once stopped for good (a preloaded redis-server, when one
+ * redis-benchmark test's eight connections closed as the next's came).
+ * On a non-blocking channel that read fails with EAGAIN and the service
+ * goes on; it may then spin until its last rsocket closes.
+ */
+void pl_rs_cm_nonblock(int r)
+{
+	int fl = pl_real.fcntl(r, F_GETFL);
+
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		pl_real.fcntl(r, F_SETFL, fl | O_NONBLOCK);
+}
+
+/*
  * A connected rsocket's descriptor number is its CM event channel, where
  * the peer's disconnect arrives; rsocket reads it only when it closes.
  * A duplicate of it, which rpoll takes for a plain descriptor, becomes
@@ -234,6 +284,7 @@ static int app_nonblocking(int fd)
  */
 int pl_rs_watch_peer(int r)
 {
+	pl_rs_cm_nonblock(r);
 	return pl_real.fcntl(r, F_DUPFD_CLOEXEC, 0);
 }
 

@@ -66,6 +66,8 @@ int pl_rs_rpoll(struct pollfd *p, nfds_t n, int timeout);
 long long pl_now_ms(void);
 /* Options the application set on kernel socket fd, set on rsocket r too. */
 void pl_rs_replay_options(int fd, int r);
+/* Make rsocket r's CM event channel (descriptor r) non-blocking (rs.c says why). */
+void pl_rs_cm_nonblock(int r);
 /* A descriptor that becomes readable when connected rsocket r's peer is gone. */
 int pl_rs_watch_peer(int r);
 /* Wait (up to a second) until accepted rsocket r is established: 0, else -1. */

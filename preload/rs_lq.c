@@ -89,6 +89,8 @@ static void *lq_run(void *arg)
 			continue;
 		}
 		idle = 0;
+		/* at once: raccept gave c to librdmacm's connect service (rs.c) */
+		pl_rs_cm_nonblock(c);
 		if (pl_rs_settle(c) < 0) {
 			pl_rdmacm.rclose(c); /* never completed its connection */
 			continue;
