@@ -10,13 +10,18 @@
  * dead process reach the other end as they do over TCP. Only the bytes
  * go elsewhere. Before a gconnect's connect(2), gsockd looks for a
  * listener of its own that the kernel must hand the connection to (the
- * address and port match, and the listener shares its port with nobody:
- * no SO_REUSEPORT); if there is one, the connecting socket is bound to a
- * port of its own, a segment is taken, and a pending entry names the
- * listener and that port. The listener's worker accepts ahead of
- * gaccept, as always, and looks the accepted connection's peer up among
- * the pending entries; the segment becomes the accepting end's. Each end
- * learns it from gs_sock.direct before its gconnect or gaccept returns.
+ * address and port match); if there is one, the connecting socket is
+ * bound to a port of its own, a segment is taken, and a pending entry
+ * names the listener and that port. A port that several listeners share
+ * with SO_REUSEPORT (a server on several GPUs) is taken when the kernel's
+ * own list of its listeners (sock_diag) shows none but ours that could
+ * take the connection: the pending entry names the address, whichever
+ * of ours the kernel picks takes the segment, and both rings stay in the
+ * segment (where the first goes is not known before). The listener's
+ * worker accepts ahead of gaccept, as always, and looks the accepted
+ * connection's peer up among the pending entries; the segment becomes
+ * the accepting end's. Each end learns it from gs_sock.direct before its
+ * gconnect or gaccept returns.
  *
  * A segment is held by each end and by its pending entry; the last to
  * let go frees it. An end that closes (or whose process dies) marks its
@@ -597,7 +602,8 @@ static void seg_put(int seg)
 
 /*
  * Caller holds the lock, seg is new: each pipe whose receiver has a
- * receive pool that the sender mapped gets its ring there. The pool's
+ * receive pool that the sender mapped gets its ring there (a1 NULL: none
+ * does). The pool's
  * index stays busy (not given to another application) while seg lives,
  * so the sender's mapping of it stays the one the sender writes into.
  */
@@ -612,9 +618,13 @@ static void seg_place(int seg, struct br_app *a0, struct br_app *a1)
 	for (unsigned k = 0; k < 2; k++) {
 		struct br_app *rcv = a[k ^ 1];
 
-		g->dpeer[k] = a[k]->peer >= 0 ? (uint32_t)a[k]->peer + 1 : 0;
-		/* one application's two ends: its two rings would be one */
-		if (rcv == a[k] || rcv->peer < 0 ||
+		g->dpeer[k] = a[k] && a[k]->peer >= 0 ? (uint32_t)a[k]->peer + 1 : 0;
+		/*
+		 * An end not known yet (NULL: the listener the kernel picks
+		 * from a SO_REUSEPORT group): both rings stay in the segment.
+		 * One application's two ends: its two rings would be one.
+		 */
+		if (!a[k] || !rcv || rcv == a[k] || rcv->peer < 0 ||
 		    dp.peer_app[rcv->peer] != rcv ||
 		    !(a[k]->reach >> rcv->peer & 1))
 			continue;
@@ -885,9 +895,10 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 {
 	struct dkey dk = { .unx = s->domain == AF_UNIX }, src;
 	struct dlisten *l;
-	uint64_t dev = 0, ino = 0;
+	uint64_t dev = 0, ino = 0, kino[BR_GROUP_MAX];
 	bool local = true; /* a unix socket's file is on this host */
-	int seg;
+	bool group;
+	int seg, n = -1;
 
 	s->dseg = -1;
 	if (dp.fd < 0 || !s->app->direct ||
@@ -899,31 +910,36 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 		local = key_local(&dk);
 	pthread_mutex_lock(&dp.lock);
 	l = dk.unx ? unix_listener_for(dev, ino) : listener_for(&dk, &local);
-	/*
-	 * A SO_REUSEPORT group: not for a GPU end, whose rings would lie in
-	 * the receiver's GPU memory before the kernel says which receiver.
-	 */
-	if (!l || l->reuse || !dp.nfree || l->s->app->uid != s->app->uid) {
+	if (!l || !dp.nfree || l->s->app->uid != s->app->uid) {
 		pthread_mutex_unlock(&dp.lock);
 		return;
 	}
+	group = l->reuse;
 	pthread_mutex_unlock(&dp.lock);
+	/* A SO_REUSEPORT group: the kernel's list, asked without the lock. */
+	if (group && local)
+		n = kernel_listeners(&dk, kino, BR_GROUP_MAX);
 	if ((dk.unx ? unix_src(s->fd, &src) : bind_source(s, dst, dlen, &src)) <
 	    0)
 		return;
 	pthread_mutex_lock(&dp.lock);
 	/* Looked up again: the lock was let go for the bind. */
 	l = dk.unx ? unix_listener_for(dev, ino) : listener_for(&dk, &local);
-	if (!l || l->reuse || !dp.nfree) {
+	if (!l || !dp.nfree ||
+	    (l->reuse && !group_ours(&dk, kino, n, s->app->uid))) {
 		pthread_mutex_unlock(&dp.lock);
 		return;
 	}
 	seg = dp.free_segs[--dp.nfree];
 	dp.refs[seg] = 2; /* this end, and the pending entry */
 	memset(seg_at(seg), 0, sizeof(struct gs_dseg));
-	seg_place(seg, s->app, l->s->app);
+	/*
+	 * A group's: the rings stay in the segment, as the receiver of the
+	 * first is not known until the kernel hands the connection over.
+	 */
+	seg_place(seg, s->app, l->reuse ? NULL : l->s->app);
 	dp.pend[dp.npend++] = (struct dpending){
-		.ls = l->s, .dst = dk, .src = src, .seg = seg
+		.ls = l->reuse ? NULL : l->s, .dst = dk, .src = src, .seg = seg
 	};
 	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&dp.lock);

@@ -1,18 +1,18 @@
 #!/bin/sh
 # The direct path to a port that several GPU listeners share with
 # SO_REUSEPORT (a server on several GPUs, or several servers): a preloaded
-# CPU client's connections take it whichever listener the kernel picks,
-# intact, while every listener of the port is a gsock application's. A
-# CPU program that joins the port's group turns it off (the kernel could
-# hand it a connection whose bytes it would never see): those connections
-# take the kernel's path, intact, and take the direct path again once it
-# left. A listener of the group that goes leaves the others serving
-# direct connections.
+# CPU client's connections, and a GPU client's, take it whichever listener
+# the kernel picks, intact, while every listener of the port is a gsock
+# application's. A CPU program that joins the port's group turns it off
+# (the kernel could hand it a connection whose bytes it would never see):
+# those connections take the kernel's path or the bridge, intact, and the
+# direct path again once it left. A listener of the group that goes
+# leaves the others serving direct connections.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 180
-plan 12
+plan 15
 
 # conc NAME COUNT: COUNT concurrent preloaded connections of random sizes
 # to $PORT; says whether all came back intact; $TMP/NAME.err has the
@@ -24,6 +24,25 @@ conc() {
 	[ "$(cut -d' ' -f1-4 "$TMP/$1")" = "ok $2 of $2" ]
 }
 directs() { grep -c 'direct path, segment' "$TMP/$1.err"; }
+STAT=$GSOCK_BUILD/bridge/gsock-stat
+# gpu NAME: a GPU client of 2 connections, 1000 round trips of 100 kB
+# each, looked at by gsock-stat while it runs; prints its connected
+# sockets' paths (direct, bridge) as gsock-stat names them, sorted.
+gpu() {
+	"$CLIENT" -n 100000 -i 1000000 -b 2 127.0.0.1:"$PORT" >"$TMP/$1" 2>&1 &
+	cli=$!
+	PIDS="$PIDS $cli"
+	sleep 1
+	"$STAT" -j >"$TMP/$1.json"
+	kill "$cli"
+	wait "$cli" 2>/dev/null
+	python3 - "$TMP/$1.json" "$cli" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+a = [a for a in d["applications"] if a["pid"] == int(sys.argv[2])]
+print(" ".join(sorted(s["path"] for x in a for s in x["socket_list"] if s["state"] == "connected")))
+PY
+}
 
 # Two contexts: on two GPUs where there are, else both on GPU 0.
 G1=1
@@ -37,12 +56,16 @@ PORT=$(echo "$PORT" | head -1) # one line per GPU's context
 conc g1 24
 ok $? "24 connections to a port two GPU contexts share: intact"
 is "$(directs g1)" 24 "... each on the direct path"
+is "$(gpu u1)" "direct direct" "a GPU client's 2 connections there: direct too"
+timeout 60 "$CLIENT" -n 64 -i 2000 -b 2 127.0.0.1:"$PORT" >"$TMP/u1a" 2>&1 &&
+	timeout 60 "$CLIENT" -n 1000000 -i 8 -b 2 127.0.0.1:"$PORT" >"$TMP/u1b" 2>&1
+ok $? "... 2 x 2000 round trips of 64 B and 2 x 8 of 1,000,000 B: intact"
 kill "$SERVER_PID"
 wait "$SERVER_PID"
 s0=$(sed -n 's/.* served \([0-9]*\) connections$/\1/p' "$TMP/server.out" | head -1)
 s1=$(sed -n 's/.* served \([0-9]*\) connections$/\1/p' "$TMP/server.out" | tail -1)
-[ "${s0:-0}" -gt 0 ] && [ "${s1:-0}" -gt 0 ] && [ $((s0 + s1)) = 24 ]
-ok $? "... the kernel handed them to both contexts ($s0 and $s1)"
+[ "${s0:-0}" -gt 0 ] && [ "${s1:-0}" -gt 0 ] && [ $((s0 + s1)) = 30 ]
+ok $? "... the kernel handed the 30 to both contexts ($s0 and $s1)"
 
 start_server -l "127.0.0.1:$PORT" -b 4 -g "0,$G1" || exit 1
 
@@ -55,6 +78,7 @@ ok $? "... gsockd said why: $(sed -n 's/.*no direct path: //p' "$TMP/g2.err" | h
 n=$(grep -c accepted "$TMP/helper.out")
 [ "$n" -gt 0 ] && [ "$n" -lt 24 ]
 ok $? "... the kernel handed the CPU program some of them ($n), the GPU listeners the rest"
+is "$(gpu u2)" "bridge bridge" "... and a GPU client's connections take the bridge"
 
 kill "$HELPER_PID"
 wait "$HELPER_PID" 2>/dev/null
