@@ -9,7 +9,8 @@
 # Knobs: GPUS ("0" and "0,1" by default), CONNS, ROUNDS, SECS, W gsockd
 # workers, SCORES/CCORES/MCORES the servers', client's and memcached's
 # cores, CJ client threads, MT memcached threads, B and M_ the server's
-# blocks and connections a block. Cores are CPU time over the client's
+# blocks and connections a block, F its pipes to memcached, PATHS
+# which paths (default "tcp direct"). Cores are CPU time over the client's
 # whole run (its connects and end too), by wall time.
 set -u
 tmp=$(mktemp -d); export GSOCK_CONTROL=$tmp/g.sock
@@ -29,11 +30,11 @@ for i in $(seq 100); do [ -S $GSOCK_CONTROL ] && break; sleep 0.05; done
 echo "| round | path | GPUs | conns | requests/s | p50 / p99 us | failed | direct conns | client cores | gsockd cores | memcached cores | G host cores |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for r in $(seq ${ROUNDS:-2}); do
-  for path in tcp direct; do
+  for path in ${PATHS:-tcp direct}; do
     for gpus in ${GPUS:-0 0,1}; do
       for c in ${CONNS:-256}; do
         p=$(port); n=$(echo $gpus | tr ',' ' ' | wc -w)
-        $S ${FVG:-$FV/facever-gserver-cuda} -l 127.0.0.1:$p -M 127.0.0.1:$mp -b ${B:-128} -m ${M_:-2} -g $gpus -P > $tmp/g.out 2>&1 & A=$!
+        $S ${FVG:-$FV/facever-gserver-cuda} -l 127.0.0.1:$p -M 127.0.0.1:$mp -b ${B:-128} -m ${M_:-2} ${F:+-F $F} -g $gpus -P > $tmp/g.out 2>&1 & A=$!
         up $tmp/g.out $n
         pre=""; [ $path = direct ] && pre="env LD_PRELOAD=$PRE GSOCK_LOG=info"
         g0=$(ticks $G); m0=$(ticks $MC); a0=$(ticks $A); t0=$(date +%s.%N)
@@ -49,7 +50,7 @@ for r in $(seq ${ROUNDS:-2}); do
             -v cl=$cl -v g=$((g1 - g0)) -v m=$((m1 - m0)) -v a=$((a1 - a0)) -v hz=$hz -v s=$secs \
             'BEGIN { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f |\n", r, path, gpus, c, rps, lat, fail, dc, cl / hz / s, g / hz / s, m / hz / s, a / hz / s }'
         kill $A; wait $A 2>/dev/null
-        grep -h 'fetchers\|served' $tmp/g.out | sed 's/^/    /'
+        grep -h 'pipes\|steps\|served' $tmp/g.out | sed 's/^/    /'
         grep -v 'direct path, segment' $tmp/cl.err | head -3 | sed 's/^/    client: /'
       done
     done
