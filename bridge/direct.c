@@ -834,20 +834,39 @@ static struct dpending *pend_of(int seg)
 void br_direct_unlisten(struct br_sock *s)
 {
 	struct dlisten *l;
-	bool local = true;
+	bool local = true, reuse;
+	int fd;
 
 	if (!s->dlisten)
 		return;
+	/*
+	 * A SO_REUSEPORT listener: connections still in its kernel queue
+	 * are those the kernel resets when it closes, and only the queue
+	 * knows which pending entries of the group they were. Taken and
+	 * reset here, their segments go with them (one that comes between
+	 * this and the close still waits for the group's last listener).
+	 */
+	pthread_mutex_lock(&dp.lock);
+	l = listen_of(s);
+	reuse = l && l->reuse;
+	pthread_mutex_unlock(&dp.lock);
+	while (reuse && (fd = accept4(s->fd, NULL, NULL,
+				      SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+		br_direct_drop(br_direct_accepted(s, fd));
+		/* a reset, as the kernel's close of the listener gives */
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(fd);
+	}
 	pthread_mutex_lock(&dp.lock);
 	l = listen_of(s);
 	if (l)
 		*l = dp.ls[--dp.nls];
 	/*
 	 * Connections the kernel now resets: their segments' pending hold.
-	 * Those to a SO_REUSEPORT group wait for another of its listeners
-	 * (where the kernel moves them: tcp_migrate_req), and go with the
-	 * group's last: which queue the kernel had put each in, it does not
-	 * say, so one it reset holds its segment until then.
+	 * Those to a SO_REUSEPORT group (not in our queue, above) wait for
+	 * another of its listeners, and go with the group's last.
 	 */
 	for (uint32_t i = 0; i < dp.npend;)
 		if (dp.pend[i].ls == s ||

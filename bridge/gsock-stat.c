@@ -252,9 +252,10 @@ static void print_json(const struct sample *p, const struct sample *s,
 	bool first_app = true;
 
 	printf("{\"gsockd\":{\"pid\":%d,\"workers\":%u,\"io\":\"%s\",\"applications\":%u,"
+	       "\"direct_segments\":%u,\"direct_held\":%u,"
 	       "\"direct_wakeups\":%llu,\"watch_looks\":%llu,\"watch_finds\":%llu},\"applications\":[",
 	       b->pid, b->u.bridge.workers, b->u.bridge.io_uring ? "io_uring" : "epoll",
-	       b->u.bridge.napps,
+	       b->u.bridge.napps, b->u.bridge.direct_segs, b->u.bridge.direct_held,
 	       (unsigned long long)b->u.bridge.direct_wakeups,
 	       (unsigned long long)b->u.bridge.watch_looks,
 	       (unsigned long long)b->u.bridge.watch_finds);
@@ -331,10 +332,11 @@ static void print_table(const struct sample *p, const struct sample *s, bool wat
 	const struct gs_stat_rec *b = &s->r[0];
 	char h[6][16];
 
-	printf("gsockd pid %d: %u workers, io %s, %u application%s; %llu direct wake-ups, doorbell watch %llu looks (%llu found one)\n",
+	printf("gsockd pid %d: %u workers, io %s, %u application%s; direct pool %u of %u segments held, %llu direct wake-ups, doorbell watch %llu looks (%llu found one)\n",
 	       b->pid, b->u.bridge.workers,
 	       b->u.bridge.io_uring ? "io_uring" : "epoll", b->u.bridge.napps,
-	       b->u.bridge.napps == 1 ? "" : "s",
+	       b->u.bridge.napps == 1 ? "" : "s", b->u.bridge.direct_held,
+	       b->u.bridge.direct_segs,
 	       (unsigned long long)b->u.bridge.direct_wakeups,
 	       (unsigned long long)b->u.bridge.watch_looks,
 	       (unsigned long long)b->u.bridge.watch_finds);

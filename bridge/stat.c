@@ -143,6 +143,13 @@ void br_stat_start(int fd)
 	r.u.bridge.napps = br.napps;
 	r.u.bridge.io_uring = br.io_uring;
 	r.u.bridge.direct_wakeups = br_direct_wakeups();
+	r.u.bridge.direct_held = br_direct_held();
+	{
+		uint32_t dring;
+		uint64_t size;
+
+		br_direct_pool(&r.u.bridge.direct_segs, &dring, &size);
+	}
 	br_watch_counts(&r.u.bridge.watch_looks, &r.u.bridge.watch_finds);
 	br_stat_add(st, &r);
 	for (struct br_app *a = br.apps; a; a = a->next)

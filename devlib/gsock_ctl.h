@@ -153,11 +153,13 @@ struct gs_stat_rec {
 	uint32_t pad;
 	union {
 		struct {
-			uint32_t workers, napps, io_uring, pad;
+			/* direct_held: segments of the direct pool in use */
+			uint32_t workers, napps, io_uring, direct_held;
 			/* since gsockd started: wake-up bytes written to
 			 * preloaded programs' descriptors (the direct path),
 			 * the doorbell watch's looks and those that found one */
 			uint64_t direct_wakeups, watch_looks, watch_finds;
+			uint32_t direct_segs, pad; /* the pool's segments (0: off) */
 		} bridge;
 		struct {
 			uint32_t nslots, nsocks, ring_size, nworkers;

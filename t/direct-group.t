@@ -7,12 +7,13 @@
 # (the kernel could hand it a connection whose bytes it would never see):
 # those connections take the kernel's path or the bridge, intact, and the
 # direct path again once it left. A listener of the group that goes
-# leaves the others serving direct connections.
+# leaves the others serving direct connections, and gives back the
+# segments of the connections still in its kernel queue.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 180
-plan 15
+plan 16
 
 # conc NAME COUNT: COUNT concurrent preloaded connections of random sizes
 # to $PORT; says whether all came back intact; $TMP/NAME.err has the
@@ -98,4 +99,52 @@ wait "$a_PID" 2>/dev/null
 conc p2 16
 ok $? "one of them gone: 16 connections intact"
 is "$(directs p2)" 16 "... each on the direct path, to the one left"
+
+# A listener of a group that goes with connections still in its kernel
+# queue: those are reset, and their segments come back (no other listener
+# will take them). accept_queue = 1: a server of one block holds one
+# connection, gsockd's queue one, the kernel's two; four connections
+# fill A alone, then B joins A's port and A is killed.
+kill "$a_PID" "$b_PID" 2>/dev/null
+wait "$a_PID" "$b_PID" 2>/dev/null
+kill "$GSOCKD_PID"
+wait "$GSOCKD_PID" 2>/dev/null
+printf 'accept_queue = 1\n' >"$TMP/q1.conf"
+GSOCKD_CONF=$TMP/q1.conf start_gsockd || exit 1
+start_app qa "$SERVER" -l 127.0.0.1:0 -b 1 -P || exit 1
+PORT=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/qa.out" | head -1)
+held() {
+	"$STAT" -j | python3 -c 'import json, sys; print(json.load(sys.stdin)["gsockd"]["direct_held"])'
+}
+env LD_PRELOAD="$PRELOAD" GSOCK_LOG=info python3 - "$PORT" >"$TMP/hold.out" 2>"$TMP/hold.err" <<'PY' &
+import socket, sys, time
+cs = []
+for _ in range(4):
+    s = socket.socket()
+    s.settimeout(2)
+    s.connect(("127.0.0.1", int(sys.argv[1])))
+    cs.append(s)
+print("held", len(cs), flush=True)
+time.sleep(3)
+PY
+hold=$!
+PIDS="$PIDS $hold"
+for _ in $(seq 60); do grep -q held "$TMP/hold.out" && break; sleep 0.1; done
+start_app qb "$SERVER" -l "127.0.0.1:$PORT" -b 1 -P || exit 1
+q=$(python3 - "$PORT" <<'PY'
+import sys
+p = ":%04X" % int(sys.argv[1])
+print(sum(int(f[4].split(":")[1], 16) for f in (l.split() for l in open("/proc/net/tcp").readlines()[1:])
+          if f[3] == "0A" and f[1].endswith(p)))
+PY
+)
+h0=$(held)
+kill "$qa_PID"
+wait "$qa_PID" 2>/dev/null
+wait "$hold"
+h=$h0
+for _ in $(seq 60); do h=$(held); [ "$h" = 0 ] && break; sleep 0.1; done
+echo "# $(cat "$TMP/hold.out") direct connections, $h0 segments held, $q in the kernel's queue; A killed, then the client's end"
+[ "$q" -gt 0 ] && [ "$h" = 0 ]
+ok $? "a group's listener killed with connections in its kernel queue ($q): every segment back (held: $h)"
 finish
