@@ -53,6 +53,7 @@
 #include <ifaddrs.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -249,9 +250,28 @@ static uint64_t pipe_unread(const struct gs_dpipe *p)
 	return (int64_t)d > 0 ? d : 0;
 }
 
-static bool key_of(const struct sockaddr *sa, socklen_t len, struct dkey *k)
+static bool key_v4(const struct dkey *k)
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0,
+					    0, 0, 0, 0, 0xff, 0xff };
+
+	return !memcmp(k->a, mapped, 12);
+}
+
+/*
+ * k->any from its address: 0.0.0.0, ::, or ::ffff:0.0.0.0 (an IPv6
+ * socket's bind to every IPv4 address).
+ */
+static void key_any(struct dkey *k)
 {
 	static const uint8_t zero[16];
+
+	k->any = !memcmp(k->a, zero, 16) ||
+		 (key_v4(k) && !memcmp(k->a + 12, zero, 4));
+}
+
+static bool key_of(const struct sockaddr *sa, socklen_t len, struct dkey *k)
+{
 
 	memset(k, 0, sizeof(*k));
 	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
@@ -260,7 +280,7 @@ static bool key_of(const struct sockaddr *sa, socklen_t len, struct dkey *k)
 		k->a[10] = k->a[11] = 0xff;
 		memcpy(k->a + 12, &in->sin_addr, 4);
 		k->port = ntohs(in->sin_port);
-		k->any = in->sin_addr.s_addr == htonl(INADDR_ANY);
+		key_any(k);
 		return true;
 	}
 	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
@@ -268,18 +288,10 @@ static bool key_of(const struct sockaddr *sa, socklen_t len, struct dkey *k)
 
 		memcpy(k->a, &in6->sin6_addr, 16);
 		k->port = ntohs(in6->sin6_port);
-		k->any = !memcmp(k->a, zero, 16);
+		key_any(k);
 		return true;
 	}
 	return false;
-}
-
-static bool key_v4(const struct dkey *k)
-{
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0,
-					    0, 0, 0, 0, 0xff, 0xff };
-
-	return !memcmp(k->a, mapped, 12);
 }
 
 /* Whether k is one of this host's addresses (127/8 and ::1 included). */
@@ -380,7 +392,10 @@ static int kernel_listeners(const struct dkey *dst, uint64_t *ino, int max)
 			}
 			for (; n >= 0 && NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
 				const struct inet_diag_msg *m = NLMSG_DATA(h);
-				struct dkey k = { .port = ntohs(m->id.idiag_sport) };
+				const struct rtattr *at;
+				struct dkey k = { .port = 0 };
+				bool v6only = false;
+				int alen;
 
 				if (h->nlmsg_type == NLMSG_DONE) {
 					done = true;
@@ -391,19 +406,25 @@ static int kernel_listeners(const struct dkey *dst, uint64_t *ino, int max)
 					n = -1;
 					break;
 				}
-				if (k.port != dst->port)
+				if (ntohs(m->id.idiag_sport) != dst->port)
 					continue;
+				/* IPv6's: whether it takes IPv4 too */
+				at = (const struct rtattr *)(m + 1);
+				alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+				for (; RTA_OK(at, alen); at = RTA_NEXT(at, alen))
+					if (at->rta_type == INET_DIAG_SKV6ONLY &&
+					    RTA_PAYLOAD(at) >= 1)
+						v6only = *(const uint8_t *)RTA_DATA(at);
 				if (m->idiag_family == AF_INET) {
 					k.a[10] = k.a[11] = 0xff;
 					memcpy(k.a + 12, m->id.idiag_src, 4);
-					k.any = !m->id.idiag_src[0];
 				} else {
-					static const uint8_t zero[16];
-
 					memcpy(k.a, m->id.idiag_src, 16);
-					k.any = !memcmp(k.a, zero, 16);
 				}
-				if (k.any ? key_v4(&k) && !key_v4(dst) :
+				key_any(&k);
+				/* a wildcard of the other family, or another address */
+				if (k.any ? (key_v4(&k) && !key_v4(dst)) ||
+						    (!key_v4(&k) && key_v4(dst) && v6only) :
 					    memcmp(k.a, dst->a, 16) != 0)
 					continue;
 				if (n == max)

@@ -15,7 +15,9 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -155,37 +157,42 @@ static void release(struct pl_sock *s)
 }
 
 /*
- * librdmacm's release, from its file's name (librdmacm.so.1.3.44.0 is
- * rdma-core 44), or 0 where it does not say.
+ * Whether librdmacm h is a release with the connect service's stale
+ * array (pl_rs_cm_nonblock): rdma-core before 53, but for the stable
+ * releases that took the fix (44.7, 45.6, ... 52.1), named by its file
+ * (librdmacm.so.1.3.44.0 is rdma-core 44.0); its release in *rel. False
+ * where the name does not say.
  */
-static int rdmacm_release(void *h)
+static bool rdmacm_stale_svc(void *h, int *rel)
 {
+	static const int fixed[] = { 7, 6, 5, 4, 3, 3, 2, 2, 1 }; /* 44..52 */
 	struct link_map *lm = NULL;
 	char path[PATH_MAX];
 	const char *v;
+	int minor = 0;
 
 	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) || !lm || !lm->l_name ||
 	    !realpath(lm->l_name, path))
-		return 0;
+		return false;
 	v = strstr(path, "librdmacm.so.1.");
-	if (!v || !(v = strchr(v + strlen("librdmacm.so.1."), '.')))
-		return 0;
-	return atoi(v + 1);
+	if (!v || !(v = strchr(v + strlen("librdmacm.so.1."), '.')) ||
+	    sscanf(v + 1, "%d.%d", rel, &minor) < 1 || *rel <= 0 || *rel >= 53)
+		return false;
+	return *rel < 44 || minor < fixed[*rel - 44];
 }
 
 static void load(void)
 {
 	void *h = dlopen("librdmacm.so.1", RTLD_NOW | RTLD_LOCAL);
-	int rel;
+	int rel = 0;
 
 	if (!h) {
 		load_error = "librdmacm.so.1 cannot be loaded";
 		return;
 	}
-	rel = rdmacm_release(h);
-	if (rel && rel < 53)
+	if (rdmacm_stale_svc(h, &rel))
 		pl_log(PL_LOG_INFO,
-		       "librdmacm of rdma-core %d: its connect service can stop a server's accepts and closes once several connections are open (fixed in rdma-core 53); the preload keeps most of it off (gsock-preload(8), BUGS)",
+		       "librdmacm of rdma-core %d: its connect service can stop a server's accepts and closes once several connections are open (fixed in rdma-core 53); the preload keeps most of it off (gsock-preload(8), NOTES)",
 		       rel);
 #define LOAD(name)                                                           \
 	do {                                                                 \

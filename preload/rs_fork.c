@@ -306,6 +306,8 @@ static int fork_accept(int fd, int l, const char *nonce, char *verdict,
 			usleep(1000);
 			continue;
 		}
+		/* at once: raccept gave c to librdmacm's connect service (rs.c) */
+		pl_rs_cm_nonblock(c);
 		if (RS(pl_rs_settle(c)) == 0 &&
 		    rs_recv_all(c, got, sizeof(got), deadline) == 0 &&
 		    memcmp(got, nonce, sizeof(got)) == 0)
