@@ -439,6 +439,56 @@ static int kernel_listeners(const struct dkey *dst, uint64_t *ino, int max)
 }
 
 /*
+ * Whether the kernel holds a connection from src to dst at dst's end (in
+ * a listener's queue, half-open, or accepted), asked through sock_diag;
+ * true where it would not say.
+ */
+static bool kernel_has_conn(const struct dkey *dst, const struct dkey *src)
+{
+	bool v4 = key_v4(dst) && key_v4(src), has = true;
+	struct {
+		struct nlmsghdr nh;
+		struct inet_diag_req_v2 r;
+	} req = {
+		.nh = { .nlmsg_len = sizeof(req),
+			.nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			.nlmsg_flags = NLM_F_REQUEST },
+		.r = { .sdiag_family = v4 ? AF_INET : AF_INET6,
+		       .sdiag_protocol = IPPROTO_TCP,
+		       .idiag_states = ~0u,
+		       .id = { .idiag_sport = htons(dst->port),
+			       .idiag_dport = htons(src->port),
+			       .idiag_cookie = { INET_DIAG_NOCOOKIE,
+						 INET_DIAG_NOCOOKIE } } },
+	};
+	uint64_t buf[1024 / 8];
+	const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
+	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
+			NETLINK_SOCK_DIAG);
+	ssize_t got;
+
+	if (fd < 0)
+		return true;
+	/* the local end is dst's */
+	memcpy(req.r.id.idiag_src, v4 ? dst->a + 12 : dst->a, v4 ? 4 : 16);
+	memcpy(req.r.id.idiag_dst, v4 ? src->a + 12 : src->a, v4 ? 4 : 16);
+	if (send(fd, &req, sizeof(req), 0) == (ssize_t)sizeof(req) &&
+	    (got = recv(fd, buf, sizeof(buf), 0)) > 0 &&
+	    NLMSG_OK(h, (int)got)) {
+		const struct inet_diag_msg *m = NLMSG_DATA(h);
+
+		if (h->nlmsg_type == NLMSG_ERROR)
+			has = false; /* none (ENOENT) */
+		else if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+			 h->nlmsg_len >= NLMSG_LENGTH(sizeof(*m)))
+			/* a lookup without a connection finds the listener */
+			has = m->idiag_state != TCP_LISTEN;
+	}
+	close(fd);
+	return has;
+}
+
+/*
  * Caller holds the lock: whether every one of the kernel's listeners in
  * ino[n] (kernel_listeners) is a listener of ours, of uid, that covers dst:
  * then a port shared with SO_REUSEPORT is ours whichever the kernel picks.
@@ -1195,6 +1245,67 @@ void br_direct_kick(struct br_sock *s)
 	pthread_mutex_unlock(&dp.lock);
 }
 
+/*
+ * Caller holds the lock, seg's CPU side is gone: a pending entry of seg
+ * whose connection the kernel does not hold (never queued: the listener's
+ * queue was full; reset with a listener) would wait for the listener's
+ * close, and be handed to a later connection from the same port. It goes
+ * now. The lock is let go while the kernel is asked.
+ */
+static bool pend_stale(int seg)
+{
+	struct dpending *p = pend_of(seg);
+	struct dkey src, dst;
+
+	if (!p || p->src.unx)
+		return false;
+	src = p->src;
+	dst = p->dst;
+	pthread_mutex_unlock(&dp.lock);
+	if (kernel_has_conn(&dst, &src)) {
+		pthread_mutex_lock(&dp.lock);
+		return false;
+	}
+	pthread_mutex_lock(&dp.lock);
+	p = pend_of(seg); /* still the same connection's? */
+	if (!p || p->src.port != src.port || memcmp(p->src.a, src.a, 16))
+		return false;
+	side_gone(seg, 1, true);
+	seg_put(seg);
+	pend_remove((uint32_t)(p - dp.pend));
+	return true;
+}
+
+/*
+ * Caller holds the lock (let go and taken again), about to add an entry
+ * from src: an older one from the same address and port is stale (that
+ * connection's socket let the port go); and a few entries whose CPU side
+ * is gone are asked after again (pend_stale), as a connection the kernel
+ * still held half-open when its CPU side went may have died since.
+ */
+static void pend_sweep(const struct dkey *src)
+{
+	static uint32_t next;
+
+	for (uint32_t i = 0; i < dp.npend;) {
+		struct dpending *p = &dp.pend[i];
+
+		if (p->src.port == src->port && !memcmp(p->src.a, src->a, 16)) {
+			side_gone(p->seg, 1, true);
+			seg_put(p->seg);
+			pend_remove(i);
+		} else {
+			i++;
+		}
+	}
+	for (int k = 0; k < 4 && dp.npend; k++) {
+		int seg = dp.pend[next++ % dp.npend].seg;
+
+		if (cpu_side(seg, 0) && dp.cpu[seg].ended)
+			pend_stale(seg);
+	}
+}
+
 static void dreply(struct gs_ctl_dreply *rep, int status, const char *why)
 {
 	rep->status = status;
@@ -1230,6 +1341,7 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	}
 	local = key_local(&dk);
 	pthread_mutex_lock(&dp.lock);
+	pend_sweep(&src);
 	l = listener_for(&dk, &local);
 	if (l && l->reuse) {
 		/* the kernel's list, asked without the lock, then ours again */
@@ -1329,11 +1441,14 @@ void br_direct_event(struct br_ev *e, uint32_t events)
 		goto out;
 	d = seg_at(c->seg);
 	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+		int seg = c->seg;
+
 		/* Every copy of its descriptor is closed, in every process. */
-		cpu_ended(c->seg);
+		cpu_ended(seg);
 		close(c->fd);
 		c->fd = -1;
-		seg_put(c->seg);
+		seg_put(seg);
+		pend_stale(seg);
 		goto out;
 	}
 	/*

@@ -8,12 +8,14 @@
 # those connections take the kernel's path or the bridge, intact, and the
 # direct path again once it left. A listener of the group that goes
 # leaves the others serving direct connections, and gives back the
-# segments of the connections still in its kernel queue.
+# segments of the connections still in its kernel queue. And (any
+# listener) a connection its client resets while it waits in the kernel's
+# queue gives its segment back at once.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 180
-plan 18
+plan 19
 
 # conc NAME COUNT: COUNT concurrent preloaded connections of random sizes
 # to $PORT; says whether all came back intact; $TMP/NAME.err has the
@@ -174,4 +176,38 @@ for _ in $(seq 60); do h=$(held); [ "$h" = 0 ] && break; sleep 0.1; done
 echo "# $(cat "$TMP/hold.out") direct connections, $h0 segments held, $q in the kernel's queue; A killed, then the client's end"
 [ "$q" -gt 0 ] && [ "$h0" -ge 4 ] && [ "$h" = 0 ]
 ok $? "a group's listener killed with connections in its kernel queue ($q): every segment back (held: $h)"
+
+# One server of one block (gsockd still at accept_queue = 1): four
+# connections fill it, and the client resets the fourth, which waits in
+# the kernel's queue.
+kill "$qb_PID"
+wait "$qb_PID" 2>/dev/null
+start_app qc "$SERVER" -l 127.0.0.1:0 -b 1 || exit 1
+PORT=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/qc.out" | head -1)
+env LD_PRELOAD="$PRELOAD" GSOCK_LOG=info python3 - "$PORT" >"$TMP/rst.out" 2>"$TMP/rst.err" <<'PY' &
+import socket, struct, sys, time
+cs = []
+for _ in range(4):
+    s = socket.socket()
+    s.settimeout(2)
+    s.connect(("127.0.0.1", int(sys.argv[1])))
+    cs.append(s)
+print("held", len(cs), flush=True)
+time.sleep(1)
+cs[3].setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+cs[3].close()
+print("reset", flush=True)
+time.sleep(3)
+PY
+rst=$!
+PIDS="$PIDS $rst"
+for _ in $(seq 60); do grep -q held "$TMP/rst.out" && break; sleep 0.1; done
+sleep 0.3
+h0=$(held)
+for _ in $(seq 60); do grep -q reset "$TMP/rst.out" && break; sleep 0.1; done
+h=$h0
+for _ in $(seq 20); do h=$(held); [ "$h" = 3 ] && break; sleep 0.1; done
+[ "$h0" = 4 ] && [ "$h" = 3 ]
+ok $? "a direct connection reset by its client in the kernel's queue: its segment back at once ($h0 -> $h held)"
+wait "$rst"
 finish
