@@ -346,6 +346,30 @@ static struct dlisten *listener_for(const struct dkey *dst, bool *local)
 	return NULL;
 }
 
+/*
+ * Send a sock_diag request on netlink socket fd for TCP sockets of family
+ * in states: the one at id's exact addresses, or (id NULL) a dump.
+ */
+static bool diag_send(int fd, uint8_t family, uint32_t states,
+		      const struct inet_diag_sockid *id)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct inet_diag_req_v2 r;
+	} req = {
+		.nh = { .nlmsg_len = sizeof(req),
+			.nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			.nlmsg_flags = NLM_F_REQUEST | (id ? 0 : NLM_F_DUMP) },
+		.r = { .sdiag_family = family,
+		       .sdiag_protocol = IPPROTO_TCP,
+		       .idiag_states = states },
+	};
+
+	if (id)
+		req.r.id = *id;
+	return send(fd, &req, sizeof(req), 0) == (ssize_t)sizeof(req);
+}
+
 /* The most listeners a SO_REUSEPORT group may have for the direct path. */
 #define BR_GROUP_MAX 64
 
@@ -365,20 +389,9 @@ static int kernel_listeners(const struct dkey *dst, uint64_t *ino, int max)
 	if (fd < 0)
 		return -1;
 	for (int f = 0; f < 2 && n >= 0; f++) {
-		struct {
-			struct nlmsghdr nh;
-			struct inet_diag_req_v2 r;
-		} req = {
-			.nh = { .nlmsg_len = sizeof(req),
-				.nlmsg_type = SOCK_DIAG_BY_FAMILY,
-				.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
-			.r = { .sdiag_family = fams[f],
-			       .sdiag_protocol = IPPROTO_TCP,
-			       .idiag_states = 1u << TCP_LISTEN },
-		};
 		bool done = false;
 
-		if (send(fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req))
+		if (!diag_send(fd, fams[f], 1u << TCP_LISTEN, NULL))
 			n = -1;
 		while (n >= 0 && !done) {
 			uint64_t buf[8192 / 8];
@@ -446,20 +459,10 @@ static int kernel_listeners(const struct dkey *dst, uint64_t *ino, int max)
 static bool kernel_has_conn(const struct dkey *dst, const struct dkey *src)
 {
 	bool v4 = key_v4(dst) && key_v4(src), has = true;
-	struct {
-		struct nlmsghdr nh;
-		struct inet_diag_req_v2 r;
-	} req = {
-		.nh = { .nlmsg_len = sizeof(req),
-			.nlmsg_type = SOCK_DIAG_BY_FAMILY,
-			.nlmsg_flags = NLM_F_REQUEST },
-		.r = { .sdiag_family = v4 ? AF_INET : AF_INET6,
-		       .sdiag_protocol = IPPROTO_TCP,
-		       .idiag_states = ~0u,
-		       .id = { .idiag_sport = htons(dst->port),
-			       .idiag_dport = htons(src->port),
-			       .idiag_cookie = { INET_DIAG_NOCOOKIE,
-						 INET_DIAG_NOCOOKIE } } },
+	struct inet_diag_sockid id = {
+		.idiag_sport = htons(dst->port), /* the local end is dst's */
+		.idiag_dport = htons(src->port),
+		.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
 	};
 	uint64_t buf[1024 / 8];
 	const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
@@ -469,10 +472,9 @@ static bool kernel_has_conn(const struct dkey *dst, const struct dkey *src)
 
 	if (fd < 0)
 		return true;
-	/* the local end is dst's */
-	memcpy(req.r.id.idiag_src, v4 ? dst->a + 12 : dst->a, v4 ? 4 : 16);
-	memcpy(req.r.id.idiag_dst, v4 ? src->a + 12 : src->a, v4 ? 4 : 16);
-	if (send(fd, &req, sizeof(req), 0) == (ssize_t)sizeof(req) &&
+	memcpy(id.idiag_src, v4 ? dst->a + 12 : dst->a, v4 ? 4 : 16);
+	memcpy(id.idiag_dst, v4 ? src->a + 12 : src->a, v4 ? 4 : 16);
+	if (diag_send(fd, v4 ? AF_INET : AF_INET6, ~0u, &id) &&
 	    (got = recv(fd, buf, sizeof(buf), 0)) > 0 &&
 	    NLMSG_OK(h, (int)got)) {
 		const struct inet_diag_msg *m = NLMSG_DATA(h);
