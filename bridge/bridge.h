@@ -399,6 +399,8 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 void br_direct_abandon(struct br_sock *s);
 /* Listener ls accepted fd: its segment (-1: none), held for the end. */
 int br_direct_accepted(struct br_sock *ls, int fd);
+/* Control thread, each turn: pending entries of connections gone since. */
+void br_direct_sweep(uint64_t now);
 /* An accepted connection's segment that no end took. */
 void br_direct_drop(int seg);
 /*

@@ -101,3 +101,16 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 	cfg_free(cfg);
 	return 0;
 }
+
+int br_proc_int(const char *path, int dflt)
+{
+	FILE *f = fopen(path, "re");
+	int v = dflt;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = dflt;
+		fclose(f);
+	}
+	return v;
+}

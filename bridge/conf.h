@@ -49,4 +49,7 @@ int br_conf_load(struct br_conf *c, const char *path, int required);
 /* "auto", "io_uring", "epoll" to enum br_io_mode; -1 for anything else. */
 int br_io_mode_parse(const char *s);
 
+/* The integer in a /proc file such as a sysctl's, or dflt. */
+int br_proc_int(const char *path, int dflt);
+
 #endif

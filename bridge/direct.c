@@ -109,6 +109,7 @@ struct dpending {
 	struct dkey dst; /* any SO_REUSEPORT listener of ours that covers dst */
 	struct dkey src; /* the connecting end's address */
 	int seg;
+	uint64_t serial; /* which entry (dp.serial) */
 };
 
 static struct {
@@ -125,6 +126,7 @@ static struct {
 	struct dpending *pend;
 	uint32_t npend; /* at most nsegs */
 	uint32_t npend_hint; /* atomic: npend, read without the lock */
+	uint64_t serial; /* pending entries made so far */
 	struct dcpu *cpu; /* per segment */
 	/* receive pools (gsock_ctl.h), by index */
 	struct br_app *peer_app[GS_MAX_PEERS]; /* its live owner, or NULL */
@@ -451,43 +453,72 @@ static int kernel_listeners(const struct dkey *dst, uint64_t *ino, int max)
 	return n;
 }
 
+/* What the kernel says of a TCP connection's end (kernel_conn). */
+enum kconn {
+	KC_UNKNOWN, /* it would not say */
+	KC_NONE, /* no such socket, and no listener there */
+	KC_LISTEN, /* no such connection: the lookup found a listener */
+	KC_HERE, /* a socket of the connection (half-open or closing too) */
+};
+
 /*
- * Whether the kernel holds a connection from src to dst at dst's end (in
- * a listener's queue, half-open, or accepted), asked through sock_diag;
- * true where it would not say.
+ * The kernel's socket for the connection's end at local, its peer at
+ * remote, asked through sock_diag by their exact addresses.
  */
-static bool kernel_has_conn(const struct dkey *dst, const struct dkey *src)
+static enum kconn kernel_conn(const struct dkey *local,
+			      const struct dkey *remote)
 {
-	bool v4 = key_v4(dst) && key_v4(src), has = true;
+	bool v4 = key_v4(local) && key_v4(remote);
 	struct inet_diag_sockid id = {
-		.idiag_sport = htons(dst->port), /* the local end is dst's */
-		.idiag_dport = htons(src->port),
+		.idiag_sport = htons(local->port),
+		.idiag_dport = htons(remote->port),
 		.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE },
 	};
 	uint64_t buf[1024 / 8];
 	const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
 	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
 			NETLINK_SOCK_DIAG);
+	enum kconn r = KC_UNKNOWN;
 	ssize_t got;
 
 	if (fd < 0)
-		return true;
-	memcpy(id.idiag_src, v4 ? dst->a + 12 : dst->a, v4 ? 4 : 16);
-	memcpy(id.idiag_dst, v4 ? src->a + 12 : src->a, v4 ? 4 : 16);
+		return r;
+	memcpy(id.idiag_src, v4 ? local->a + 12 : local->a, v4 ? 4 : 16);
+	memcpy(id.idiag_dst, v4 ? remote->a + 12 : remote->a, v4 ? 4 : 16);
 	if (diag_send(fd, v4 ? AF_INET : AF_INET6, ~0u, &id) &&
 	    (got = recv(fd, buf, sizeof(buf), 0)) > 0 &&
 	    NLMSG_OK(h, (int)got)) {
 		const struct inet_diag_msg *m = NLMSG_DATA(h);
+		const struct nlmsgerr *e = NLMSG_DATA(h);
 
-		if (h->nlmsg_type == NLMSG_ERROR)
-			has = false; /* none (ENOENT) */
+		if (h->nlmsg_type == NLMSG_ERROR &&
+		    h->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)))
+			r = e->error == -ENOENT ? KC_NONE : KC_UNKNOWN;
 		else if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
 			 h->nlmsg_len >= NLMSG_LENGTH(sizeof(*m)))
-			/* a lookup without a connection finds the listener */
-			has = m->idiag_state != TCP_LISTEN;
+			r = m->idiag_state == TCP_LISTEN ? KC_LISTEN : KC_HERE;
 	}
 	close(fd);
-	return has;
+	return r;
+}
+
+/*
+ * Whether a connection from src to dst is gone for good: the kernel
+ * answers for dst's end with its listener (so sock_diag works, and holds
+ * no socket of it there, queued, half-open or closing), and holds no
+ * socket of it at src's end either. A client that closed with a FIN keeps
+ * its end a while (FIN_WAIT): a connection the listener still takes (one
+ * admitted by a SYN cookie, say, which no lookup shows before its accept)
+ * is not taken for gone. Anything the kernel would not say is not gone.
+ */
+static bool kernel_conn_gone(const struct dkey *dst, const struct dkey *src)
+{
+	enum kconn c;
+
+	if (kernel_conn(dst, src) != KC_LISTEN)
+		return false;
+	c = kernel_conn(src, dst);
+	return c == KC_NONE || c == KC_LISTEN;
 }
 
 /*
@@ -914,17 +945,23 @@ void br_direct_unlisten(struct br_sock *s)
 		return;
 	/*
 	 * A SO_REUSEPORT listener: connections still in its kernel queue
-	 * are those the kernel resets when it closes, and only the queue
-	 * knows which pending entries of the group they were. Taken and
-	 * reset here, their segments go with them (one that comes between
-	 * this and the close still waits for the group's last listener).
+	 * are those the kernel resets when it closes (unless it moves them
+	 * to another listener of the group: tcp_migrate_req), and only the
+	 * queue knows which pending entries of the group they were. Taken
+	 * and reset here, their segments go with them (one that comes
+	 * between this and the close waits for the group's last listener,
+	 * or for its client's end, pend_stale).
 	 */
 	pthread_mutex_lock(&dp.lock);
 	l = listen_of(s);
-	reuse = l && l->reuse;
+	/* where the kernel moves the queue to another of the group: not */
+	reuse = l && l->reuse &&
+		br_proc_int("/proc/sys/net/ipv4/tcp_migrate_req", 0) != 1;
 	pthread_mutex_unlock(&dp.lock);
-	while (reuse && (fd = accept4(s->fd, NULL, NULL,
-				      SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+	for (uint32_t n = 0; reuse && n < 2 * br.conf.accept_queue + 16 &&
+			     (fd = accept4(s->fd, NULL, NULL,
+					   SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;
+	     n++) {
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
 		br_direct_drop(br_direct_accepted(s, fd));
@@ -1031,7 +1068,8 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 	 */
 	seg_place(seg, s->app, l->reuse ? NULL : l->s->app);
 	dp.pend[dp.npend++] = (struct dpending){
-		.ls = l->reuse ? NULL : l->s, .dst = dk, .src = src, .seg = seg
+		.ls = l->reuse ? NULL : l->s, .dst = dk, .src = src, .seg = seg,
+		.serial = ++dp.serial
 	};
 	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&dp.lock);
@@ -1258,19 +1296,21 @@ static bool pend_stale(int seg)
 {
 	struct dpending *p = pend_of(seg);
 	struct dkey src, dst;
+	uint64_t serial;
 
 	if (!p || p->src.unx)
 		return false;
 	src = p->src;
 	dst = p->dst;
+	serial = p->serial;
 	pthread_mutex_unlock(&dp.lock);
-	if (kernel_has_conn(&dst, &src)) {
+	if (!kernel_conn_gone(&dst, &src)) {
 		pthread_mutex_lock(&dp.lock);
 		return false;
 	}
 	pthread_mutex_lock(&dp.lock);
-	p = pend_of(seg); /* still the same connection's? */
-	if (!p || p->src.port != src.port || memcmp(p->src.a, src.a, 16))
+	p = pend_of(seg); /* still the same entry? */
+	if (!p || p->serial != serial)
 		return false;
 	side_gone(seg, 1, true);
 	seg_put(seg);
@@ -1280,32 +1320,42 @@ static bool pend_stale(int seg)
 
 /*
  * Caller holds the lock (let go and taken again), about to add an entry
- * from src: an older one from the same address and port is stale (that
- * connection's socket let the port go); and a few entries whose CPU side
- * is gone are asked after again (pend_stale), as a connection the kernel
- * still held half-open when its CPU side went may have died since.
+ * from src: an older one from the same address and port (that
+ * connection's socket let the port go) is asked after (pend_stale).
  */
 static void pend_sweep(const struct dkey *src)
 {
+	for (uint32_t i = 0; i < dp.npend; i++)
+		if (dp.pend[i].src.port == src->port &&
+		    !memcmp(dp.pend[i].src.a, src->a, 16)) {
+			pend_stale(dp.pend[i].seg);
+			break; /* a port is one socket's at a time */
+		}
+}
+
+void br_direct_sweep(uint64_t now)
+{
+	static uint64_t last;
 	static uint32_t next;
 
-	for (uint32_t i = 0; i < dp.npend;) {
-		struct dpending *p = &dp.pend[i];
-
-		if (p->src.port == src->port && !memcmp(p->src.a, src->a, 16)) {
-			side_gone(p->seg, 1, true);
-			seg_put(p->seg);
-			pend_remove(i);
-		} else {
-			i++;
-		}
-	}
-	for (int k = 0; k < 4 && dp.npend; k++) {
+	/*
+	 * Every 100 ms, a few entries whose CPU side is gone are asked after
+	 * again: the kernel may have held their connection when that side
+	 * went (a reset not yet through, a half-open end) and dropped it since.
+	 */
+	if (now - last < 100000000ull ||
+	    !__atomic_load_n(&dp.npend_hint, __ATOMIC_RELAXED))
+		return;
+	last = now;
+	pthread_mutex_lock(&dp.lock);
+	for (uint32_t k = 0, n = dp.npend < 8 ? dp.npend : 8; k < n && dp.npend;
+	     k++) {
 		int seg = dp.pend[next++ % dp.npend].seg;
 
 		if (cpu_side(seg, 0) && dp.cpu[seg].ended)
 			pend_stale(seg);
 	}
+	pthread_mutex_unlock(&dp.lock);
 }
 
 static void dreply(struct gs_ctl_dreply *rep, int status, const char *why)
@@ -1382,7 +1432,8 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	dp.cpu[seg].fd = pair_fd;
 	dp.cpu[seg].ended = false;
 	dp.pend[dp.npend++] = (struct dpending){
-		.ls = l->reuse ? NULL : l->s, .dst = dk, .src = src, .seg = seg
+		.ls = l->reuse ? NULL : l->s, .dst = dk, .src = src, .seg = seg,
+		.serial = ++dp.serial
 	};
 	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&dp.lock);

@@ -61,18 +61,6 @@ static void usage(FILE *f)
 		SYSCONFDIR);
 }
 
-static int read_unpriv_port(void)
-{
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_unprivileged_port_start", "r");
-	int port = 1024;
-
-	if (f) {
-		if (fscanf(f, "%d", &port) != 1)
-			port = 1024;
-		fclose(f);
-	}
-	return port;
-}
 
 /*
  * systemd socket activation (gsockd.socket): the control socket comes as
@@ -259,6 +247,7 @@ static void run(int ctl_fd)
 			dispatch(&evs[i], ctl_fd, &stop);
 		}
 		br_app_sweep(br_now_ns());
+		br_direct_sweep(br_now_ns());
 		br_reap();
 		br_log_flush();
 		found = br_watch();
@@ -436,7 +425,8 @@ int main(int argc, char **argv)
 	br_log_open(level >= 0 ? level : br.conf.log_level,
 		    use_syslog || br.conf.log_syslog);
 	br.uid = geteuid();
-	br.unpriv_port = read_unpriv_port();
+	br.unpriv_port =
+		br_proc_int("/proc/sys/net/ipv4/ip_unprivileged_port_start", 1024);
 	br.epfd = epoll_create1(EPOLL_CLOEXEC);
 	br.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	sig_fd = signals_open(); /* before the workers: they inherit the mask */

@@ -15,7 +15,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 180
-plan 19
+plan 20
 
 # conc NAME COUNT: COUNT concurrent preloaded connections of random sizes
 # to $PORT; says whether all came back intact; $TMP/NAME.err has the
@@ -131,7 +131,8 @@ is "$(directs p2)" 16 "... each on the direct path, to the one left"
 
 # A listener of a group that goes with connections still in its kernel
 # queue: those are reset, and their segments come back (no other listener
-# will take them). accept_queue = 1: a server of one block holds one
+# will take them): at its close (gsockd takes and resets its queue), or at
+# the latest once their client's end is gone too (the check of test 19). accept_queue = 1: a server of one block holds one
 # connection, gsockd's queue one, the kernel's two; four connections
 # fill A alone, then B joins A's port and A is killed.
 kill "$a_PID" "$b_PID" 2>/dev/null
@@ -145,14 +146,17 @@ PORT=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/qa.out" | head -1)
 held() {
 	"$STAT" -j | python3 -c 'import json, sys; print(json.load(sys.stdin)["gsockd"]["direct_held"])'
 }
-# hold NAME [rst]: a preloaded client in the background ($hold) that
-# makes four connections to $PORT, says "held 4" in $TMP/NAME.out, and
-# holds them 3 s; with rst it resets the fourth after 1 s, says "reset"
-# and holds the rest 8 s. Returns once they are made.
+# hold NAME: a preloaded client in the background ($hold) that makes four
+# connections to $PORT, says "held 4" in $TMP/NAME.out, and holds them
+# until $TMP/NAME.end exists (30 s at most); once $TMP/NAME.rst exists it
+# resets the fourth and says "reset", once $TMP/NAME.fin exists it sends
+# 100 bytes on the fourth, closes it (FIN) and says "fin". Returns once
+# they are made.
 hold() {
-	env LD_PRELOAD="$PRELOAD" GSOCK_LOG=info python3 - "$PORT" "${2:-}" \
+	rm -f "$TMP/$1.end" "$TMP/$1.rst" "$TMP/$1.fin"
+	env LD_PRELOAD="$PRELOAD" GSOCK_LOG=info python3 - "$PORT" "$TMP/$1" \
 		>"$TMP/$1.out" 2>"$TMP/$1.err" <<'PY' &
-import socket, struct, sys, time
+import os, socket, struct, sys, time
 cs = []
 for _ in range(4):
     s = socket.socket()
@@ -160,36 +164,48 @@ for _ in range(4):
     s.connect(("127.0.0.1", int(sys.argv[1])))
     cs.append(s)
 print("held", len(cs), flush=True)
-if sys.argv[2] == "rst":
-    time.sleep(1)
-    cs[3].setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    cs[3].close()
-    print("reset", flush=True)
-    time.sleep(5)
-time.sleep(3)
+f = sys.argv[2]
+for _ in range(300):
+    if os.path.exists(f + ".end"):
+        break
+    if os.path.exists(f + ".rst") and cs[3]:
+        cs[3].setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        cs[3].close()
+        cs[3] = None
+        print("reset", flush=True)
+    if os.path.exists(f + ".fin") and cs[3]:
+        cs[3].sendall(b"x" * 100)
+        cs[3].close()
+        cs[3] = None
+        print("fin", flush=True)
+    time.sleep(0.1)
 PY
 	hold=$!
 	PIDS="$PIDS $hold"
 	for _ in $(seq 60); do grep -q held "$TMP/$1.out" && break; sleep 0.1; done
 }
-hold hold
-start_app qb "$SERVER" -l "127.0.0.1:$PORT" -b 1 -P || exit 1
-q=$(python3 - "$PORT" <<'PY'
+# kqueue: connections in the kernel's queues of the listeners at $PORT
+kqueue() {
+	python3 - "$PORT" <<'PY'
 import sys
 p = ":%04X" % int(sys.argv[1])
 print(sum(int(f[4].split(":")[1], 16) for f in (l.split() for l in open("/proc/net/tcp").readlines()[1:])
           if f[3] == "0A" and f[1].endswith(p)))
 PY
-)
+}
+hold hold
+start_app qb "$SERVER" -l "127.0.0.1:$PORT" -b 1 -P || exit 1
+q=$(kqueue)
 h0=$(held)
 kill "$qa_PID"
 wait "$qa_PID" 2>/dev/null
+: >"$TMP/hold.end"
 wait "$hold"
 h=$h0
 for _ in $(seq 60); do h=$(held); [ "$h" = 0 ] && break; sleep 0.1; done
 echo "# $(cat "$TMP/hold.out") direct connections, $h0 segments held, $q in the kernel's queue; A killed, then the client's end"
 [ "$q" -gt 0 ] && [ "$h0" -ge 4 ] && [ "$h" = 0 ]
-ok $? "a group's listener killed with connections in its kernel queue ($q): every segment back (held: $h)"
+ok $? "a group's listener killed with connections in its kernel queue ($q): every segment back once the client ended (held: $h)"
 
 # One server of one block (gsockd still at accept_queue = 1): four
 # connections fill it, and the client resets the fourth, which waits in
@@ -198,13 +214,31 @@ kill "$qb_PID"
 wait "$qb_PID" 2>/dev/null
 start_app qc "$SERVER" -l 127.0.0.1:0 -b 1 || exit 1
 PORT=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/qc.out" | head -1)
-hold rst rst
-sleep 0.3
+qfull() { # until the kernel's queue holds the third and fourth connection
+	for _ in $(seq 60); do [ "$(kqueue)" = 2 ] && return 0; sleep 0.1; done
+	return 1
+}
+hold rst
+qfull || exit 1
 h0=$(held)
+: >"$TMP/rst.rst"
 for _ in $(seq 60); do grep -q reset "$TMP/rst.out" && break; sleep 0.1; done
 h=$h0
 for _ in $(seq 30); do h=$(held); [ "$h" -le 3 ] && break; sleep 0.1; done
 [ "$h0" = 4 ] && [ "$h" = 3 ]
 ok $? "a direct connection reset by its client in the kernel's queue: its segment back at once ($h0 -> $h held)"
+: >"$TMP/rst.end"
 wait "$hold"
+# The same, the fourth closed with a FIN after 100 bytes: the listener
+# will still take it, so its segment (the bytes) stays.
+for _ in $(seq 60); do [ "$(held)" = 0 ] && break; sleep 0.1; done
+hold fin
+qfull || exit 1
+: >"$TMP/fin.fin"
+for _ in $(seq 60); do grep -q fin "$TMP/fin.out" && break; sleep 0.1; done
+sleep 1
+h=$(held)
+: >"$TMP/fin.end"
+wait "$hold"
+is "$h" 4 "... one closed with a FIN after its bytes: its segment kept for the accept"
 finish
