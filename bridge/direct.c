@@ -274,7 +274,6 @@ static void key_any(struct dkey *k)
 
 static bool key_of(const struct sockaddr *sa, socklen_t len, struct dkey *k)
 {
-
 	memset(k, 0, sizeof(*k));
 	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
 		const struct sockaddr_in *in = (const void *)sa;
@@ -377,9 +376,9 @@ static bool diag_send(int fd, uint8_t family, uint32_t states,
 
 /*
  * The inodes of the kernel's TCP listeners on dst's port that could take
- * a connection to dst (bound to its address, or to a wildcard: an IPv6
- * one counts for IPv4 too, v6only or not), at most max. Returns how many,
- * or -1 where the kernel would not say (no sock_diag) or had more.
+ * a connection to dst (bound to its address, or to a wildcard of its
+ * family, or to an IPv6 one that is not v6only), at most max. Returns how
+ * many, or -1 where the kernel would not say (no sock_diag) or had more.
  */
 static int kernel_listeners(const struct dkey *dst, uint64_t *ino, int max)
 {
@@ -651,7 +650,7 @@ void br_direct_listen(struct br_sock *s)
 	    (k.unx ? !unix_file((struct sockaddr *)&ss, len, &dev, &ino) :
 		     !key_of((struct sockaddr *)&ss, len, &k)))
 		return;
-	/* A port shared with other listeners: the kernel picks, not us. */
+	/* A port shared with other listeners: the kernel picks (reuse). */
 	if (!k.unx &&
 	    getsockopt(s->fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &ol) < 0)
 		return;
@@ -707,9 +706,9 @@ static void seg_put(int seg)
 /*
  * Caller holds the lock, seg is new: each pipe whose receiver has a
  * receive pool that the sender mapped gets its ring there (a1 NULL: none
- * does). The pool's
- * index stays busy (not given to another application) while seg lives,
- * so the sender's mapping of it stays the one the sender writes into.
+ * does). The pool's index stays busy (not given to another application)
+ * while seg lives, so the sender's mapping of it stays the one the sender
+ * writes into.
  */
 static void seg_place(int seg, struct br_app *a0, struct br_app *a1)
 {
@@ -1286,11 +1285,12 @@ void br_direct_kick(struct br_sock *s)
 }
 
 /*
- * Caller holds the lock, seg's CPU side is gone: a pending entry of seg
- * whose connection the kernel does not hold (never queued: the listener's
- * queue was full; reset with a listener) would wait for the listener's
- * close, and be handed to a later connection from the same port. It goes
- * now. The lock is let go while the kernel is asked.
+ * Caller holds the lock: a pending entry of seg (its CPU side gone, or
+ * its source port taken by a new request) whose connection the kernel no
+ * longer holds (reset in the listener's queue, never completed) would
+ * wait for the listener's close, and be handed to a later connection from
+ * the same port. It goes now. The lock is let go while the kernel is
+ * asked (kernel_conn_gone).
  */
 static bool pend_stale(int seg)
 {
