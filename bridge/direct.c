@@ -508,12 +508,17 @@ static enum kconn kernel_conn(const struct dkey *local,
  * socket of it at src's end either. A client that closed with a FIN keeps
  * its end a while (FIN_WAIT): a connection the listener still takes (one
  * admitted by a SYN cookie, say, which no lookup shows before its accept)
- * is not taken for gone. Anything the kernel would not say is not gone.
+ * is not taken for gone. Anything the kernel would not say is not gone,
+ * nor is a link-local IPv6 connection (its entry waits for the listener).
  */
 static bool kernel_conn_gone(const struct dkey *dst, const struct dkey *src)
 {
 	enum kconn c;
 
+	/* IPv6 link-local: a lookup without the interface misses its sockets */
+	if ((dst->a[0] == 0xfe && (dst->a[1] & 0xc0) == 0x80) ||
+	    (src->a[0] == 0xfe && (src->a[1] & 0xc0) == 0x80))
+		return false;
 	if (kernel_conn(dst, src) != KC_LISTEN)
 		return false;
 	c = kernel_conn(src, dst);
