@@ -155,8 +155,19 @@ done
 is "$bad" 0 "70 client applications in turn: every one's round trips intact"
 stream c16 1
 set -- $(paths "$TMP/c16.json")
-is "$1 $2 $3" "2 0 2" "... and the 71st's rings still lie in the receive pools"
 stop_stream
+# A client that connects before the server has mapped its pool (gsockd
+# told the server at the client's registration; the server maps it and
+# says so on its own time) gets rings in the shared pool for that
+# connection: on a loaded host the 71st can, so a 72nd is asked then.
+if [ "$3" != 2 ]; then
+	echo "# the 71st's paths: $1 $2 $3; once more"
+	sleep 1
+	stream c16 1
+	set -- $(paths "$TMP/c16.json")
+	stop_stream
+fi
+is "$1 $2 $3" "2 0 2" "... and the 71st's (or 72nd's) rings still lie in the receive pools"
 # They are gone: the server lets go of their receive pools (on the host
 # backend, memfds named gsock-rx; its own is one).
 if [ "$BACKEND" = host ]; then
