@@ -61,7 +61,6 @@ static void usage(FILE *f)
 		SYSCONFDIR);
 }
 
-
 /*
  * systemd socket activation (gsockd.socket): the control socket comes as
  * descriptor 3 (LISTEN_FDS=1, LISTEN_PID ours), bound and with the unit's
