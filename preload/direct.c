@@ -78,6 +78,15 @@ struct pl_dconn {
 	int pair; /* the socketpair's other end, hidden */
 	int rd_shut; /* shutdown(SHUT_RD) */
 	int dead_seen; /* the kernel connection ended: waiters woken once */
+	/*
+	 * atomic: O_NONBLOCK of A's open file as this process last set it
+	 * (0 or 1; -1: unknown), so a read that finds the ring empty asks
+	 * no fcntl. Not trusted once the process forked: another process
+	 * may change the flag of the file they share.
+	 */
+	int nonblock;
+	/* atomic: when a non-blocking read that found the ring empty last asked the kernel connection (tcp_end), ns */
+	long long tcp_look_ns;
 	uint64_t serial; /* this process's count of direct connections, from 1 */
 	/*
 	 * An answer is owed (a request-response guess): bytes went out
@@ -430,8 +439,20 @@ static void drain_tokens(struct pl_dconn *c, int fd)
 	char buf[256];
 	ssize_t n;
 
-	while ((n = pl_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+	/*
+	 * The count is never below A's bytes (added before each write,
+	 * taken after each read): none counted, none there, and no system
+	 * call. A read short of the buffer took all there were; a byte
+	 * written after it is a new wake-up, not an old one left behind.
+	 * (A peer that zeroes the count leaves A readable with nothing to
+	 * read: its own connection's waits spin, and no byte is lost.)
+	 */
+	while (__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE) &&
+	       (n = pl_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 		tokens_sub(c, (uint32_t)n);
+		if (n < (ssize_t)sizeof(buf))
+			break;
+	}
 }
 
 /*
@@ -567,15 +588,58 @@ static int tx_end(struct pl_dconn *c, int full, int look_at_tcp)
  * call (-1: not asked yet): the fast path, bytes or room at hand, pays
  * no fcntl.
  */
-static int nonblocking(int fd, int flags, int *nb)
+static int nonblocking(struct pl_dconn *c, int fd, int flags, int *nb)
 {
 	int fl;
 
 	if (*nb < 0) {
-		fl = flags & MSG_DONTWAIT ? O_NONBLOCK : pl_real.fcntl(fd, F_GETFL);
+		fl = __atomic_load_n(&c->nonblock, __ATOMIC_RELAXED);
+		if (flags & MSG_DONTWAIT)
+			fl = O_NONBLOCK;
+		else if (fl >= 0 && !__atomic_load_n(&forked, __ATOMIC_RELAXED))
+			fl = fl ? O_NONBLOCK : 0;
+		else
+			fl = pl_real.fcntl(fd, F_GETFL);
 		*nb = fl >= 0 && (fl & O_NONBLOCK);
 	}
 	return *nb;
+}
+
+/*
+ * A's O_NONBLOCK changed through this process (fcntl F_SETFL, ioctl
+ * FIONBIO): the cache follows.
+ */
+void pl_direct_nonblock(struct pl_sock *s, int on)
+{
+	struct pl_dconn *c = __atomic_load_n(&s->dc, __ATOMIC_ACQUIRE);
+
+	if (c)
+		__atomic_store_n(&c->nonblock, on != 0, __ATOMIC_RELAXED);
+}
+
+/*
+ * Whether a non-blocking read that found the ring empty asks the kernel
+ * connection whether it ended (tcp_end, a system call): when A is
+ * readable (a wake-up byte counted: the program will read again at
+ * once) or at most every TCP_LOOK_NS. A program that waits on A before
+ * reading again learns of gsockd's death from its wait (wake_dead); one
+ * that only polls by reading, within TCP_LOOK_NS.
+ */
+#define TCP_LOOK_NS 1000000LL
+
+static int tcp_due(struct pl_dconn *c)
+{
+	long long now, t;
+
+	if (__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&c->dead_seen, __ATOMIC_ACQUIRE))
+		return 1;
+	now = now_ns();
+	t = __atomic_load_n(&c->tcp_look_ns, __ATOMIC_RELAXED);
+	if (t && now - t < TCP_LOOK_NS)
+		return 0;
+	__atomic_store_n(&c->tcp_look_ns, now, __ATOMIC_RELAXED);
+	return 1;
 }
 
 /* SO_RCVTIMEO or SO_SNDTIMEO of the kernel socket, in ms; -1: none. */
@@ -820,14 +884,14 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		}
 		end = rx_end(c, 0);
 		armed = 0;
-		if (!end && (nonblocking(fd, flags, &nb) || !spin_ns ||
+		if (!end && (nonblocking(c, fd, flags, &nb) || !spin_ns ||
 			     (spin_until && now_ns() >= spin_until))) {
 			/* About to say EAGAIN or sleep: A must tell the truth. */
 			drain_tokens(c, fd);
 			if (arm_rx(c))
 				continue;
 			armed = 1;
-			end = rx_end(c, 1);
+			end = rx_end(c, !nb || tcp_due(c));
 		}
 		if (end) {
 			if (rx_avail(c))
@@ -838,7 +902,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		}
 		if (got && !(flags & MSG_WAITALL))
 			break;
-		if (nonblocking(fd, flags, &nb)) {
+		if (nonblocking(c, fd, flags, &nb)) {
 			err = got ? 0 : EAGAIN;
 			break;
 		}
@@ -941,7 +1005,7 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			spin_until = 0;
 			continue;
 		}
-		if (nonblocking(fd, flags, &nb)) {
+		if (nonblocking(c, fd, flags, &nb)) {
 			if (arm_tx(c, fd))
 				continue;
 			if (!done)
@@ -1256,7 +1320,14 @@ static int d_ioctl(int fd, unsigned long req, ...)
 	case SIOCOUTQ:
 		*(int *)arg = (int)(c->ring - tx_room(c));
 		return 0;
-	case FIONBIO:
+	case FIONBIO: {
+		int r = pl_real.ioctl(fd, req, arg);
+
+		if (r == 0)
+			__atomic_store_n(&c->nonblock, *(int *)arg != 0,
+					 __ATOMIC_RELAXED);
+		return r;
+	}
 	case FIOCLEX:
 	case FIONCLEX:
 		return pl_real.ioctl(fd, req, arg); /* the descriptor's */
@@ -1671,6 +1742,7 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 			   sizeof(sndbuf));
 	if (fl >= 0 && (fl & O_NONBLOCK))
 		pl_real.fcntl(sp[0], F_SETFL, O_NONBLOCK);
+	c->nonblock = fl < 0 ? -1 : (fl & O_NONBLOCK) != 0;
 	tcp = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 1000);
 	if (tcp < 0)
 		tcp = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);

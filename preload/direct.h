@@ -41,6 +41,8 @@ extern struct pl_real pl_direct_calls;
 
 /* s's last reference is gone: close the hidden descriptors. */
 void pl_direct_release(struct pl_sock *s);
+/* A's O_NONBLOCK was set (on) or cleared through fcntl in this process. */
+void pl_direct_nonblock(struct pl_sock *s, int on);
 
 /* Whether this process holds a direct connection (a hint, no lock). */
 int pl_direct_active(void);

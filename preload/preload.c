@@ -1232,6 +1232,15 @@ static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd,
 
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		return duplicated(fd, r);
+	if (cmd == F_SETFL && r == 0 && !pl_busy && pl_direct_active()) {
+		int saved = errno;
+		struct pl_sock *s = pl_fd_get(fd);
+
+		if (s)
+			pl_direct_nonblock(s, ((int)(long)arg & O_NONBLOCK) != 0);
+		pl_sock_put(s);
+		errno = saved;
+	}
 #ifdef HAVE_RDMACM
 	if (cmd == F_SETFL && r == 0 && !pl_busy) {
 		struct pl_sock *s = pl_fd_get(fd);

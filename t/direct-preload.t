@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 53
+plan 54
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -81,6 +81,8 @@ client sel select "$PORT" 1000000
 ok $? "select(2): intact"
 client fork fork "$PORT"
 ok $? "fork: child and parent use one direct descriptor in turn"
+client nb nonblock "$PORT"
+ok $? "O_NONBLOCK set and cleared by fcntl, by ioctl, and by a forked child: recv says EAGAIN or waits as the flag says"
 client dup dup "$PORT"
 ok $? "dup: the copy carries the connection; shutdown on it gives EOF"
 client cr closerange "$PORT"

@@ -13,6 +13,11 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
   select PORT N          the same with select(2), level-triggered
   fork PORT              parent connects; a child round-trips on the same
                          descriptor; then the parent does, after it exits
+  nonblock PORT          O_NONBLOCK set and cleared with fcntl, then with
+                         ioctl (socket.setblocking): an empty recv says
+                         EAGAIN at once, or waits for the echo; a forked
+                         child's change of the shared flag holds in the
+                         parent too
   dup PORT               a dup'd descriptor carries on after the original
                          is closed; closing the last ends the connection
   exec PORT              exec with the descriptor inheritable is refused
@@ -182,6 +187,68 @@ def fork_mode(port):
     _, st = os.waitpid(pid, 0)
     good = say(os.waitstatus_to_exitcode(st) == 0, "fork: the child's round trip on the parent's descriptor")
     return say(round_trip(s, b"parent" * 1000), "fork: the parent's after the child exited") and good
+
+
+def nonblock_mode(port):
+    import fcntl
+    import signal
+
+    def alarm(_sig, _frame):
+        raise TimeoutError("recv waited")
+
+    signal.signal(signal.SIGALRM, alarm)
+    s = connect(port)
+    fd = s.fileno()
+
+    def empty_recv_says_eagain():
+        signal.alarm(3)
+        try:
+            s.recv(64)
+            return False
+        except BlockingIOError:
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            signal.alarm(0)
+
+    def recv_waits_for_echo():
+        data = os.urandom(64)
+        t = threading.Timer(0.3, lambda: s.sendall(data))
+        t0 = time.time()
+        t.start()
+        signal.alarm(5)
+        try:
+            got = recv_exactly(s, 64)
+        except (BlockingIOError, TimeoutError):
+            got = None
+        finally:
+            signal.alarm(0)
+            t.join()
+        return got == data and time.time() - t0 >= 0.25
+
+    fl = fcntl.fcntl(fd, fcntl.F_GETFL)
+    good = say(empty_recv_waits := not (fl & os.O_NONBLOCK), "nonblock: a blocking socket's descriptor is blocking")
+    fcntl.fcntl(fd, fcntl.F_SETFL, fl | os.O_NONBLOCK)
+    good = say(empty_recv_says_eagain(), "nonblock: O_NONBLOCK set with fcntl: an empty recv says EAGAIN") and good
+    fcntl.fcntl(fd, fcntl.F_SETFL, fl & ~os.O_NONBLOCK)
+    good = say(recv_waits_for_echo(), "nonblock: cleared with fcntl: recv waits for the echo") and good
+    s.setblocking(False)
+    good = say(empty_recv_says_eagain(), "nonblock: set with ioctl FIONBIO: EAGAIN") and good
+    s.setblocking(True)
+    good = say(recv_waits_for_echo(), "nonblock: cleared with ioctl FIONBIO: recv waits") and good
+    pid = os.fork()
+    if pid == 0:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fl | os.O_NONBLOCK)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    good = say(empty_recv_says_eagain(), "nonblock: a forked child set it on the shared descriptor: the parent's recv says EAGAIN") and good
+    pid = os.fork()
+    if pid == 0:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fl & ~os.O_NONBLOCK)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return say(recv_waits_for_echo(), "nonblock: the child cleared it: the parent's recv waits") and good and empty_recv_waits
 
 
 def dup_mode(port):
@@ -602,6 +669,7 @@ def closerange(port):
 
 def main(argv):
     modes = {"epoll-et": epoll_et, "oneshot": oneshot, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
+             "nonblock": nonblock_mode,
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
              "wait-end": wait_end, "late": late, "raw": raw,
