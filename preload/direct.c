@@ -182,6 +182,7 @@ static unsigned long naps_taken; /* said at exit, GSOCK_LOG=debug */
 static long long slow_ns = 1000000;
 /* said at exit, GSOCK_LOG=debug: sleeps that looked, looks that found bytes */
 static unsigned long looks_taken, looks_found;
+static unsigned long quiet_reports; /* pl_direct_epoll_merge's, said at exit */
 /*
  * Threads of this process asleep in a kernel wait over every direct
  * connection (atomic; one over named ones counts in each connection's
@@ -625,7 +626,7 @@ void pl_direct_nonblock(struct pl_sock *s, int on)
  * reading again learns of gsockd's death from its wait (wake_dead); one
  * that only polls by reading, within TCP_LOOK_NS.
  */
-#define TCP_LOOK_NS 1000000LL
+#define TCP_LOOK_NS 10000000LL
 
 static int tcp_due(struct pl_dconn *c)
 {
@@ -1888,10 +1889,47 @@ static int each_looked(struct pl_dscope *sc, int (*f)(struct pl_dconn *))
 	return r;
 }
 
-/* Raise each connection sc looks at that has bytes (raise_one): how many. */
+/*
+ * Whether a wait may report c's bytes itself, with no wake-up byte: no
+ * other thread of this process sleeps on c, and no other process may.
+ */
+static int unwatched(struct pl_dconn *c)
+{
+	return !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST) &&
+	       !__atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Each connection sc looks at that has bytes: a level-triggered member
+ * of an exact set that nobody else watches is noted for the wait to
+ * report (pl_direct_epoll_merge) and its READER bit goes (gsockd need
+ * not be rung for it); any other is raised (raise_one). How many.
+ *
+ * A wake-up byte costs the process two system calls (its write, and the
+ * read that takes it out), only so that the kernel's wait reports A.
+ */
 static int look(struct pl_dscope *sc)
 {
-	return each_looked(sc, raise_one);
+	int r = 0;
+
+	sc->nrdy = 0;
+	if (!sc->exact || !sc->nlt)
+		return each_looked(sc, raise_one);
+	for (int i = 0; i < sc->nlook; i++) {
+		struct pl_dconn *c = __atomic_load_n(&sc->s[i]->dc,
+						     __ATOMIC_ACQUIRE);
+
+		if (i < sc->nlt && rx_avail(c) && unwatched(c)) {
+			answered(c);
+			took(&c->d->want[IN], GS_DW_READER);
+			sc->rdy[sc->nrdy++] = c->serial;
+			r++;
+		} else {
+			r += raise_one(c);
+		}
+	}
+	return r;
 }
 
 /*
@@ -2012,14 +2050,15 @@ __attribute__((destructor)) static void naps_said(void)
 	if (!__atomic_load_n(&serials, __ATOMIC_RELAXED) || !nap_win_ns)
 		return;
 	pl_log(PL_LOG_DEBUG,
-	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window; slow answers in %lld us; %lu sleeps looked for one, %lu found it; %lu naps taken",
+	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window; slow answers in %lld us; %lu sleeps looked for one, %lu found it; %lu naps taken; %lu epoll events reported without a wake-up byte",
 	       __atomic_load_n(&answer_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&miss_rate, __ATOMIC_RELAXED),
 	       __atomic_load_n(&slow_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&looks_taken, __ATOMIC_RELAXED),
 	       __atomic_load_n(&looks_found, __ATOMIC_RELAXED),
-	       __atomic_load_n(&naps_taken, __ATOMIC_RELAXED));
+	       __atomic_load_n(&naps_taken, __ATOMIC_RELAXED),
+	       __atomic_load_n(&quiet_reports, __ATOMIC_RELAXED));
 }
 
 /*
@@ -2153,6 +2192,7 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	if (sc->nap_end) /* back from a nap: its timer ended it (see PL_WAIT) */
 		nap_over(sc, now_ns());
 	sc->nap_ns = 0;
+	sc->nrdy = 0;
 	/* No direct descriptor in this wait (an exact set may gain some). */
 	if (!sc->all && !sc->n && !sc->exact)
 		return timeout_ms;
@@ -2190,6 +2230,8 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		ready = look(sc);
 		relax();
 	}
+	if (sc->nrdy)
+		return 0; /* the wait reports them: the kernel's part at once */
 	if (ready && sc->hint)
 		/*
 		 * A member named here is ready and made readable: the kernel
@@ -2213,7 +2255,7 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 			return trusted && slice > 1 ? 1 : slice;
 	}
 	if (sc->exact && owes(sc) && help(sc))
-		return trusted && slice > 1 ? 1 : slice;
+		return sc->nrdy ? 0 : trusted && slice > 1 ? 1 : slice;
 	/* counted before armed: see disarm */
 	pl_direct_sleep(sc, 1);
 	each(sc, arm_f);
@@ -2275,6 +2317,7 @@ static void scope_empty(struct pl_dscope *sc)
 		.s = sc->here,
 		.cap = (int)(sizeof(sc->here) / sizeof(sc->here[0])),
 		.epfd = -1,
+		.rdy = sc->rdy_here,
 	};
 }
 
@@ -2289,6 +2332,8 @@ static void scope_drop(struct pl_dscope *sc)
 		pl_sock_put(sc->s[i]);
 	if (sc->s != sc->here)
 		free(sc->s);
+	if (sc->rdy != sc->rdy_here)
+		free(sc->rdy);
 	scope_empty(sc);
 }
 
@@ -2365,6 +2410,7 @@ struct ep_member {
 	int fd;
 	uint32_t events; /* as registered (EPOLL_CTL_MOD updates them) */
 	uint64_t serial; /* the connection fd named then */
+	uint64_t data; /* the event's data, as registered */
 };
 
 struct ep_hint {
@@ -2571,8 +2617,10 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 		if (i < h->n)
 			h->m[i] = h->m[--h->n];
 	} else if (op == EPOLL_CTL_MOD) {
-		if (i < h->n)
+		if (i < h->n) {
 			h->m[i].events = ev ? ev->events : 0;
+			h->m[i].data = ev ? ev->data.u64 : 0;
+		}
 	} else if (op == EPOLL_CTL_ADD) {
 		if (i == h->n && h->n == h->cap) {
 			int cap = h->cap ? 2 * h->cap : 16;
@@ -2590,7 +2638,7 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 		else if (h->m[i].serial != c->serial)
 			old_sn = h->m[i].serial; /* its number was closed */
 		h->m[i] = (struct ep_member){ fd, ev ? ev->events : 0,
-					      c->serial };
+					      c->serial, ev ? ev->data.u64 : 0 };
 	}
 	goto out;
 miss: /* the set's members are not all known here: not exact */
@@ -2695,10 +2743,47 @@ static int member_use(uint32_t e, int exact)
 	return e & (EPOLLONESHOT | EPOLLET) ? 0 : 1;
 }
 
+int pl_direct_epoll_merge(struct pl_dscope *sc, struct epoll_event *e, int n,
+			  int r)
+{
+	const struct ep_hint *h;
+
+	if (r < 0 || !sc->nrdy)
+		return r;
+	pthread_mutex_lock(&hint_lock);
+	h = hint_of(sc->epfd);
+	for (int i = 0; h && i < h->n && r >= 0; i++) {
+		const struct ep_member *m = &h->m[i];
+		int j = 0, k = 0;
+
+		if (member_use(m->events, 1) != 1 || (m->events & EPOLLET))
+			continue;
+		while (j < sc->nrdy && sc->rdy[j] != m->serial)
+			j++;
+		if (j == sc->nrdy)
+			continue;
+		/* one the kernel reported too (a wake-up byte, or EPOLLOUT) */
+		while (k < r && e[k].data.u64 != m->data)
+			k++;
+		if (k < r) {
+			e[k].events |= m->events & (EPOLLIN | EPOLLRDNORM);
+		} else if (r < n) {
+			e[r].events = m->events & (EPOLLIN | EPOLLRDNORM);
+			e[r].data.u64 = m->data;
+			r++;
+			__atomic_fetch_add(&quiet_reports, 1, __ATOMIC_RELAXED);
+		}
+	}
+	pthread_mutex_unlock(&hint_lock);
+	sc->nrdy = 0;
+	return r;
+}
+
 void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 {
 	static __thread unsigned waits;
-	int here_fd[64], *fd = here_fd, n = 0, nlook = 0, full, exact, nomem;
+	int here_fd[64], *fd = here_fd, n = 0, nlook = 0, nlt = 0, full, exact,
+	    nomem;
 	uint64_t here_sn[64], *sn = here_sn;
 	const struct ep_hint *h;
 	struct ep_made *m;
@@ -2726,14 +2811,22 @@ void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 		fd = malloc(h->n * sizeof(*fd));
 		sn = malloc(h->n * sizeof(*sn));
 	}
-	/* The members looked at first, then those only armed. */
-	for (int pass = 1; pass <= 2; pass++)
+	/*
+	 * The members looked at first (level-triggered ones first of all),
+	 * then those only armed.
+	 */
+	for (int pass = 1; pass <= 3; pass++)
 		for (int i = 0; h && fd && sn && i < h->n; i++) {
-			if (member_use(h->m[i].events, exact) != pass)
+			uint32_t ev = h->m[i].events;
+			int use = member_use(ev, exact);
+
+			if (use != (pass < 3 ? 1 : 2) ||
+			    (pass < 3 && !(ev & EPOLLET) != (pass == 1)))
 				continue;
 			fd[n] = h->m[i].fd;
 			sn[n++] = h->m[i].serial;
-			nlook += pass == 1;
+			nlook += pass < 3;
+			nlt += pass == 1;
 		}
 	nomem = h && h->n > 0 && (!fd || !sn); /* h is not ours after this */
 	pthread_mutex_unlock(&hint_lock);
@@ -2745,13 +2838,19 @@ void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 			goto cover_all;
 		sc->cap = n;
 	}
+	if (exact && n > (int)(sizeof(sc->rdy_here) / sizeof(sc->rdy_here[0])) &&
+	    !(sc->rdy = malloc(n * sizeof(*sc->rdy)))) {
+		sc->rdy = sc->rdy_here;
+		nlt = 0; /* no room to note them: the wake-up bytes' way */
+	}
 	if (n > 0) {
-		int k = 0, gone = 0, look = 0;
+		int k = 0, gone = 0, look = 0, lt = 0;
 
 		pl_fd_get_at(fd, n, same_conn, sn, sc->s);
 		for (int i = 0; i < n; i++)
 			if (sc->s[i]) {
 				look += i < nlook;
+				lt += i < nlt;
 				sc->s[k++] = sc->s[i];
 			} else { /* closed, or the number names another now */
 				fd[gone] = fd[i], sn[gone++] = sn[i];
@@ -2760,6 +2859,7 @@ void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 			hint_prune(epfd, fd, sn, gone);
 		sc->n = k;
 		sc->nlook = look;
+		sc->nlt = exact ? lt : 0;
 		if (gone && exact && serial_alive(sn, gone)) {
 			/* its number closed, its connection kept by a dup */
 			pl_direct_epoll_taint(epfd);

@@ -72,7 +72,16 @@ struct pl_dscope {
 	long long spin_from; /* where the spin's time counts from (ns) */
 	int asleep; /* counted as asleep on its connections: pl_direct_sleep */
 	int looked; /* its last sleep was to look for a slow answer */
+	/*
+	 * An exact set's s[0..nlt) are its level-triggered members: one
+	 * whose ring has bytes is reported by the wait itself
+	 * (pl_direct_epoll_merge), with no wake-up byte; their serials in
+	 * rdy[0..nrdy), where rdy holds n.
+	 */
+	int nlt, nrdy;
+	uint64_t *rdy;
 	struct pl_sock *here[32];
+	uint64_t rdy_here[32];
 };
 
 void pl_direct_scope_poll(struct pl_dscope *sc, const struct pollfd *fds,
@@ -96,6 +105,14 @@ int pl_direct_epoll_tracked(void);
 /* Descriptors lo..hi were closed or now name something else: no hints. */
 void pl_direct_epoll_forget(int lo, int hi);
 void pl_direct_scope_end(struct pl_dscope *sc);
+/*
+ * The kernel's epoll wait over sc gave r events in e (room for n): the
+ * members that sc's last look found with bytes and reported no other
+ * way are added (EPOLLIN, with the data the program registered). Returns
+ * the new count.
+ */
+int pl_direct_epoll_merge(struct pl_dscope *sc, struct epoll_event *e, int n,
+			  int r);
 
 /*
  * Before the wait of timeout_ms (-1: for ever) over sc: make each of its

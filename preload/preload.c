@@ -725,7 +725,8 @@ int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 		return pl_real.epoll_pwait(ep, e, n, t, m);
 	return PL_WAIT(t, nap_ok() && pwait2_ok(),
 		       pl_direct_scope_epoll(&sc_, ep), (void)0,
-		       epoll_inner(ep, e, n, ns_, m));
+		       pl_direct_epoll_merge(&sc_, e, n,
+					     epoll_inner(ep, e, n, ns_, m)));
 }
 
 int epoll_wait(int ep, struct epoll_event *e, int n, int t)
@@ -744,8 +745,9 @@ int epoll_pwait2(int ep, struct epoll_event *e, int n,
 	if (plain_wait())
 		return pl_real.epoll_pwait2(ep, e, n, t, m);
 	return PL_WAIT(TS_MS(t), nap_ok() && pwait2_ok(),
-		       pl_direct_scope_epoll(&sc_, ep),
-		       (void)0, epoll_inner(ep, e, n, ns_, m));
+		       pl_direct_scope_epoll(&sc_, ep), (void)0,
+		       pl_direct_epoll_merge(&sc_, e, n,
+					     epoll_inner(ep, e, n, ns_, m)));
 }
 PL_MULTI_CALL(pid_t, fork, (void), ())
 

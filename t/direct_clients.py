@@ -18,6 +18,11 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
                          EAGAIN at once, or waits for the echo; a forked
                          child's change of the shared flag holds in the
                          parent too
+  epoll-many PORT N R    N non-blocking connections in one level-triggered
+                         epoll set (every third also watched for
+                         EPOLLOUT), R rounds of 64 B on each: every answer
+                         right, no descriptor twice in one epoll_wait,
+                         none that is not a member
   dup PORT               a dup'd descriptor carries on after the original
                          is closed; closing the last ends the connection
   exec PORT              exec with the descriptor inheritable is refused
@@ -249,6 +254,50 @@ def nonblock_mode(port):
         os._exit(0)
     os.waitpid(pid, 0)
     return say(recv_waits_for_echo(), "nonblock: the child cleared it: the parent's recv waits") and good and empty_recv_waits
+
+
+def epoll_many(port, n, rounds):
+    n, rounds = int(n), int(rounds)
+    socks = [connect(port, blocking=False) for _ in range(n)]
+    by_fd = {s.fileno(): s for s in socks}
+    ep = select.epoll()
+    for i, s in enumerate(socks):
+        ep.register(s.fileno(), select.EPOLLIN | (select.EPOLLOUT if i % 3 == 0 else 0))
+    twice = strangers = wrong = waits = 0
+    for r in range(rounds):
+        want = {}
+        for i, s in enumerate(socks):
+            want[s.fileno()] = struct.pack("!II", r, i) * 8
+            s.sendall(want[s.fileno()])
+        got = {fd: b"" for fd in want}
+        left = set(want)
+        deadline = time.time() + 10
+        while left and time.time() < deadline:
+            evs = ep.poll(1.0)
+            waits += 1
+            fds = [fd for fd, _ in evs]
+            twice += len(fds) - len(set(fds))
+            for fd, ev in evs:
+                if fd not in by_fd:
+                    strangers += 1
+                    continue
+                if not ev & select.EPOLLIN:
+                    continue
+                try:
+                    got[fd] += by_fd[fd].recv(4096)
+                except BlockingIOError:
+                    pass
+                if len(got[fd]) >= 64:
+                    wrong += got[fd] != want[fd]
+                    left.discard(fd)
+        if left:
+            return say(False, "epoll-many: round %d: %d answers missing" % (r, len(left)))
+    good = say(not twice and not strangers and not wrong,
+               "epoll-many: %d connections x %d rounds in %d waits: %d descriptors twice in one wait, %d strangers, %d answers wrong" %
+               (n, rounds, waits, twice, strangers, wrong))
+    for s in socks:
+        s.close()
+    return good
 
 
 def dup_mode(port):
@@ -669,7 +718,7 @@ def closerange(port):
 
 def main(argv):
     modes = {"epoll-et": epoll_et, "oneshot": oneshot, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
-             "nonblock": nonblock_mode,
+             "nonblock": nonblock_mode, "epoll-many": epoll_many,
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
              "wait-end": wait_end, "late": late, "raw": raw,
