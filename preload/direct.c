@@ -887,11 +887,18 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		armed = 0;
 		if (!end && (nonblocking(c, fd, flags, &nb) || !spin_ns ||
 			     (spin_until && now_ns() >= spin_until))) {
-			/* About to say EAGAIN or sleep: A must tell the truth. */
+			/*
+			 * About to say EAGAIN or sleep: A must tell the truth.
+			 * Only a sleep arms: every wait of this process that
+			 * may sleep on A arms it first (pl_direct_prewait), and
+			 * a READER bit left by an EAGAIN had the GPU side ring
+			 * gsockd for each answer that came while the program
+			 * was awake.
+			 */
 			drain_tokens(c, fd);
-			if (arm_rx(c))
+			if (nb ? rx_avail(c) != 0 : arm_rx(c))
 				continue;
-			armed = 1;
+			armed = !nb;
 			end = rx_end(c, !nb || tcp_due(c));
 		}
 		if (end) {
