@@ -192,6 +192,8 @@ static unsigned long quiet_reports; /* pl_direct_epoll_merge's, said at exit */
  * (disarm).
  */
 static int sleepers_all, forked;
+/* atomic: connections published in their socket but not yet in the list */
+static int publishing;
 
 /* The pool as this process maps it (one per gsockd it met). */
 static struct {
@@ -245,7 +247,7 @@ static void made_fork(void);
 static void list_unlock_fork(void)
 {
 	/* Both sides of a fork may wait on the connections now: see disarm. */
-	if (conns)
+	if (conns || __atomic_load_n(&publishing, __ATOMIC_SEQ_CST))
 		__atomic_store_n(&forked, 1, __ATOMIC_RELAXED);
 	made_fork();
 	pthread_mutex_unlock(&hint_lock);
@@ -969,10 +971,17 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			}
 		}
 	}
-	/* Emptied by us after a wake-up: the byte that woke us goes too. */
+	/*
+	 * Emptied by us after a wake-up: the byte that woke us goes too.
+	 * It may have been written for another thread asleep on c, whose
+	 * READER gsockd took: that sleeper's bit comes back.
+	 */
 	if (!err && got && !(flags & MSG_PEEK) && !rx_avail(c) &&
-	    __atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE))
+	    __atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE)) {
 		drain_tokens(c, fd);
+		if (!unwatched(c))
+			arm_rx(c);
+	}
 	pipe_unlock(&c->d->lock[IN]);
 	if (err)
 		return fail(err);
@@ -1787,6 +1796,7 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 	pl_real.close(sp[0]);
 	c->tcp = tcp;
 	c->pair = hide(sp[1]);
+	__atomic_add_fetch(&publishing, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&s->lock);
 	s->dc = c;
 	s->route = GS_ROUTE_DIRECT;
@@ -1798,6 +1808,7 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		conns->prev = c;
 	conns = c;
 	__atomic_add_fetch(&nconns, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&publishing, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&list_lock);
 	pl_log(PL_LOG_INFO, "fd %d: direct path, segment %d", fd, seg);
 	errno = e;
@@ -1934,6 +1945,9 @@ static int look(struct pl_dscope *sc)
 		if (i < sc->nlt && rx_avail(c) && unwatched(c)) {
 			answered(c);
 			took(&c->d->want[IN], GS_DW_READER);
+			/* a sleeper came meanwhile: its bit back (see disarm) */
+			if (!unwatched(c))
+				arm_rx(c);
 			sc->rdy[sc->nrdy++] = c->serial;
 			r++;
 		} else {
@@ -2193,6 +2207,30 @@ static int look_slice(struct pl_dscope *sc, int timeout_ms, int can_nap,
 	return 0;
 }
 
+static int arm_idle_f(struct pl_dconn *c)
+{
+	if (!rx_avail(c))
+		arm_one(c);
+	return 0;
+}
+
+/*
+ * A wait that raised connections with bytes expects the kernel to answer
+ * at once, but it may not (a poll entry that asks for no input, a set
+ * that does not hold the connection raised, a byte another thread read
+ * first): for up to ms it sleeps, so it counts as asleep and arms its
+ * connections that have no bytes, as any sleep does (reads that say
+ * EAGAIN do not arm them).
+ */
+static int ready_sleep(struct pl_dscope *sc, int ms)
+{
+	if (ms > 0) {
+		pl_direct_sleep(sc, 1);
+		each(sc, arm_idle_f);
+	}
+	return ms;
+}
+
 int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 {
 	int slice = timeout_ms < 0 || timeout_ms > SLICE_MS ? SLICE_MS :
@@ -2250,9 +2288,9 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		 * it watches behind us), the wait covers every connection
 		 * after a millisecond (pl_direct_slice_over).
 		 */
-		return slice > 1 ? 1 : slice;
+		return ready_sleep(sc, slice > 1 ? 1 : slice);
 	if (ready) /* a byte taken on trust: see trusted */
-		return trusted && slice > 1 ? 1 : slice;
+		return ready_sleep(sc, trusted && slice > 1 ? 1 : slice);
 	if (sc->hint) {
 		/*
 		 * None of the members epoll_ctl named here is ready. The set
@@ -2263,10 +2301,11 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		scope_drop(sc);
 		sc->all = 1;
 		if (look(sc))
-			return trusted && slice > 1 ? 1 : slice;
+			return ready_sleep(sc, trusted && slice > 1 ? 1 : slice);
 	}
 	if (sc->exact && owes(sc) && help(sc))
-		return sc->nrdy ? 0 : trusted && slice > 1 ? 1 : slice;
+		return sc->nrdy ? 0 :
+				  ready_sleep(sc, trusted && slice > 1 ? 1 : slice);
 	/* counted before armed: see disarm */
 	pl_direct_sleep(sc, 1);
 	each(sc, arm_f);
@@ -2381,6 +2420,46 @@ static void scope_fds(struct pl_dscope *sc, const int *fds, int n)
 	}
 }
 
+/*
+ * Whether each descriptor number names an epoll set, as last seen (0:
+ * not asked, 1: no, 2: yes); epoll_create's numbers are marked, and a
+ * number closed or duplicated over is asked again.
+ */
+#define EPFD_MAP 65536
+static uint8_t epfd_map[EPFD_MAP];
+
+static int is_epoll(int fd);
+
+static int fd_is_epoll(int fd)
+{
+	uint8_t v;
+
+	if (fd < 0)
+		return 0;
+	if (fd >= EPFD_MAP)
+		return is_epoll(fd);
+	v = __atomic_load_n(&epfd_map[fd], __ATOMIC_RELAXED);
+	if (!v) {
+		v = is_epoll(fd) ? 2 : 1;
+		__atomic_store_n(&epfd_map[fd], v, __ATOMIC_RELAXED);
+	}
+	return v == 2;
+}
+
+/*
+ * A poll or select that names an epoll set covers every direct
+ * connection (the set's members are not known here, and a read that
+ * says EAGAIN arms nothing): so it looks at them all, arms them before
+ * it sleeps and sleeps in slices.
+ */
+static int names_epoll(const int *fd, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (fd_is_epoll(fd[i]))
+			return 1;
+	return 0;
+}
+
 void pl_direct_scope_poll(struct pl_dscope *sc, const struct pollfd *fds,
 			  nfds_t n)
 {
@@ -2397,7 +2476,10 @@ void pl_direct_scope_poll(struct pl_dscope *sc, const struct pollfd *fds,
 	for (nfds_t i = 0; i < n; i++)
 		if (fds[i].fd >= 0)
 			fd[k++] = fds[i].fd;
-	scope_fds(sc, fd, k);
+	if (names_epoll(fd, k))
+		sc->all = 1;
+	else
+		scope_fds(sc, fd, k);
 	if (fd != here)
 		free(fd);
 }
@@ -2414,7 +2496,10 @@ void pl_direct_scope_select(struct pl_dscope *sc, int n, fd_set *const sets[3])
 		    (sets[1] && FD_ISSET(i, sets[1])) ||
 		    (sets[2] && FD_ISSET(i, sets[2])))
 			fd[k++] = i;
-	scope_fds(sc, fd, k);
+	if (names_epoll(fd, k))
+		sc->all = 1;
+	else
+		scope_fds(sc, fd, k);
 }
 
 /*
@@ -2515,6 +2600,8 @@ void pl_direct_epoll_made(int epfd)
 {
 	struct ep_made *m;
 
+	if (epfd >= 0 && epfd < EPFD_MAP)
+		__atomic_store_n(&epfd_map[epfd], 2, __ATOMIC_RELAXED);
 	if (epfd < 0 || in_fork)
 		return;
 	pthread_once(&fork_once, fork_setup);
@@ -2683,6 +2770,17 @@ out:
 		pl_direct_epoll_taint(epfd);
 }
 
+void pl_direct_fds_gone(int lo, int hi)
+{
+	if (lo < 0)
+		lo = 0;
+	if (hi >= EPFD_MAP)
+		hi = EPFD_MAP - 1;
+	for (int fd = lo; fd <= hi; fd++)
+		if (__atomic_load_n(&epfd_map[fd], __ATOMIC_RELAXED))
+			__atomic_store_n(&epfd_map[fd], 0, __ATOMIC_RELAXED);
+}
+
 void pl_direct_epoll_forget(int lo, int hi)
 {
 	if (!pl_direct_epoll_tracked())
@@ -2765,17 +2863,39 @@ static int member_use(uint32_t e, int exact)
 	return e & (EPOLLONESHOT | EPOLLET) ? 0 : 1;
 }
 
+/*
+ * The kernel's events fill first; a member reported here that finds no
+ * room is found again by the next wait (its bytes stay), but always
+ * after the kernel's and always the same ones first would starve it:
+ * so the kernel gets the room these leave (half of it when they would
+ * fill it; every other wait when there is room for one), and the
+ * members are taken from a point that moves.
+ */
+static __thread unsigned room_turn, merge_from;
+
+int pl_direct_epoll_room(struct pl_dscope *sc, int n)
+{
+	if (!sc->nrdy || n <= 0)
+		return n;
+	if (sc->nrdy < n)
+		return n - sc->nrdy;
+	if (n > 1)
+		return n / 2;
+	return room_turn++ % 2;
+}
+
 int pl_direct_epoll_merge(struct pl_dscope *sc, struct epoll_event *e, int n,
 			  int r)
 {
 	const struct ep_hint *h;
+	unsigned from = merge_from++;
 
 	if (r < 0 || !sc->nrdy)
 		return r;
 	pthread_mutex_lock(&hint_lock);
 	h = hint_of(sc->epfd);
-	for (int i = 0; h && i < h->n && r >= 0; i++) {
-		const struct ep_member *m = &h->m[i];
+	for (int t = 0; h && t < h->n && r >= 0; t++) {
+		const struct ep_member *m = &h->m[(from + t) % h->n];
 		int j = 0, k = 0;
 
 		if (member_use(m->events, 1) != 1 || (m->events & EPOLLET))

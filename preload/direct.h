@@ -102,6 +102,8 @@ void pl_direct_epoll_made(int epfd);
 void pl_direct_epoll_taint(int fd);
 /* Whether the preload keeps anything by epoll set number (no lock). */
 int pl_direct_epoll_tracked(void);
+/* Descriptors lo..hi were closed or now name something else: what was known of them goes. */
+void pl_direct_fds_gone(int lo, int hi);
 /* Descriptors lo..hi were closed or now name something else: no hints. */
 void pl_direct_epoll_forget(int lo, int hi);
 void pl_direct_scope_end(struct pl_dscope *sc);
@@ -113,6 +115,12 @@ void pl_direct_scope_end(struct pl_dscope *sc);
  */
 int pl_direct_epoll_merge(struct pl_dscope *sc, struct epoll_event *e, int n,
 			  int r);
+/*
+ * How many of an epoll wait's n events the kernel may fill, so that the
+ * members the wait reports itself are not always left out (0: none this
+ * time, the wait reports one of them alone).
+ */
+int pl_direct_epoll_room(struct pl_dscope *sc, int n);
 
 /*
  * Before the wait of timeout_ms (-1: for ever) over sc: make each of its

@@ -415,6 +415,19 @@ static int epoll_inner(int ep, struct epoll_event *e, int n, long long ns,
 }
 
 /*
+ * The kernel's part of an epoll wait over sc, then the members the wait
+ * reports itself (pl_direct_epoll_merge), with room kept for them.
+ */
+static int epoll_merged(struct pl_dscope *sc, int ep, struct epoll_event *e,
+			int n, long long ns, const sigset_t *m)
+{
+	int k = pl_direct_epoll_room(sc, n);
+
+	return pl_direct_epoll_merge(sc, e, n,
+				     k ? epoll_inner(ep, e, k, ns, m) : 0);
+}
+
+/*
  * A nap of the calling thread: its timer slack (50 us unless the program
  * set it) would stretch a nap of tens of microseconds several times, so
  * the nap runs with 1 us; the thread's own slack is put back after.
@@ -725,8 +738,7 @@ int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 		return pl_real.epoll_pwait(ep, e, n, t, m);
 	return PL_WAIT(t, nap_ok() && pwait2_ok(),
 		       pl_direct_scope_epoll(&sc_, ep), (void)0,
-		       pl_direct_epoll_merge(&sc_, e, n,
-					     epoll_inner(ep, e, n, ns_, m)));
+		       epoll_merged(&sc_, ep, e, n, ns_, m));
 }
 
 int epoll_wait(int ep, struct epoll_event *e, int n, int t)
@@ -746,8 +758,7 @@ int epoll_pwait2(int ep, struct epoll_event *e, int n,
 		return pl_real.epoll_pwait2(ep, e, n, t, m);
 	return PL_WAIT(TS_MS(t), nap_ok() && pwait2_ok(),
 		       pl_direct_scope_epoll(&sc_, ep), (void)0,
-		       pl_direct_epoll_merge(&sc_, e, n,
-					     epoll_inner(ep, e, n, ns_, m)));
+		       epoll_merged(&sc_, ep, e, n, ns_, m));
 }
 PL_MULTI_CALL(pid_t, fork, (void), ())
 
@@ -1062,6 +1073,7 @@ static void forget_sets(int lo, int hi)
 {
 	int e = errno;
 
+	pl_direct_fds_gone(lo, hi);
 	if (!pl_busy && pl_direct_epoll_tracked() && !shares_parent_vm())
 		pl_direct_epoll_forget(lo, hi);
 	errno = e;

@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 55
+plan 57
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -297,6 +297,10 @@ quiet=$(sed -n 's/.* \([0-9]*\) epoll events reported without a wake-up byte.*/\
 echo "# epoll events reported without a wake-up byte: ${quiet:-none said}"
 [ $r = 0 ] && [ "${quiet:-0}" -gt 0 ]
 ok $? "epoll: ready direct members reported by the wait itself, each once, with the program's data; every answer right"
+client pe poll-epoll "$PORT" 20
+ok $? "poll and select on an epoll set that holds a direct connection: the set's descriptor readable for every answer"
+client starve starve "$PORT"
+ok $? "a level-triggered epoll set with two connections full of bytes, one event a wait: neither starves"
 
 # Answers later than the nap window (a server that computes before it
 # answers: the echo server's --delay): a wait that sleeps owing one looks

@@ -23,6 +23,13 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
                          EPOLLOUT), R rounds of 64 B on each: every answer
                          right, no descriptor twice in one epoll_wait,
                          none that is not a member
+  poll-epoll PORT R      an epoll set holding a non-blocking connection,
+                         watched by poll and then by select (an event loop
+                         embedded in another's): R round trips each, the
+                         set's descriptor readable for every answer
+  starve PORT            two connections' rings full of echo in one
+                         level-triggered epoll set, 2000 waits of one
+                         event (8 bytes read each): both are reported
   dup PORT               a dup'd descriptor carries on after the original
                          is closed; closing the last ends the connection
   exec PORT              exec with the descriptor inheritable is refused
@@ -298,6 +305,73 @@ def epoll_many(port, n, rounds):
     for s in socks:
         s.close()
     return good
+
+
+def poll_epoll(port, rounds):
+    s = connect(port, blocking=False)
+    ep = select.epoll()
+    ep.register(s.fileno(), select.EPOLLIN)
+    p = select.poll()
+    p.register(ep.fileno(), select.POLLIN)
+    worst = 0.0
+    for how in ("poll", "select"):
+        for r in range(int(rounds)):
+            data = struct.pack("!I", r) * 16
+            s.sendall(data)
+            got = b""
+            t0 = time.time()
+            while len(got) < len(data):
+                ready = p.poll(3000) if how == "poll" else select.select([ep.fileno()], [], [], 3.0)[0]
+                if not ready:
+                    return say(False, "poll-epoll: %s round %d: the set's descriptor not readable in 3 s (%d of %d bytes)" %
+                               (how, r, len(got), len(data)))
+                for _fd, _ev in ep.poll(0):
+                    while True:
+                        try:
+                            b = s.recv(4096)
+                        except BlockingIOError:
+                            break
+                        if not b:
+                            return say(False, "poll-epoll: EOF")
+                        got += b
+            worst = max(worst, time.time() - t0)
+            if got != data:
+                return say(False, "poll-epoll: %s round %d: wrong bytes" % (how, r))
+    return say(worst < 0.2, "poll-epoll: %s round trips through poll, then select, on an epoll set: slowest %.1f ms" %
+               (rounds, worst * 1000))
+
+
+def starve(port):
+    socks = [connect(port, blocking=False) for _ in range(2)]
+    ep = select.epoll()
+    for i, s in enumerate(socks):
+        ep.register(s.fileno(), select.EPOLLIN)
+        s.sendall(b"x")
+    time.sleep(0.1)
+    for s in socks:  # the echo, and a read that says EAGAIN
+        while True:
+            try:
+                if not s.recv(65536):
+                    return say(False, "starve: EOF")
+            except BlockingIOError:
+                break
+    for s in socks:
+        s.sendall(b"y" * 16384)
+    time.sleep(0.3)
+    count = {s.fileno(): 0 for s in socks}
+    by_fd = {s.fileno(): s for s in socks}
+    for _ in range(2000):
+        evs = ep.poll(1.0, 1)
+        if not evs:
+            return say(False, "starve: a wait of one event found none")
+        fd = evs[0][0]
+        count[fd] += 1
+        try:
+            by_fd[fd].recv(8)
+        except BlockingIOError:
+            pass
+    a, b = count.values()
+    return say(min(a, b) >= 500, "starve: 2000 waits of one event: %d and %d for the two connections" % (a, b))
 
 
 def dup_mode(port):
@@ -719,6 +793,7 @@ def closerange(port):
 def main(argv):
     modes = {"epoll-et": epoll_et, "oneshot": oneshot, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
              "nonblock": nonblock_mode, "epoll-many": epoll_many,
+             "poll-epoll": poll_epoll, "starve": starve,
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,
              "wait-end": wait_end, "late": late, "raw": raw,
