@@ -2327,19 +2327,8 @@ void pl_direct_sleep(struct pl_dscope *sc, int d)
 		struct pl_dconn *c = __atomic_load_n(&sc->s[i]->dc,
 						     __ATOMIC_ACQUIRE);
 
-		if (!c)
-			continue;
-		sleep_count(c, d);
-		/*
-		 * Awake again: the wake-up requests this sleep armed go
-		 * (unless another thread sleeps on them). Left, each had the
-		 * GPU side ring gsockd for every later answer, most of them
-		 * taken by the program itself before gsockd looked (a paced
-		 * client on the development VM: four in ten answers).
-		 */
-		if (d < 0 && !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
-		    !__atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST))
-			disarm(c);
+		if (c)
+			sleep_count(c, d);
 	}
 }
 
