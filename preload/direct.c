@@ -2224,9 +2224,22 @@ static int arm_idle_f(struct pl_dconn *c)
  */
 static int ready_sleep(struct pl_dscope *sc, int ms)
 {
-	if (ms > 0) {
-		pl_direct_sleep(sc, 1);
+	if (ms <= 0)
+		return ms;
+	pl_direct_sleep(sc, 1);
+	if (!sc->exact) {
 		each(sc, arm_idle_f);
+		return ms;
+	}
+	/* an exact set's one-shot members are never looked at: armed */
+	for (int i = 0; i < sc->n; i++) {
+		struct pl_dconn *c = __atomic_load_n(&sc->s[i]->dc,
+						     __ATOMIC_ACQUIRE);
+
+		if (i >= sc->nlook)
+			arm_one(c);
+		else
+			arm_idle_f(c);
 	}
 	return ms;
 }
@@ -2418,6 +2431,7 @@ static void scope_fds(struct pl_dscope *sc, const int *fds, int n)
 static uint8_t epfd_map[EPFD_MAP];
 
 static int is_epoll(int fd);
+static int epoll_kind(int fd);
 
 static int fd_is_epoll(int fd)
 {
@@ -2429,8 +2443,17 @@ static int fd_is_epoll(int fd)
 		return is_epoll(fd);
 	v = __atomic_load_n(&epfd_map[fd], __ATOMIC_RELAXED);
 	if (!v) {
-		v = is_epoll(fd) ? 2 : 1;
-		__atomic_store_n(&epfd_map[fd], v, __ATOMIC_RELAXED);
+		uint8_t zero = 0;
+		int e = epoll_kind(fd);
+
+		if (e < 0)
+			return 1; /* not known: as if it were, and asked again */
+		v = e ? 2 : 1;
+		/* a close and an epoll_create meanwhile marked it: theirs stands */
+		if (!__atomic_compare_exchange_n(&epfd_map[fd], &zero, v, 0,
+						 __ATOMIC_RELAXED,
+						 __ATOMIC_RELAXED))
+			v = zero;
 	}
 	return v == 2;
 }
@@ -2512,6 +2535,8 @@ struct ep_member {
 struct ep_hint {
 	int epfd, n, cap; /* n < 0: a member was missed (no memory): no hint */
 	struct ep_member *m;
+	/* pl_direct_epoll_room's turn, and where the next report starts */
+	unsigned turn, from;
 };
 
 static struct ep_hint *hints; /* hint_lock */
@@ -2640,7 +2665,8 @@ static void made_unwait(int epfd, unsigned long long id)
 }
 
 /* Whether fd is an epoll set (where the kernel cannot say, as if it were). */
-static int is_epoll(int fd)
+/* 1: fd is an epoll set, 0: it is not, -1: the kernel cannot say. */
+static int epoll_kind(int fd)
 {
 	char path[40], to[32];
 	ssize_t n;
@@ -2648,9 +2674,14 @@ static int is_epoll(int fd)
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	n = readlink(path, to, sizeof(to) - 1);
 	if (n < 0)
-		return 1;
+		return -1;
 	to[n] = '\0';
 	return strcmp(to, "anon_inode:[eventpoll]") == 0;
+}
+
+static int is_epoll(int fd)
+{
+	return epoll_kind(fd) != 0;
 }
 
 static int serial_alive(const uint64_t *sn, int n);
@@ -2704,7 +2735,7 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 			hints_cap = cap;
 		}
 		h = &hints[nhints];
-		*h = (struct ep_hint){ epfd, 0, 0, NULL };
+		*h = (struct ep_hint){ epfd, 0, 0, NULL, 0, 0 };
 		__atomic_store_n(&nhints, nhints + 1, __ATOMIC_RELEASE);
 	}
 	if (!h || h->n < 0)
@@ -2857,34 +2888,41 @@ static int member_use(uint32_t e, int exact)
  * room is found again by the next wait (its bytes stay), but always
  * after the kernel's and always the same ones first would starve it:
  * so the kernel gets the room these leave (half of it when they would
- * fill it; every other wait when there is room for one), and the
- * members are taken from a point that moves.
+ * fill it; every other wait on the set when there is room for one), and
+ * the members are taken from the one after the last reported.
  */
-static __thread unsigned room_turn, merge_from;
-
 int pl_direct_epoll_room(struct pl_dscope *sc, int n)
 {
+	struct ep_hint *h;
+	unsigned t = 1;
+
 	if (!sc->nrdy || n <= 0)
 		return n;
 	if (sc->nrdy < n)
 		return n - sc->nrdy;
 	if (n > 1)
 		return n / 2;
-	return room_turn++ % 2;
+	pthread_mutex_lock(&hint_lock);
+	h = hint_of(sc->epfd);
+	if (h)
+		t = h->turn++;
+	pthread_mutex_unlock(&hint_lock);
+	return t % 2;
 }
 
 int pl_direct_epoll_merge(struct pl_dscope *sc, struct epoll_event *e, int n,
 			  int r)
 {
-	const struct ep_hint *h;
-	unsigned from = merge_from++;
+	struct ep_hint *h;
+	int last = -1;
 
 	if (r < 0 || !sc->nrdy)
 		return r;
 	pthread_mutex_lock(&hint_lock);
 	h = hint_of(sc->epfd);
 	for (int t = 0; h && t < h->n && r >= 0; t++) {
-		const struct ep_member *m = &h->m[(from + t) % h->n];
+		int at = (int)((h->from + (unsigned)t) % (unsigned)h->n);
+		const struct ep_member *m = &h->m[at];
 		int j = 0, k = 0;
 
 		if (member_use(m->events, 1) != 1 || (m->events & EPOLLET))
@@ -2902,9 +2940,12 @@ int pl_direct_epoll_merge(struct pl_dscope *sc, struct epoll_event *e, int n,
 			e[r].events = m->events & (EPOLLIN | EPOLLRDNORM);
 			e[r].data.u64 = m->data;
 			r++;
+			last = at;
 			__atomic_fetch_add(&quiet_reports, 1, __ATOMIC_RELAXED);
 		}
 	}
+	if (h && last >= 0)
+		h->from = (unsigned)last + 1;
 	pthread_mutex_unlock(&hint_lock);
 	sc->nrdy = 0;
 	return r;

@@ -421,10 +421,11 @@ static int epoll_inner(int ep, struct epoll_event *e, int n, long long ns,
 static int epoll_merged(struct pl_dscope *sc, int ep, struct epoll_event *e,
 			int n, long long ns, const sigset_t *m)
 {
-	int k = pl_direct_epoll_room(sc, n);
+	int k = pl_direct_epoll_room(sc, n), r;
 
-	return pl_direct_epoll_merge(sc, e, n,
-				     k ? epoll_inner(ep, e, k, ns, m) : 0);
+	r = pl_direct_epoll_merge(sc, e, n, k ? epoll_inner(ep, e, k, ns, m) : 0);
+	/* its turn given to members that went meanwhile: the kernel's after all */
+	return !k && !r ? epoll_inner(ep, e, n, ns, m) : r;
 }
 
 /*
@@ -858,6 +859,7 @@ int socket(int domain, int type, int protocol)
 	fd = pl_real.socket(domain, type, protocol);
 	if (fd < 0 || pl_busy)
 		return fd;
+	pl_direct_fds_gone(fd, fd); /* its number may have been closed behind us */
 	if ((domain != AF_INET && domain != AF_INET6) ||
 	    (type & 0xf) != SOCK_STREAM) {
 		pl_fd_clear(fd); /* a stale entry of a descriptor closed behind our back */
@@ -998,6 +1000,7 @@ static int accepted(int fd, const struct pl_sock *ls)
 #endif
 	if (!offered) {
 		pl_fd_clear(fd);
+		pl_direct_fds_gone(fd, fd);
 		return fd;
 	}
 	s = pl_sock_new(ls->domain);
