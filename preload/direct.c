@@ -192,6 +192,7 @@ static unsigned long quiet_reports; /* pl_direct_epoll_merge's, said at exit */
  * (disarm).
  */
 static int sleepers_all, forked;
+int pl_plain_waits;
 /* atomic: connections published in their socket but not yet in the list */
 static int publishing;
 
@@ -342,6 +343,7 @@ static int unwatched(struct pl_dconn *c)
 {
 	return !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
 	       !__atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST) &&
+	       !__atomic_load_n(&pl_plain_waits, __ATOMIC_SEQ_CST) &&
 	       !__atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST);
 }
 
@@ -2126,7 +2128,8 @@ static long long wait_of(struct pl_dscope *sc)
 	due_now = now = now_ns();
 	due_first = due_last = 0;
 	due_disarm = !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
-		     !__atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST);
+		     !__atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST) &&
+		     !__atomic_load_n(&pl_plain_waits, __ATOMIC_SEQ_CST);
 	/*
 	 * Answers owed on members the wait does not look at (one-shot ones)
 	 * are not napped for: no look would find them, and their wake-up
@@ -2718,11 +2721,13 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 	 * A direct member added (to any set: a wait may cover the set
 	 * through a dup or a nesting, or have begun before the process had
 	 * direct connections) is armed at once; one changed to EPOLLIN, when
-	 * a wait covers the set.
+	 * a wait covers the set or one of the kernel's alone may.
 	 */
 	arm = c && ev && (ev->events & EPOLLIN) &&
 	      (op == EPOLL_CTL_ADD ||
-	       (op == EPOLL_CTL_MOD && m && m->waiters > 0));
+	       (op == EPOLL_CTL_MOD &&
+		((m && m->waiters > 0) ||
+		 __atomic_load_n(&pl_plain_waits, __ATOMIC_SEQ_CST))));
 	h = hint_of(epfd);
 	if (!h && op == EPOLL_CTL_ADD) {
 		if (nhints == hints_cap) {

@@ -44,6 +44,13 @@ void pl_direct_release(struct pl_sock *s);
 /* A's O_NONBLOCK was set (on) or cleared through fcntl in this process. */
 void pl_direct_nonblock(struct pl_sock *s, int on);
 
+/*
+ * Threads in a wait that began while the process had no direct
+ * connection (atomic): the preload does not know what they cover, so a
+ * direct connection's wake-up requests are left alone while any lasts.
+ */
+extern int pl_plain_waits;
+
 /* Whether this process holds a direct connection (a hint, no lock). */
 int pl_direct_active(void);
 

@@ -564,12 +564,35 @@ static int plain_wait(void)
 #endif
 }
 
+/*
+ * A wait of the kernel's alone (no direct connection yet) that may still
+ * sleep when one comes: counted while it lasts, so that the connection's
+ * bookkeeping leaves its wake-up requests alone (pl_plain_waits).
+ */
+#define PLAIN(call)                                                          \
+	({                                                                   \
+		int counted_ = !pl_busy, r_;                                 \
+                                                                             \
+		if (counted_)                                                \
+			__atomic_add_fetch(&pl_plain_waits, 1,               \
+					   __ATOMIC_SEQ_CST);                \
+		r_ = (call);                                                 \
+		if (counted_) {                                              \
+			int e_ = errno;                                      \
+                                                                             \
+			__atomic_sub_fetch(&pl_plain_waits, 1,               \
+					   __ATOMIC_SEQ_CST);                \
+			errno = e_;                                          \
+		}                                                            \
+		r_;                                                          \
+	})
+
 int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t,
 	  const sigset_t *m)
 {
 	pl_init();
 	if (plain_wait())
-		return pl_real.ppoll(fds, n, t, m);
+		return PLAIN(pl_real.ppoll(fds, n, t, m));
 	return PL_WAIT(TS_MS(t), nap_ok(), pl_direct_scope_poll(&sc_, fds, n),
 		       (void)0, poll_inner(fds, n, ns_, m));
 }
@@ -578,7 +601,7 @@ int poll(struct pollfd *fds, nfds_t n, int t)
 {
 	pl_init();
 	if (plain_wait())
-		return pl_real.poll(fds, n, t);
+		return PLAIN(pl_real.poll(fds, n, t));
 	return PL_WAIT(t, nap_ok(), pl_direct_scope_poll(&sc_, fds, n), (void)0,
 		       poll_inner(fds, n, ns_, NULL));
 }
@@ -628,7 +651,7 @@ int pselect(int n, fd_set *rd, fd_set *wr, fd_set *ex,
 
 	pl_init();
 	if (plain_wait())
-		return pl_real.pselect(n, rd, wr, ex, t, m);
+		return PLAIN(pl_real.pselect(n, rd, wr, ex, t, m));
 	sets_save(&sv, rd, wr, ex);
 	return PL_WAIT(TS_MS(t), nap_ok(), pl_direct_scope_select(&sc_, n, sv.p),
 		       sets_put_back(&sv), select_inner(n, rd, wr, ex, ns_, m));
@@ -641,7 +664,7 @@ int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
 
 	pl_init();
 	if (plain_wait())
-		return pl_real.select(n, rd, wr, ex, t);
+		return PLAIN(pl_real.select(n, rd, wr, ex, t));
 	sets_save(&sv, rd, wr, ex);
 	r = PL_WAIT(TV_MS(t), nap_ok(), pl_direct_scope_select(&sc_, n, sv.p),
 		    sets_put_back(&sv), select_inner(n, rd, wr, ex, ns_, NULL));
@@ -736,7 +759,7 @@ int epoll_pwait(int ep, struct epoll_event *e, int n, int t, const sigset_t *m)
 {
 	pl_init();
 	if (plain_wait())
-		return pl_real.epoll_pwait(ep, e, n, t, m);
+		return PLAIN(pl_real.epoll_pwait(ep, e, n, t, m));
 	return PL_WAIT(t, nap_ok() && pwait2_ok(),
 		       pl_direct_scope_epoll(&sc_, ep), (void)0,
 		       epoll_merged(&sc_, ep, e, n, ns_, m));
@@ -756,7 +779,7 @@ int epoll_pwait2(int ep, struct epoll_event *e, int n,
 		return -1;
 	}
 	if (plain_wait())
-		return pl_real.epoll_pwait2(ep, e, n, t, m);
+		return PLAIN(pl_real.epoll_pwait2(ep, e, n, t, m));
 	return PL_WAIT(TS_MS(t), nap_ok() && pwait2_ok(),
 		       pl_direct_scope_epoll(&sc_, ep), (void)0,
 		       epoll_merged(&sc_, ep, e, n, ns_, m));

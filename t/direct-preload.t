@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 58
+plan 59
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -301,8 +301,10 @@ client pe poll-epoll "$PORT" 20
 ok $? "poll and select on an epoll set that holds a direct connection: the set's descriptor readable for every answer"
 client starve starve "$PORT"
 ok $? "a level-triggered epoll set with two connections full of bytes and a readable pipe, one event a wait: none starves"
-client lm late-member "$PORT"
+client lm late-member "$PORT" poll
 ok $? "a connection added to a set a thread sleeps on, then polled by another wait: its echo still wakes the sleeper"
+client lm2 late-member "$PORT" mod
+ok $? "... and one added without EPOLLIN, then changed to EPOLLIN: its echo wakes the sleeper"
 
 # Answers later than the nap window (a server that computes before it
 # answers: the echo server's --delay): a wait that sleeps owing one looks

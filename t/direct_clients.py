@@ -31,9 +31,12 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
                          level-triggered epoll set with an always readable
                          pipe, 2000 waits of one event (8 bytes read from
                          a connection): all three are reported
-  late-member PORT       a thread sleeps in epoll_wait on an empty set; a
+  late-member PORT HOW   a thread sleeps in epoll_wait on an empty set, from
+                         before the process's first connection; a
                          connection is added to the set, then polled for
-                         POLLOUT with no wait: its echo wakes the sleeper
+                         POLLOUT with no wait (HOW poll), or added for
+                         EPOLLRDHUP and changed to EPOLLIN (HOW mod): its
+                         echo wakes the sleeper
   dup PORT               a dup'd descriptor carries on after the original
                          is closed; closing the last ends the connection
   exec PORT              exec with the descriptor inheritable is refused
@@ -383,7 +386,7 @@ def starve(port):
     return say(min(a, b, p) >= 250, "starve: 2000 waits of one event: %d and %d for the two connections, %d for the pipe" % (a, b, p))
 
 
-def late_member(port):
+def late_member(port, how):
     ep = select.epoll()
     res = []
 
@@ -394,17 +397,21 @@ def late_member(port):
     t.start()
     time.sleep(0.05)
     c = connect(port, blocking=False)
-    ep.register(c.fileno(), select.EPOLLIN)
-    p = select.poll()
-    p.register(c.fileno(), select.POLLOUT)
-    p.poll(0)
+    if how == "mod":
+        ep.register(c.fileno(), select.EPOLLRDHUP)
+        ep.modify(c.fileno(), select.EPOLLIN)
+    else:
+        ep.register(c.fileno(), select.EPOLLIN)
+        p = select.poll()
+        p.register(c.fileno(), select.POLLOUT)
+        p.poll(0)
     time.sleep(0.01)
     t0 = time.time()
     c.sendall(b"hello")
     t.join()
     evs, t1 = res[0]
     return say([fd for fd, _ in evs] == [c.fileno()] and t1 - t0 < 0.2,
-               "late-member: the sleeper saw %s %.3f s after the send" % ([fd for fd, _ in evs], t1 - t0))
+               "late-member (%s): the sleeper saw %s %.3f s after the send" % (how, [fd for fd, _ in evs], t1 - t0))
 
 
 def dup_mode(port):
