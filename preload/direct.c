@@ -2667,7 +2667,6 @@ static void made_unwait(int epfd, unsigned long long id)
 	pthread_mutex_unlock(&hint_lock);
 }
 
-/* Whether fd is an epoll set (where the kernel cannot say, as if it were). */
 /* 1: fd is an epoll set, 0: it is not, -1: the kernel cannot say. */
 static int epoll_kind(int fd)
 {
@@ -2682,6 +2681,7 @@ static int epoll_kind(int fd)
 	return strcmp(to, "anon_inode:[eventpoll]") == 0;
 }
 
+/* Whether fd is an epoll set (where the kernel cannot say, as if it were). */
 static int is_epoll(int fd)
 {
 	return epoll_kind(fd) != 0;
