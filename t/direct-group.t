@@ -72,6 +72,13 @@ is "$(gpu u1)" "direct direct" "a GPU client's 2 connections there: direct too"
 timeout 60 "$CLIENT" -n 64 -i 2000 -b 2 127.0.0.1:"$PORT" >"$TMP/u1a" 2>&1 &&
 	timeout 60 "$CLIENT" -n 1000000 -i 8 -b 2 127.0.0.1:"$PORT" >"$TMP/u1b" 2>&1
 ok $? "... 2 x 2000 round trips of 64 B and 2 x 8 of 1,000,000 B: intact"
+# The server counts a connection once it has seen its end: until then
+for _ in $(seq 100); do
+	"$STAT" -j | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+sys.exit(any(s["state"] != "listen" for a in d["applications"] for s in a["socket_list"]))' && break
+	sleep 0.05
+done
 kill "$SERVER_PID"
 wait "$SERVER_PID"
 s0=$(sed -n 's/.* served \([0-9]*\) connections$/\1/p' "$TMP/server.out" | head -1)
