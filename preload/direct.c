@@ -335,16 +335,24 @@ static void sleep_count(struct pl_dconn *c, int d)
 }
 
 /*
+ * Whether no wait of this process covers every connection, none of the
+ * kernel's alone is in flight, and no other process may wait on them.
+ */
+static int none_unseen(void)
+{
+	return !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST) &&
+	       !__atomic_load_n(&pl_plain_waits, __ATOMIC_SEQ_CST);
+}
+
+/*
  * Whether no other thread of this process sleeps on c, and no other
  * process may: a wait may then report c's bytes itself, with no wake-up
  * byte, and a read that says EAGAIN need not arm c.
  */
 static int unwatched(struct pl_dconn *c)
 {
-	return !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
-	       !__atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST) &&
-	       !__atomic_load_n(&pl_plain_waits, __ATOMIC_SEQ_CST) &&
-	       !__atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST);
+	return none_unseen() && !__atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST);
 }
 
 /* An answer owed on c past the nap window came d ns after its send: looks learn. */
@@ -2127,9 +2135,7 @@ static long long wait_of(struct pl_dscope *sc)
 		return 0;
 	due_now = now = now_ns();
 	due_first = due_last = 0;
-	due_disarm = !__atomic_load_n(&forked, __ATOMIC_RELAXED) &&
-		     !__atomic_load_n(&sleepers_all, __ATOMIC_SEQ_CST) &&
-		     !__atomic_load_n(&pl_plain_waits, __ATOMIC_SEQ_CST);
+	due_disarm = none_unseen();
 	/*
 	 * Answers owed on members the wait does not look at (one-shot ones)
 	 * are not napped for: no look would find them, and their wake-up
@@ -2925,7 +2931,7 @@ int pl_direct_epoll_merge(struct pl_dscope *sc, struct epoll_event *e, int n,
 		return r;
 	pthread_mutex_lock(&hint_lock);
 	h = hint_of(sc->epfd);
-	for (int t = 0; h && t < h->n && r >= 0; t++) {
+	for (int t = 0; h && t < h->n; t++) {
 		int at = (int)((h->from + (unsigned)t) % (unsigned)h->n);
 		const struct ep_member *m = &h->m[at];
 		int j = 0, k = 0;
