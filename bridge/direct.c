@@ -97,11 +97,19 @@ struct dlisten {
 };
 
 /* A preloaded CPU program's end of a segment (always side 0). */
+/*
+ * fd is closed with both dp.lock and lk held, and used (wake-up bytes,
+ * spill taken back) with either: a worker's kick takes lk alone, so the
+ * control thread, whose doorbell watch every bridged byte of a sleeping
+ * worker waits on, never queues behind workers' system calls on
+ * dp.lock (a busy direct path stalled the watch for milliseconds).
+ */
 struct dcpu {
 	struct br_ev ev; /* BR_EV_DIRECT, in the control thread's set */
 	int fd; /* our end of its socketpair; -1: none */
 	int seg;
 	bool ended; /* every descriptor of it closed: its side settled */
+	pthread_mutex_t lk;
 };
 
 struct dpending {
@@ -153,9 +161,12 @@ int br_direct_init(void)
 	dp.cpu = calloc(dp.nsegs, sizeof(*dp.cpu));
 	dp.seg_pool = malloc(dp.nsegs * sizeof(*dp.seg_pool));
 	dp.seg_gen = calloc(dp.nsegs, sizeof(*dp.seg_gen));
-	for (uint32_t i = 0; dp.cpu && i < dp.nsegs; i++)
-		dp.cpu[i] =
-			(struct dcpu){ { BR_EV_DIRECT }, -1, (int)i, false };
+	for (uint32_t i = 0; dp.cpu && i < dp.nsegs; i++) {
+		dp.cpu[i].ev.kind = BR_EV_DIRECT;
+		dp.cpu[i].fd = -1;
+		dp.cpu[i].seg = (int)i;
+		pthread_mutex_init(&dp.cpu[i].lk, NULL);
+	}
 	if (dp.seg_pool)
 		memset(dp.seg_pool, -1, dp.nsegs * sizeof(*dp.seg_pool));
 	dp.fd = memfd_create("gsock-direct", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -203,9 +214,11 @@ void br_direct_fini(void)
 	free(dp.refs);
 	free(dp.free_segs);
 	free(dp.pend);
-	for (uint32_t i = 0; dp.cpu && i < dp.nsegs; i++)
+	for (uint32_t i = 0; dp.cpu && i < dp.nsegs; i++) {
 		if (dp.cpu[i].fd >= 0)
 			close(dp.cpu[i].fd);
+		pthread_mutex_destroy(&dp.cpu[i].lk);
+	}
 	free(dp.cpu);
 	dp.cpu = NULL;
 	free(dp.seg_pool);
@@ -857,7 +870,7 @@ static bool cpu_side(int seg, unsigned k)
 }
 
 /*
- * Caller holds the lock: make seg's CPU side readable (one byte into
+ * Caller holds the lock or seg's lk (struct dcpu): make seg's CPU side readable (one byte into
  * its socketpair); pipe is the one it reads. A full socketpair is
  * readable already.
  */
@@ -880,7 +893,7 @@ static void cpu_token(int seg, unsigned pipe)
 }
 
 /*
- * Caller holds the lock: take back what seg's CPU side wrote into its
+ * Caller holds the lock or seg's lk: take back what seg's CPU side wrote into its
  * socketpair to make it unwritable (pipe is the one it writes), so it
  * is writable again.
  */
@@ -1281,12 +1294,12 @@ void br_direct_kick(struct br_sock *s)
 	room = took(&d->want[in], GS_DW_WRITER);
 	if (!wake && !room)
 		return;
-	pthread_mutex_lock(&dp.lock);
+	pthread_mutex_lock(&dp.cpu[s->dseg].lk);
 	if (wake)
 		cpu_token(s->dseg, out);
 	if (room)
 		cpu_unspill(s->dseg, in);
-	pthread_mutex_unlock(&dp.lock);
+	pthread_mutex_unlock(&dp.cpu[s->dseg].lk);
 }
 
 /*
@@ -1494,21 +1507,30 @@ void br_direct_event(struct br_ev *e, uint32_t events)
 	uint64_t out;
 	int queued = 0;
 
-	pthread_mutex_lock(&dp.lock);
-	if (c->fd < 0)
-		goto out;
-	d = seg_at(c->seg);
 	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
 		int seg = c->seg;
 
+		pthread_mutex_lock(&dp.lock);
+		pthread_mutex_lock(&c->lk);
+		if (c->fd < 0) {
+			pthread_mutex_unlock(&c->lk);
+			pthread_mutex_unlock(&dp.lock);
+			return;
+		}
 		/* Every copy of its descriptor is closed, in every process. */
 		cpu_ended(seg);
 		close(c->fd);
 		c->fd = -1;
+		pthread_mutex_unlock(&c->lk);
 		seg_put(seg);
 		pend_stale(seg);
-		goto out;
+		pthread_mutex_unlock(&dp.lock);
+		return;
 	}
+	pthread_mutex_lock(&c->lk);
+	if (c->fd < 0)
+		goto out;
+	d = seg_at(c->seg);
 	/*
 	 * Bytes in the socketpair beyond what the preload wrote there to
 	 * make it unwritable were written around the preload (stdio on the
@@ -1533,5 +1555,5 @@ void br_direct_event(struct br_ev *e, uint32_t events)
 		cpu_token(c->seg, 1);
 	}
 out:
-	pthread_mutex_unlock(&dp.lock);
+	pthread_mutex_unlock(&c->lk);
 }

@@ -227,7 +227,7 @@ static void dispatch(struct epoll_event *ev, int ctl_fd, int *stop)
 static void run(int ctl_fd)
 {
 	struct epoll_event evs[64];
-	uint64_t quiet_since = br_now_ns();
+	uint64_t quiet_since = br_now_ns(), last_look = quiet_since;
 	int stop = 0;
 
 	br_watch_start();
@@ -239,18 +239,29 @@ static void run(int ctl_fd)
 		if (br.apps)
 			wait = (int64_t)br_watch_period_ns();
 		n = br_epoll_wait_ns(br.epfd, br.timer_fd, evs, 64, wait);
-		for (int i = 0; i < n; i++) {
+		found = 0;
+		for (int i = 0, due = 0; i < n; i++) {
 			struct br_ev *e = evs[i].data.ptr;
 
 			events += e->kind != BR_EV_TIMER; /* the watch's own */
 			dispatch(&evs[i], ctl_fd, &stop);
+			/*
+			 * A burst of events (direct connections' spills, a
+			 * storm of connects) must not hold the watch back: it
+			 * looks between them once its period is up.
+			 */
+			if (++due % 8 == 0 && br.apps &&
+			    br_now_ns() - last_look >= br_watch_period_ns()) {
+				found |= br_watch();
+				last_look = br_now_ns();
+			}
 		}
 		br_app_sweep(br_now_ns());
 		br_direct_sweep(br_now_ns());
 		br_reap();
 		br_log_flush();
-		found = br_watch();
-		now = br_now_ns();
+		found |= br_watch();
+		now = last_look = br_now_ns();
 		if (found || events)
 			quiet_since = now;
 		br_watch_next(found, now - quiet_since);
