@@ -2325,6 +2325,16 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		if (look(sc))
 			return ready_sleep(sc, trusted && slice > 1 ? 1 : slice);
 	}
+	/*
+	 * A wait that cannot sleep (timeout 0: an open-loop client's poll
+	 * between sends) looked already. Counting it asleep and arming its
+	 * connections had the GPU side ring gsockd for every answer that
+	 * came while the program was awake, and its help walked every
+	 * connection of the process under list_lock: 16 threads of a
+	 * preloaded client spent most of their time queued on that lock.
+	 */
+	if (!timeout_ms)
+		return 0;
 	if (sc->exact && owes(sc) && help(sc))
 		return sc->nrdy ? 0 :
 				  ready_sleep(sc, trusted && slice > 1 ? 1 : slice);

@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 59
+plan 60
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -305,6 +305,19 @@ client lm late-member "$PORT" poll
 ok $? "a connection added to a set a thread sleeps on, then polled by another wait: its echo still wakes the sleeper"
 client lm2 late-member "$PORT" mod
 ok $? "... and one added without EPOLLIN, then changed to EPOLLIN: its echo wakes the sleeper"
+# A client that polls with no timeout between sends (an open loop) never
+# sleeps: its waits arm nothing, so the GPU side rings gsockd for none of
+# its answers (they armed every connection, and a busy client's answers
+# each cost a doorbell, a worker's wake-up byte and a read of it).
+rung() { "$STAT" -j | python3 -c 'import json, sys; g = json.load(sys.stdin)["gsockd"]; print(g["direct_wakeups"], g["watch_finds"])'; }
+w0=$(rung)
+client p0 poll0 "$PORT" 8 200
+r=$?
+w1=$(rung)
+set -- $w0 $w1
+echo "# wake-up bytes and doorbells found: $1 $2 before, $3 $4 after"
+[ $r = 0 ] && [ $# = 4 ] && [ $(($3 - $1)) -le 8 ]
+ok $? "epoll_wait with no timeout: every answer right, $(($3 - $1)) wake-up bytes from gsockd for 1,600 answers (at most one a connection: its epoll_ctl ADD arms it)"
 
 # Answers later than the nap window (a server that computes before it
 # answers: the echo server's --delay): a wait that sleeps owing one looks

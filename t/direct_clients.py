@@ -23,6 +23,11 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
                          EPOLLOUT), R rounds of 64 B on each: every answer
                          right, no descriptor twice in one epoll_wait,
                          none that is not a member
+  poll0 PORT N R         N non-blocking connections in one epoll set, R
+                         rounds of 64 B on each, every answer found by
+                         epoll_wait with no timeout, 0.2 ms apart while
+                         none has come (an open-loop client between its
+                         sends): every answer right
   poll-epoll PORT R      an epoll set holding a non-blocking connection,
                          watched by poll and then by select (an event loop
                          embedded in another's): R round trips each, the
@@ -309,6 +314,44 @@ def epoll_many(port, n, rounds):
     good = say(not twice and not strangers and not wrong,
                "epoll-many: %d connections x %d rounds in %d waits: %d descriptors twice in one wait, %d strangers, %d answers wrong" %
                (n, rounds, waits, twice, strangers, wrong))
+    for s in socks:
+        s.close()
+    return good
+
+
+def poll0(port, n, rounds):
+    n, rounds = int(n), int(rounds)
+    socks = [connect(port, blocking=False) for _ in range(n)]
+    by_fd = {s.fileno(): s for s in socks}
+    ep = select.epoll()
+    for s in socks:
+        ep.register(s.fileno(), select.EPOLLIN)
+    wrong = waits = 0
+    for r in range(rounds):
+        want = {}
+        for i, s in enumerate(socks):
+            want[s.fileno()] = struct.pack("!II", r, i) * 8
+            s.sendall(want[s.fileno()])
+        got = {fd: b"" for fd in want}
+        left = set(want)
+        deadline = time.time() + 10
+        while left and time.time() < deadline:
+            waits += 1
+            evs = ep.poll(0)
+            if not evs:
+                time.sleep(0.0002)  # as a paced client between its sends
+            for fd, ev in evs:
+                try:
+                    got[fd] += by_fd[fd].recv(4096)
+                except BlockingIOError:
+                    pass
+                if len(got[fd]) >= 64:
+                    wrong += got[fd] != want[fd]
+                    left.discard(fd)
+        if left:
+            return say(False, "poll0: round %d: %d answers missing" % (r, len(left)))
+    good = say(not wrong, "poll0: %d connections x %d rounds in %d waits of no time: %d answers wrong" %
+               (n, rounds, waits, wrong))
     for s in socks:
         s.close()
     return good
@@ -832,7 +875,7 @@ def closerange(port):
 
 def main(argv):
     modes = {"epoll-et": epoll_et, "oneshot": oneshot, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
-             "nonblock": nonblock_mode, "epoll-many": epoll_many,
+             "nonblock": nonblock_mode, "epoll-many": epoll_many, "poll0": poll0,
              "poll-epoll": poll_epoll, "starve": starve, "late-member": late_member,
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
              "names": names_mode, "shutdown": shutdown_mode, "stream": stream,

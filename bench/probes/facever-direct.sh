@@ -18,12 +18,12 @@
 # counters (gsock-stat), its busiest threads' cores and the preloaded
 # clients' own account (GSOCK_LOG=debug) under each row, and gsockd's
 # workers' account at the end; CONF, lines added to gsockd's gsock.conf;
-# GSOCKD, another gsockd binary.
+# GSOCKD, another gsockd binary; PRE, another preload.
 set -u
 tmp=$(mktemp -d); export GSOCK_CONTROL=$tmp/g.sock
 printf 'direct_conns = 1024\n%s\n' "${CONF:-}" > $tmp/c.conf
 ulimit -n 20000
-FV=apps/facever PRE=$PWD/preload/libgsock-preload.so
+FV=apps/facever PRE=${PRE:-$PWD/preload/libgsock-preload.so}
 C="taskset -c ${CCORES:-0-11}" M="taskset -c ${MCORES:-12-15}" S="taskset -c ${SCORES:-16-31}"
 hz=$(getconf CLK_TCK)
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
