@@ -42,8 +42,9 @@
  *
  * Everything here is called by the worker that owns the socket it names
  * (or, for a CPU side's requests and socketpair, the control thread),
- * and takes br_direct's one lock: it runs at connection setup and
- * teardown, and when a CPU side waits.
+ * and takes br_direct's lock: it runs at connection setup and teardown,
+ * and when a CPU side waits; a worker's wake-up of a CPU side takes its
+ * segment's own lock instead (struct dcpu).
  */
 #include <config.h>
 

@@ -2224,6 +2224,18 @@ static int arm_idle_f(struct pl_dconn *c)
 }
 
 /*
+ * An exact set's one-shot members, which no look covers: armed by every
+ * wait, also one that cannot sleep or that other members' bytes end (a
+ * member re-armed with EPOLL_CTL_MOD between such waits, or beside a
+ * member that is always ready, was never reported again).
+ */
+static void arm_unlooked(struct pl_dscope *sc)
+{
+	for (int i = sc->exact ? sc->nlook : sc->n; i < sc->n; i++)
+		arm_one(__atomic_load_n(&sc->s[i]->dc, __ATOMIC_ACQUIRE));
+}
+
+/*
  * A wait that raised connections with bytes expects the kernel to answer
  * at once, but it may not (a poll entry that asks for no input, a set
  * that does not hold the connection raised, a byte another thread read
@@ -2233,8 +2245,10 @@ static int arm_idle_f(struct pl_dconn *c)
  */
 static int ready_sleep(struct pl_dscope *sc, int ms)
 {
-	if (ms <= 0)
+	if (ms <= 0) {
+		arm_unlooked(sc);
 		return ms;
+	}
 	pl_direct_sleep(sc, 1);
 	if (!sc->exact) {
 		each(sc, arm_idle_f);
@@ -2301,8 +2315,10 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		ready = look(sc);
 		relax();
 	}
-	if (sc->nrdy)
-		return 0; /* the wait reports them: the kernel's part at once */
+	if (sc->nrdy) { /* the wait reports them: the kernel's part at once */
+		arm_unlooked(sc);
+		return 0;
+	}
 	if (ready && sc->hint)
 		/*
 		 * A member named here is ready and made readable: the kernel
@@ -2333,8 +2349,10 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	 * connection of the process under list_lock: 16 threads of a
 	 * preloaded client spent most of their time queued on that lock.
 	 */
-	if (!timeout_ms)
+	if (!timeout_ms) {
+		arm_unlooked(sc);
 		return 0;
+	}
 	if (sc->exact && owes(sc) && help(sc))
 		return sc->nrdy ? 0 :
 				  ready_sleep(sc, trusted && slice > 1 ? 1 : slice);

@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 60
+plan 62
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -318,6 +318,12 @@ set -- $w0 $w1
 echo "# wake-up bytes and doorbells found: $1 $2 before, $3 $4 after"
 [ $r = 0 ] && [ $# = 4 ] && [ $(($3 - $1)) -le 8 ]
 ok $? "epoll_wait with no timeout: every answer right, $(($3 - $1)) wake-up bytes from gsockd for 1,600 answers (at most one a connection: its epoll_ctl ADD arms it)"
+# A one-shot member is never looked at, only armed: a wait with no timeout
+# still arms it, and so does a wait that another member's bytes end.
+client os0 oneshot "$PORT" 200 poll0
+ok $? "an EPOLLONESHOT member re-armed between waits with no timeout: every answer comes"
+client osb oneshot "$PORT" 200 busy
+ok $? "an EPOLLONESHOT member beside one that is always ready: every answer comes"
 
 # Answers later than the nap window (a server that computes before it
 # answers: the echo server's --delay): a wait that sleeps owing one looks

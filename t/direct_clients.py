@@ -7,9 +7,12 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
   epoll-et PORT N        non-blocking, edge-triggered epoll: N bytes out and
                          back through one connection (N > the ring: full-ring
                          waits on EPOLLOUT)
-  oneshot PORT N [lt]    N round trips of 64 B, each answer waited for with
+  oneshot PORT N [HOW]   N round trips of 64 B, each answer waited for with
                          epoll (EPOLLIN | EPOLLONESHOT), re-armed with
-                         EPOLL_CTL_MOD after each event (lt: EPOLLIN alone)
+                         EPOLL_CTL_MOD after each event (HOW lt: EPOLLIN
+                         alone; poll0: waits with no timeout, 0.2 ms apart
+                         while none comes; busy: beside a member whose
+                         echo is never read, always ready)
   select PORT N          the same with select(2), level-triggered
   fork PORT              parent connects; a child round-trips on the same
                          descriptor; then the parent does, after it exits
@@ -151,19 +154,32 @@ def epoll_et(port, n):
     return say(bytes(got) == data, "epoll-et %d bytes back intact (%d waits)" % (n, waits))
 
 
-def oneshot(port, n, lt=None):
-    n = int(n)
+def oneshot(port, n, how=None):
+    n, lt = int(n), how == "lt"
     s = connect(port, blocking=False)
     ep = select.epoll()
     ev = select.EPOLLIN | (0 if lt else select.EPOLLONESHOT)
     ep.register(s.fileno(), ev)
+    if how == "busy":  # a member whose echo is never read: always ready
+        b = connect(port, blocking=False)
+        ep.register(b.fileno(), select.EPOLLIN)
+        b.sendall(b"x" * 64)
     for i in range(n):
         data = os.urandom(64)
         s.sendall(data)
         got = bytearray()
+        deadline = time.time() + 5
         while len(got) < 64:
-            if not ep.poll(5):
-                return say(False, "oneshot: round trip %d: no event in 5 s" % i)
+            if how == "poll0":
+                evs = ep.poll(0)
+                if not evs:
+                    time.sleep(0.0002)
+            else:
+                evs = ep.poll(5)
+            if s.fileno() not in [fd for fd, _ in evs]:
+                if time.time() > deadline:
+                    return say(False, "oneshot: round trip %d: no event in 5 s" % i)
+                continue
             try:
                 chunk = s.recv(64 - len(got))
             except BlockingIOError:
@@ -176,7 +192,7 @@ def oneshot(port, n, lt=None):
                 ep.modify(s.fileno(), ev)
         if bytes(got) != data:
             return say(False, "oneshot: round trip %d came back wrong" % i)
-    return say(True, "oneshot%s: %d round trips of 64 B intact" % (" (lt)" if lt else "", n))
+    return say(True, "oneshot%s: %d round trips of 64 B intact" % (" (%s)" % how if how else "", n))
 
 
 def select_mode(port, n):
@@ -275,6 +291,35 @@ def nonblock_mode(port):
     return say(recv_waits_for_echo(), "nonblock: the child cleared it: the parent's recv waits") and good and empty_recv_waits
 
 
+def echo_round(socks, by_fd, r, wait, seen=lambda evs: None):
+    """Round r: 64 B out on each socket, the echoes collected from the
+    events wait() returns (seen() looks at each wait's events first).
+    Returns (answers missing after 10 s, answers wrong, waits)."""
+    want = {}
+    for i, s in enumerate(socks):
+        want[s.fileno()] = struct.pack("!II", r, i) * 8
+        s.sendall(want[s.fileno()])
+    got = {fd: b"" for fd in want}
+    left = set(want)
+    deadline = time.time() + 10
+    wrong = waits = 0
+    while left and time.time() < deadline:
+        evs = wait()
+        waits += 1
+        seen(evs)
+        for fd, ev in evs:
+            if fd not in by_fd or not ev & select.EPOLLIN:
+                continue
+            try:
+                got[fd] += by_fd[fd].recv(4096)
+            except BlockingIOError:
+                pass
+            if len(got[fd]) >= 64:
+                wrong += got[fd] != want[fd]
+                left.discard(fd)
+    return len(left), wrong, waits
+
+
 def epoll_many(port, n, rounds):
     n, rounds = int(n), int(rounds)
     socks = [connect(port, blocking=False) for _ in range(n)]
@@ -282,38 +327,22 @@ def epoll_many(port, n, rounds):
     ep = select.epoll()
     for i, s in enumerate(socks):
         ep.register(s.fileno(), select.EPOLLIN | (select.EPOLLOUT if i % 3 == 0 else 0))
-    twice = strangers = wrong = waits = 0
+    bad = {"twice": 0, "strangers": 0}
+
+    def seen(evs):
+        fds = [fd for fd, _ in evs]
+        bad["twice"] += len(fds) - len(set(fds))
+        bad["strangers"] += sum(fd not in by_fd for fd in fds)
+
+    wrong = waits = 0
     for r in range(rounds):
-        want = {}
-        for i, s in enumerate(socks):
-            want[s.fileno()] = struct.pack("!II", r, i) * 8
-            s.sendall(want[s.fileno()])
-        got = {fd: b"" for fd in want}
-        left = set(want)
-        deadline = time.time() + 10
-        while left and time.time() < deadline:
-            evs = ep.poll(1.0)
-            waits += 1
-            fds = [fd for fd, _ in evs]
-            twice += len(fds) - len(set(fds))
-            for fd, ev in evs:
-                if fd not in by_fd:
-                    strangers += 1
-                    continue
-                if not ev & select.EPOLLIN:
-                    continue
-                try:
-                    got[fd] += by_fd[fd].recv(4096)
-                except BlockingIOError:
-                    pass
-                if len(got[fd]) >= 64:
-                    wrong += got[fd] != want[fd]
-                    left.discard(fd)
-        if left:
-            return say(False, "epoll-many: round %d: %d answers missing" % (r, len(left)))
-    good = say(not twice and not strangers and not wrong,
+        missing, w, k = echo_round(socks, by_fd, r, lambda: ep.poll(1.0), seen)
+        wrong, waits = wrong + w, waits + k
+        if missing:
+            return say(False, "epoll-many: round %d: %d answers missing" % (r, missing))
+    good = say(not bad["twice"] and not bad["strangers"] and not wrong,
                "epoll-many: %d connections x %d rounds in %d waits: %d descriptors twice in one wait, %d strangers, %d answers wrong" %
-               (n, rounds, waits, twice, strangers, wrong))
+               (n, rounds, waits, bad["twice"], bad["strangers"], wrong))
     for s in socks:
         s.close()
     return good
@@ -326,30 +355,19 @@ def poll0(port, n, rounds):
     ep = select.epoll()
     for s in socks:
         ep.register(s.fileno(), select.EPOLLIN)
+
+    def wait():
+        evs = ep.poll(0)
+        if not evs:
+            time.sleep(0.0002)  # as a paced client between its sends
+        return evs
+
     wrong = waits = 0
     for r in range(rounds):
-        want = {}
-        for i, s in enumerate(socks):
-            want[s.fileno()] = struct.pack("!II", r, i) * 8
-            s.sendall(want[s.fileno()])
-        got = {fd: b"" for fd in want}
-        left = set(want)
-        deadline = time.time() + 10
-        while left and time.time() < deadline:
-            waits += 1
-            evs = ep.poll(0)
-            if not evs:
-                time.sleep(0.0002)  # as a paced client between its sends
-            for fd, ev in evs:
-                try:
-                    got[fd] += by_fd[fd].recv(4096)
-                except BlockingIOError:
-                    pass
-                if len(got[fd]) >= 64:
-                    wrong += got[fd] != want[fd]
-                    left.discard(fd)
-        if left:
-            return say(False, "poll0: round %d: %d answers missing" % (r, len(left)))
+        missing, w, k = echo_round(socks, by_fd, r, wait)
+        wrong, waits = wrong + w, waits + k
+        if missing:
+            return say(False, "poll0: round %d: %d answers missing" % (r, missing))
     good = say(not wrong, "poll0: %d connections x %d rounds in %d waits of no time: %d answers wrong" %
                (n, rounds, waits, wrong))
     for s in socks:
