@@ -38,7 +38,16 @@ struct gsrv_gpu {
 	int device, status, started, listened;
 	unsigned blocks, threads;
 	const char *listen_at;
+	uint64_t listen_ns, end_ns; /* CLOCK_MONOTONIC: listening, kernel done */
 };
+
+static uint64_t gsrv_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* Every context made: a signal stops them all (gsock_stop is signal-safe). */
 static struct gsock_ctx *gsrv_ctx[GSRV_MAX_GPUS];
@@ -340,6 +349,7 @@ static void *gsrv_serve(void *p)
 		if (!strcmp(gsock_backend(), "cuda"))
 			snprintf(gpu, sizeof(gpu), ", GPU %d", g->device);
 		g->listened = 1;
+		g->listen_ns = gsrv_now_ns();
 		gsock_format_addr(&g->s->pub->bound, where, sizeof(where));
 		unsigned nb = g->blocks * g->s->group_blocks;
 
@@ -358,6 +368,7 @@ static void *gsrv_serve(void *p)
 	} else {
 		gsock_wait(g->ctx);
 	}
+	g->end_ns = gsrv_now_ns();
 	if (gsock_bridge_gone(g->ctx)) {
 		fprintf(stderr, "%s: gsockd went away; exiting\n", name);
 		g->status = EX_UNAVAILABLE;
@@ -455,6 +466,24 @@ static void gsrv_report_steps(const struct gsrv_app *app,
 	printf("\n");
 }
 
+/*
+ * How much of the time they listened the serving blocks held a request
+ * (gsrv_next to gsrv_done): near all, and they bound the server; far
+ * from it, and the bound is outside them (clients, the network, gsockd).
+ */
+static void gsrv_report_busy(const struct gsrv_gpu *g, const char *label,
+			     uint64_t busy_ns, uint64_t requests)
+{
+	double span = (double)(g->end_ns - g->listen_ns) * g->blocks;
+
+	if (!g->app->steps || !requests || !g->listen_ns ||
+	    g->end_ns <= g->listen_ns)
+		return;
+	printf("%s: %sthe serving blocks held a request %.0f%% of the time they listened (%u blocks, %.1f us a request)\n",
+	       g->app->name, label, 100.0 * (double)busy_ns / span, g->blocks,
+	       (double)busy_ns / 1e3 / (double)requests);
+}
+
 /* What the blocks counted: per GPU where several served, then in all. */
 static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 {
@@ -462,7 +491,7 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 	char label[24];
 
 	for (int i = 0; i < ngpus; i++) {
-		uint64_t conns = 0;
+		uint64_t conns = 0, busy = 0, requests = 0;
 
 		if (!g[i].listened)
 			continue;
@@ -474,6 +503,8 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 				break; /* said on stderr */
 
 			conns += st->conns;
+			busy += st->busy_ns;
+			requests += st->requests;
 			for (int k = 0; k < GSRV_STEPS; k++)
 				all.step_ns[k] += st->step_ns[k];
 			all.requests += st->requests;
@@ -492,6 +523,10 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 			       g[i].app->name,
 			       gpu_label(&g[i], label, sizeof(label)),
 			       (unsigned long long)conns);
+		gsrv_report_busy(&g[i], ngpus > 1 ? gpu_label(&g[i], label,
+							     sizeof(label)) :
+						    "",
+				 busy, requests);
 		all.conns += conns;
 	}
 	if (g[0].listened)
