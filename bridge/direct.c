@@ -97,13 +97,13 @@ struct dlisten {
 	uint64_t dev, ino; /* AF_UNIX (k.unx): its socket file */
 };
 
-/* A preloaded CPU program's end of a segment (always side 0). */
 /*
- * fd is closed with both dp.lock and lk held, and used (wake-up bytes,
- * spill taken back) with either: a worker's kick takes lk alone, so the
+ * A preloaded CPU program's end of a segment (always side 0). fd is
+ * closed with both dp.lock and lk held, and used (wake-up bytes, spill
+ * taken back) with either: a worker's kick takes lk alone, so the
  * control thread, whose doorbell watch every bridged byte of a sleeping
- * worker waits on, never queues behind workers' system calls on
- * dp.lock (a busy direct path stalled the watch for milliseconds).
+ * worker waits on, never queues behind workers' system calls on dp.lock
+ * (a busy direct path stalled the watch for milliseconds).
  */
 struct dcpu {
 	struct br_ev ev; /* BR_EV_DIRECT, in the control thread's set */
@@ -871,9 +871,9 @@ static bool cpu_side(int seg, unsigned k)
 }
 
 /*
- * Caller holds the lock or seg's lk (struct dcpu): make seg's CPU side readable (one byte into
- * its socketpair); pipe is the one it reads. A full socketpair is
- * readable already.
+ * Caller holds the lock or seg's lk (struct dcpu): make seg's CPU side
+ * readable (one byte into its socketpair); pipe is the one it reads. A
+ * full socketpair is readable already.
  */
 static void cpu_token(int seg, unsigned pipe)
 {
@@ -894,9 +894,9 @@ static void cpu_token(int seg, unsigned pipe)
 }
 
 /*
- * Caller holds the lock or seg's lk: take back what seg's CPU side wrote into its
- * socketpair to make it unwritable (pipe is the one it writes), so it
- * is writable again.
+ * Caller holds the lock or seg's lk: take back what seg's CPU side wrote
+ * into its socketpair to make it unwritable (pipe is the one it writes),
+ * so it is writable again.
  */
 static void cpu_unspill(int seg, unsigned pipe)
 {
