@@ -38,7 +38,8 @@ struct gsrv_gpu {
 	int device, status, started, listened;
 	unsigned blocks, threads;
 	const char *listen_at;
-	uint64_t listen_ns, end_ns; /* CLOCK_MONOTONIC: listening, kernel done */
+	/* CLOCK_MONOTONIC: when it listened, when its kernel was done */
+	uint64_t listen_ns, end_ns;
 };
 
 static uint64_t gsrv_now_ns(void)
@@ -523,10 +524,9 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 			       g[i].app->name,
 			       gpu_label(&g[i], label, sizeof(label)),
 			       (unsigned long long)conns);
-		gsrv_report_busy(&g[i], ngpus > 1 ? gpu_label(&g[i], label,
-							     sizeof(label)) :
-						    "",
-				 busy, requests);
+		if (ngpus > 1)
+			gpu_label(&g[i], label, sizeof(label));
+		gsrv_report_busy(&g[i], ngpus > 1 ? label : "", busy, requests);
 		all.conns += conns;
 	}
 	if (g[0].listened)
