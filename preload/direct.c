@@ -490,7 +490,9 @@ static int arm_rx(struct pl_dconn *c)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!rx_avail(c))
 		return 0;
-	if (took(&c->d->want[IN], GS_DW_READER))
+	/* a byte counted already makes A readable: no second one */
+	if (took(&c->d->want[IN], GS_DW_READER) &&
+	    !__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE))
 		self_token(c);
 	return 1;
 }
@@ -2001,18 +2003,21 @@ static int owes(struct pl_dscope *sc)
 }
 
 /*
- * Raise every connection of the process that has bytes, unless another
- * thread holds the list (most likely helping already): the help saves
- * wake-ups through gsockd, no wait depends on it, and eight threads of a
- * closed loop that queued for the list spent nine tenths of their futex
- * calls there (the development VM, 64 connections).
+ * Raise every connection of the process that has bytes. With try, not
+ * while another thread holds the list (most likely helping already):
+ * help() saves wake-ups through gsockd and no wait depends on it, and
+ * eight threads of a closed loop that queued for the list there spent
+ * nine tenths of their futex calls on it (the development VM, 64
+ * connections); pl_direct_slice_over's raise is a wait's safety net and
+ * takes the list whatever it costs, once a slice.
  */
-static void raise_all(void)
+static void raise_all(int try)
 {
 	struct pl_dconn *c;
 	int t = trusted;
 
-	if (pthread_mutex_trylock(&list_lock))
+	if (try ? pthread_mutex_trylock(&list_lock) != 0 :
+		  pthread_mutex_lock(&list_lock) != 0)
 		return;
 	for (c = conns; c; c = c->next)
 		raise_one(c);
@@ -2022,7 +2027,7 @@ static void raise_all(void)
 
 static int help(struct pl_dscope *sc)
 {
-	raise_all();
+	raise_all(1);
 	return look(sc);
 }
 
@@ -2317,6 +2322,7 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		}
 		if (w) {
 			sc->nap_ns = w; /* -1: a look (PL_WAIT waits 0) */
+			arm_unlooked(sc); /* the kernel's part may end the wait */
 			return 0;
 		}
 	}
@@ -2363,9 +2369,13 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 		arm_unlooked(sc);
 		return 0;
 	}
-	if (sc->exact && owes(sc) && help(sc))
-		return sc->nrdy ? 0 :
-				  ready_sleep(sc, trusted && slice > 1 ? 1 : slice);
+	if (sc->exact && owes(sc) && help(sc)) {
+		if (!sc->nrdy)
+			return ready_sleep(sc,
+					   trusted && slice > 1 ? 1 : slice);
+		arm_unlooked(sc);
+		return 0;
+	}
 	/* counted before armed: see disarm */
 	pl_direct_sleep(sc, 1);
 	each(sc, arm_f);
@@ -2407,7 +2417,7 @@ void pl_direct_slice_over(struct pl_dscope *sc)
 		 */
 		int epfd = sc->epfd;
 
-		raise_all();
+		raise_all(0);
 		scope_drop(sc);
 		pl_direct_scope_epoll(sc, epfd);
 	}

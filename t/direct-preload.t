@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 62
+plan 63
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -521,8 +521,21 @@ PY
 	grep -h 'answers came\|oneshot\|rror' "$TMP/naps-oneshot" "$TMP/naps-lt" | sed 's/^/# /'
 	[ "$n_os" = 0 ]
 	ok $? "a wait takes no nap for an EPOLLONESHOT member's answers (${n_os:-none said} naps in 300 round trips; level-triggered: ${n_lt:-none said})"
+	# A wait that naps owing another member's answer arms the set's
+	# one-shot members first: the nap's kernel part may end the wait
+	# (here an eventfd always does), and no later wait of it arms them
+	# (their answers waited out the nap window, here 20 ms, wait after wait).
+	start_server -l 127.0.0.1:0 -b 1 -M sink || exit 1
+	sink=$PORT
+	start_server -l 127.0.0.1:0 -b 1 || exit 1
+	pre env GSOCK_DIRECT_NAP_US=20000 timeout 60 python3 "$DC" oneshot-nap "$PORT" "$sink" 2 \
+		>"$TMP/onap" 2>"$TMP/onap.err"
+	r=$?
+	sed 's/^/# /' "$TMP/onap"
+	[ $r = 0 ]
+	ok $? "an EPOLLONESHOT member of a set whose waits nap and end at once: its answers come"
 else
-	for d in "paced loadgen with and without naps" "naps took the answers themselves" "the napping client's CPU" "3 threads' naps" "gsock-stat's wake-ups" "no naps for one-shot members"; do
+	for d in "paced loadgen with and without naps" "naps took the answers themselves" "the napping client's CPU" "3 threads' naps" "gsock-stat's wake-ups" "no naps for one-shot members" "one-shot members beside naps"; do
 		tap_n=$((tap_n + 1))
 		echo "ok $tap_n - $d # SKIP no epoll_pwait2 here (C library or kernel): epoll waits do not nap"
 	done

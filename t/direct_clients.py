@@ -13,6 +13,11 @@ prints "ok ..." or "fail ..." lines (exit status 1 on any failure).
                          alone; poll0: waits with no timeout, 0.2 ms apart
                          while none comes; busy: beside a member whose
                          echo is never read, always ready)
+  oneshot-nap PORT SINK S  a one-shot member re-armed after each event, in
+                         a set whose waits nap (a member to a sink server
+                         always owes an answer) and end at once (an eventfd
+                         left readable), for S seconds: its answers come,
+                         none later than 0.25 s
   select PORT N          the same with select(2), level-triggered
   fork PORT              parent connects; a child round-trips on the same
                          descriptor; then the parent does, after it exits
@@ -193,6 +198,46 @@ def oneshot(port, n, how=None):
         if bytes(got) != data:
             return say(False, "oneshot: round trip %d came back wrong" % i)
     return say(True, "oneshot%s: %d round trips of 64 B intact" % (" (%s)" % how if how else "", n))
+
+
+def oneshot_nap(port, sink, seconds):
+    """An exact set: a level-triggered connection to a sink server (it only
+    sends: an answer is always owed, so waits nap), an eventfd left
+    readable (the naps' kernel part ends at once) and a one-shot
+    connection to the echo server, re-armed after each event."""
+    m, a = connect(port, blocking=False), connect(sink, blocking=False)
+    k = os.eventfd(1)
+    ep = select.epoll()
+    ep.register(a.fileno(), select.EPOLLIN)
+    ep.register(k, select.EPOLLIN)
+    ev = select.EPOLLIN | select.EPOLLONESHOT
+    ep.register(m.fileno(), ev)
+    t0 = last = time.time()
+    trips = got = 0
+    worst = 0.0
+    m.sendall(b"x" * 64)
+    while time.time() - t0 < float(seconds):
+        try:
+            a.send(b"y" * 64)
+        except BlockingIOError:
+            pass
+        for fd, _ in ep.poll(0.1):
+            if fd != m.fileno():
+                continue
+            try:
+                got += len(m.recv(4096))
+            except BlockingIOError:
+                pass
+            ep.modify(m.fileno(), ev)
+            if got >= 64:
+                now = time.time()
+                worst, last, got = max(worst, now - last), now, 0
+                trips += 1
+                m.sendall(b"x" * 64)
+    worst = max(worst, time.time() - last)
+    return say(trips >= 10 and worst < 0.25,
+               "oneshot-nap: %d round trips in %s s beside a busy eventfd, the longest %.3f s" %
+               (trips, seconds, worst))
 
 
 def select_mode(port, n):
@@ -892,7 +937,7 @@ def closerange(port):
 
 
 def main(argv):
-    modes = {"epoll-et": epoll_et, "oneshot": oneshot, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
+    modes = {"epoll-et": epoll_et, "oneshot": oneshot, "oneshot-nap": oneshot_nap, "select": select_mode, "fork": fork_mode, "dup": dup_mode,
              "nonblock": nonblock_mode, "epoll-many": epoll_many, "poll0": poll0,
              "poll-epoll": poll_epoll, "starve": starve, "late-member": late_member,
              "exec": exec_mode, "rights": rights_mode, "timeout": timeout_mode,
