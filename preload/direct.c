@@ -481,8 +481,17 @@ static void drain_tokens(struct pl_dconn *c, int fd)
 }
 
 /*
+ * Whether a raise_one or arm_rx of this thread's wait took a byte for
+ * A's on trust (the count says one is there or on its way): a reader
+ * between its read and its count's update leaves the count above A's
+ * bytes for a moment, so such a wait sleeps a short slice.
+ */
+static __thread int trusted;
+
+/*
  * Set READER and look at the ring again. Returns whether bytes are
- * there (then A is made readable, by us or by gsockd).
+ * there (then A is made readable, by us, by gsockd, or by the byte
+ * another counted: taken on trust, as raise_one takes it).
  */
 static int arm_rx(struct pl_dconn *c)
 {
@@ -490,10 +499,12 @@ static int arm_rx(struct pl_dconn *c)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!rx_avail(c))
 		return 0;
-	/* a byte counted already makes A readable: no second one */
-	if (took(&c->d->want[IN], GS_DW_READER) &&
-	    !__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE))
-		self_token(c);
+	if (took(&c->d->want[IN], GS_DW_READER)) {
+		if (!__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE))
+			self_token(c);
+		else /* no second byte: the wait sleeps in short slices */
+			trusted = 1;
+	}
 	return 1;
 }
 
@@ -1855,14 +1866,6 @@ void pl_direct_release(struct pl_sock *s)
 }
 
 /* ---- waits ---- */
-
-/*
- * Whether a raise_one of this thread's wait took a byte for A's on
- * trust (the count says one is there or on its way): a reader between
- * its read and its count's update leaves the count above A's bytes for
- * a moment, so such a wait sleeps a short slice.
- */
-static __thread int trusted;
 
 /*
  * c has bytes: make A readable unless a wake-up byte is there already or
