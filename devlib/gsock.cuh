@@ -346,10 +346,36 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
  * on a large idle set costs one PCIe read per turn, and other blocks'
  * traffic does not make it scan. The application-wide count is looked at
  * every GS_POLL_ALL_TURNS turns, for a descriptor another block claimed
- * since. Returns the number ready, 0 on timeout.
+ * since; a block that wants the others to look at once (a descriptor
+ * they share, that it leaves to them) nudges them: gs_nudge. Returns the
+ * number ready, 0 on timeout.
  */
 #define GS_POLL_ALL_TURNS 128
 #define GS_POLL_FULL_TURNS 8
+
+/*
+ * Thread 0: make every block of the application that waits in gpoll
+ * look at its set again within a turn (what this thread wrote before is
+ * seen by then).
+ */
+GSOCK_DEVICE void gs_nudge(struct gsock_dev gs)
+{
+	gs_fence();
+	gs_fetch_add32(&gs.local->nudge, 1);
+}
+
+/* Thread 0 in gpoll's wait: whether the wake counter or a nudge moved. */
+GSOCK_DEVICE int gs_poll_woken(struct gsock_dev gs, uint64_t *wake,
+			       uint64_t *seen, uint32_t *nudged)
+{
+	uint64_t v = gs_ld64(wake);
+	uint32_t n = gs_ld_local32(&gs.local->nudge);
+	int woke = v != *seen || n != *nudged;
+
+	*seen = v;
+	*nudged = n;
+	return woke;
+}
 
 #define GS_POLL_LIGHT_READY 2
 
@@ -371,8 +397,8 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 GSOCK_DEVICE long gs_poll_direct_wait(struct gsock_dev gs,
 				      struct gpollfd *fds, int nfds,
 				      uint64_t *wake, uint64_t *seen,
-				      uint64_t start, long timeout_us,
-				      unsigned *turn)
+				      uint32_t *nudged, uint64_t start,
+				      long timeout_us, unsigned *turn)
 {
 	unsigned first = gs_bdim() > 1, t = gs_tid();
 
@@ -388,12 +414,8 @@ GSOCK_DEVICE long gs_poll_direct_wait(struct gsock_dev gs,
 				r = gs_wait_turn(gs, turn); /* 0 or -errno */
 		}
 		gs_sync(); /* the reads after thread 0's back-off, not during it */
-		if (t == 0 && !r) {
-			uint64_t v = gs_ld64(wake);
-
-			woke = v != *seen;
-			*seen = v;
-		}
+		if (t == 0 && !r)
+			woke = gs_poll_woken(gs, wake, seen, nudged);
 		if (t >= first)
 			for (int i = (int)(t - first); i < nfds;
 			     i += (int)(gs_bdim() - first)) {
@@ -422,6 +444,7 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 	uint32_t me = gs_poll_word(gs.slot_base + gs_bid());
 	uint64_t *wake = &gs_my_slot(gs)->wake;
 	uint64_t start = gs_tid() == 0 ? gs_now_ns() : 0, seen = 0, all = 0;
+	uint32_t nudged = 0;
 	unsigned turn = 0;
 	long r = gs_bcast(gs_tid() == 0 ? gs_world_error(gs) : 0);
 	int claimed = 0;
@@ -449,8 +472,10 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		 * acquire before the broadcast, and the count it compares.
 		 */
 		if (first) {
-			if (gs_tid() == 0)
+			if (gs_tid() == 0) {
+				nudged = gs_ld_local32(&gs.local->nudge);
 				seen = gs_ld64(wake);
+			}
 			all = gs_events_all_block(gs);
 		}
 		for (int k = (int)gs_tid(); k < nfds; k += (int)gs_bdim()) {
@@ -469,7 +494,8 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 		 */
 		if (gs_sync_or(direct)) {
 			r = gs_poll_direct_wait(gs, fds, nfds, wake, &seen,
-						start, timeout_us, &turn);
+						&nudged, start, timeout_us,
+						&turn);
 			if (r == GS_POLL_LIGHT_READY) {
 				r = 0;
 				break;
@@ -482,16 +508,11 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 					r = 1; /* timed out */
 					break;
 				}
-				uint64_t v, a;
+				uint64_t a;
 
 				r = gs_wait_turn(gs, &turn); /* 0 or -errno */
-				if (r)
+				if (r || gs_poll_woken(gs, wake, &seen, &nudged))
 					break;
-				v = gs_ld64(wake);
-				if (v != seen) {
-					seen = v;
-					break;
-				}
 				if (turn % GS_POLL_ALL_TURNS == 0 &&
 				    (a = gs_events_all(gs)) != all) {
 					all = a;

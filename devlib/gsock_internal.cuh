@@ -83,7 +83,7 @@ struct gs_lsock {
 /* Device-memory state of the whole application. */
 struct gs_local {
 	uint32_t world; /* GS_WORLD_* */
-	uint32_t pad;
+	uint32_t nudge; /* bumped (gs_nudge): every waiting gpoll looks again */
 	/* per doorbell queue: tickets taken, the arena's head when last read */
 	unsigned long long db_ticket[GS_MAX_QUEUES];
 	unsigned long long db_head_seen[GS_MAX_QUEUES];

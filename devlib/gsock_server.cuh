@@ -400,15 +400,34 @@ GSOCK_DEVICE void gs_srv_moved_t0(struct gsock_dev gs, const struct gsrv *s)
 		gs_fetch_add64((unsigned long long *)s->moves, 1);
 }
 
+/*
+ * Thread 0: the block held `was` connections and now holds n (-1: it had
+ * not started, or has ended), in s->held.
+ */
+GSOCK_DEVICE void gs_srv_held_t0(const struct gsrv *s, int was, int n)
+{
+	if (!s->held)
+		return;
+	if (was >= 0)
+		gs_fetch_add32(&s->held[was], (uint32_t)-1);
+	if (n >= 0)
+		gs_fetch_add32(&s->held[n], 1);
+}
+
 /* Thread 0: take connection c into pfd[n], its state slot zeroed below. */
 GSOCK_DEVICE void gs_srv_hold_t0(struct gsock_dev gs, struct gsrv *s, int c)
 {
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	struct gsrv_stats *st = gsrv_stats_of(gs, s);
 
 	gs_srv_pfd(gs, s)[b->n] = (struct gpollfd){ c, POLLIN, 0 };
 	gs_srv_last(gs, s)[gs_srv_slots(gs, s)[b->n]] = gs_now_ns();
 	gs_srv_wake(gs, s)[gs_srv_slots(gs, s)[b->n]] = 0;
+	gs_srv_held_t0(s, b->n, b->n + 1);
 	b->n++;
+	b->spread_since = 0;
+	if ((uint64_t)b->n > st->most)
+		st->most = (uint64_t)b->n;
 	gs_srv_moved_t0(gs, s);
 }
 
@@ -437,7 +456,10 @@ GSOCK_DEVICE int gs_srv_begin(struct gsock_dev gs, struct gsrv *s)
 		b->n = b->k = b->lrev = b->wakes = b->polled = 0;
 		b->cur = -1;
 		b->end = lfd < 0 ? lfd : 0;
+		b->spread_since = 0;
 		b->started = 1;
+		if (lfd >= 0)
+			gs_srv_held_t0(s, -1, 0);
 	}
 	gs_sync();
 	return lfd < 0 ? lfd : 0;
@@ -453,6 +475,8 @@ GSOCK_DEVICE int gs_srv_finish(struct gsock_dev gs, struct gsrv *s)
 		gclose(gs, gs_srv_pfd(gs, s)[k].fd);
 	gs_sync();
 	if (gs_tid() == 0) {
+		if (!b->stop && b->lfd >= 0) /* counted since its begin */
+			gs_srv_held_t0(s, b->n, -1);
 		b->n = 0;
 		b->cur = -1;
 		b->stop = 1;
@@ -484,6 +508,7 @@ GSOCK_DEVICE void gs_srv_drop_t0(struct gsock_dev gs, struct gsrv *s, int i,
 	t = slot[i];
 	slot[i] = slot[last];
 	slot[last] = t;
+	gs_srv_held_t0(s, b->n, last);
 	b->n = last;
 	gs_srv_moved_t0(gs, s);
 }
@@ -718,6 +743,53 @@ GSOCK_DEVICE void gs_srv_wait_one(struct gsock_dev gs, struct gsrv *s,
 }
 
 /*
+ * Whether the block takes a waiting client this turn (1), or leaves it
+ * for now to the blocks that hold fewer connections (0: *wait cut to
+ * when it looks again). Clients spread over the blocks this way: a block
+ * serves its connections' requests one after another, so two on one
+ * block while another holds none would halve what they get. The others
+ * are nudged to look: only the block that gpolled the listener last is
+ * woken by its clients, and that is the one that holds connections as
+ * often as not. A block still takes the client once it has left it
+ * GSRV_SPREAD_US (x 20 on the host backend) to blocks that did not take
+ * it (busy with a long request, say); one that holds none always does.
+ */
+#ifdef __CUDACC__
+#define GS_SRV_SPREAD_NS (GSRV_SPREAD_US * 1000ull)
+#else /* a host backend's block is a thread that may wait that long for a core */
+#define GS_SRV_SPREAD_NS (GSRV_SPREAD_US * 20000ull)
+#endif
+
+GSOCK_DEVICE int gs_srv_spread(struct gsock_dev gs, struct gsrv *s,
+			       long *wait)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	long take = 1, w = *wait;
+
+	if (gs_tid() == 0 && b->n > 0 && s->held) {
+		uint64_t now = gs_now_ns(), end;
+		int fewer = 0;
+
+		for (int k = 0; k < b->n && !fewer; k++)
+			fewer = gs_ld32(&s->held[k]) != 0;
+		if (fewer && !b->spread_since) { /* they look at it now */
+			b->spread_since = now;
+			gs_nudge(gs);
+		}
+		end = b->spread_since + GS_SRV_SPREAD_NS;
+		if (fewer && now < end) {
+			long left = (long)((end - now) / 1000) + 1;
+
+			take = 0;
+			if (w < 0 || left < w)
+				w = left;
+		}
+	}
+	*wait = gs_bcast(w);
+	return (int)gs_bcast(take);
+}
+
+/*
  * gsrv_next_by's turn: at the point where the block would gpoll again,
  * -EAGAIN once by_ns has passed and the block has polled since its last
  * -EAGAIN (so that every call that returns -EAGAIN has looked at the
@@ -761,7 +833,7 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 		return gs_srv_finish(gs, s);
 	for (;;) {
 		long wait = -1;
-		int room, door, lpoll, r;
+		int room, lrev, door, lpoll, leave, r;
 
 		if (b->end < 0)
 			return gs_srv_finish(gs, s);
@@ -787,11 +859,15 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 		}
 		/*
 		 * One accept a turn, after the held connections: every block
-		 * polls the listener, so a burst of clients spreads over the
+		 * polls the listener, and a block that holds connections
+		 * leaves a client to those that hold fewer for a while
+		 * (gs_srv_spread), so a burst of clients spreads over the
 		 * blocks instead of filling the first ones.
 		 */
 		room = b->n < (int)s->per_block;
-		if (b->lrev && room) {
+		lrev = b->lrev && room;
+		leave = lrev && !gs_srv_spread(gs, s, &wait);
+		if (lrev && !leave) {
 			int c = gaccept_nb(gs, b->lfd, 0, 0);
 
 			if (gs_tid() == 0) {
@@ -817,13 +893,17 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 		if (b->end < 0)
 			continue;
 		if (s->idle_ns) {
-			wait = gs_srv_reap(gs, s);
+			long w = gs_srv_reap(gs, s);
+
+			if (w >= 0 && (wait < 0 || w < wait))
+				wait = w;
 			room = b->n < (int)s->per_block;
 		}
 		if (gs_srv_wakes(gs, s, &wait))
 			continue;
 		door = !room && gs_srv_doorman(gs, s);
-		lpoll = door ? gs_srv_door(gs, s, &wait) : room;
+		/* a client left to others: the listener out of this gpoll */
+		lpoll = door ? gs_srv_door(gs, s, &wait) : room && !leave;
 		if (lpoll < 0) { /* refused a burst of waiting clients */
 			/*
 			 * Then the block's own turn, without waiting: a flood
@@ -840,8 +920,12 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 			gs_srv_wait_one(gs, s, door);
 			continue;
 		}
-		if (gs_tid() == 0 && lpoll)
+		if (gs_tid() == 0 && lpoll) {
 			p[b->n] = (struct gpollfd){ b->lfd, POLLIN, 0 };
+			/* none waits now: a client this gpoll finds is new */
+			if (!gs_ld32(&gs.socks[b->lfd].accept_pending))
+				b->spread_since = 0;
+		}
 		gs_sync();
 		r = gpoll(gs, p, b->n + lpoll, wait);
 		if (gs_tid() == 0) {

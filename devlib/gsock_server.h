@@ -34,6 +34,7 @@ struct gsrv_stats {
 	uint64_t step_ns[GSRV_STEPS]; /* gsrv_step() sums */
 	uint64_t batches; /* a pipe block: writes to its backend */
 	uint64_t refused; /* block 0: waiting clients it refused (queue_ns) */
+	uint64_t most; /* the most connections it held at once */
 };
 
 /*
@@ -51,6 +52,12 @@ enum {
 
 /* How long waiting clients may see no place taken or freed (-Q). */
 #define GSRV_QUEUE_MS 1000
+
+/*
+ * How long a block that holds connections leaves a waiting client to the
+ * blocks that hold fewer before it takes the client itself.
+ */
+#define GSRV_SPREAD_US 1000
 
 /* The longest request one ask carries. */
 #define GSRV_ASK_MAX 320
@@ -116,6 +123,7 @@ struct gs_srv_blk {
 	/* block 0, the doorman (gs_srv_door): */
 	uint64_t door_moves; /* *s->moves when it last looked */
 	uint64_t door_since; /* clients seen waiting, no move since; 0 none */
+	uint64_t spread_since; /* left a client to fewer-holding blocks; 0 no */
 };
 
 /*
@@ -154,6 +162,11 @@ struct gsrv {
 	 */
 	uint64_t queue_ns;
 	uint64_t *moves; /* device memory: connections taken or let go */
+	/*
+	 * Device memory, per_block + 1 counters: held[k] is how many serving
+	 * blocks that have started and not ended hold k connections.
+	 */
+	uint32_t *held;
 	uint8_t *blk; /* device memory: blocks x blk_stride */
 	struct gsrv_stats *stats; /* device memory: serving blocks, pipes */
 	void *app; /* the application's own arguments */

@@ -266,6 +266,8 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 	s->stats = gsock_dev_alloc(g->ctx, (g->blocks + s->pipes) *
 						   sizeof(*s->stats));
 	s->moves = gsock_dev_alloc(g->ctx, sizeof(*s->moves));
+	s->held = gsock_dev_alloc(g->ctx,
+				  (s->per_block + 1) * sizeof(*s->held));
 	if (s->pipes) {
 		s->asks = gsock_dev_alloc(g->ctx,
 					  g->blocks * sizeof(*s->asks));
@@ -274,7 +276,7 @@ static int gsrv_setup(struct gsrv_gpu *g, struct gsock_opts go)
 		if (!s->asks || !s->pipe_mem)
 			goto out_of_memory;
 	}
-	if (s->blk && s->stats && s->moves &&
+	if (s->blk && s->stats && s->moves && s->held &&
 	    (!app->app_size ||
 	     !gsock_memcpy(g->ctx, g->dev_app, s->app, app->app_size)))
 		return 0;
@@ -485,6 +487,24 @@ static void gsrv_report_busy(const struct gsrv_gpu *g, const char *label,
 	       (double)busy_ns / 1e3 / (double)requests);
 }
 
+/*
+ * How the connections spread over the blocks: how many blocks held at
+ * most 0, 1, ... connections at once (the counts that are not 0).
+ */
+static void gsrv_report_most(const struct gsrv_gpu *g, const char *label,
+			     const uint64_t *most)
+{
+	printf("%s: %sblocks by the most connections each held at once:",
+	       g->app->name, label);
+	for (uint32_t k = 0, first = 1; k <= g->s->per_block; k++)
+		if (most[k]) {
+			printf("%s %u: %llu", first ? "" : ",", k,
+			       (unsigned long long)most[k]);
+			first = 0;
+		}
+	printf("\n");
+}
+
 /* What the blocks counted: per GPU where several served, then in all. */
 static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 {
@@ -492,10 +512,11 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 	char label[24];
 
 	for (int i = 0; i < ngpus; i++) {
-		uint64_t conns = 0, busy = 0, requests = 0;
+		uint64_t conns = 0, busy = 0, requests = 0, *most;
 
 		if (!g[i].listened)
 			continue;
+		most = calloc(g[i].s->per_block + 1, sizeof(*most));
 		for (unsigned b = 0; b < g[i].blocks; b++) {
 			struct gsrv_stats one, *st = &one;
 
@@ -503,6 +524,10 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 					 sizeof(one)))
 				break; /* said on stderr */
 
+			if (most)
+				most[st->most <= g[i].s->per_block ?
+					     st->most :
+					     g[i].s->per_block]++;
 			conns += st->conns;
 			busy += st->busy_ns;
 			requests += st->requests;
@@ -527,6 +552,9 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 		if (ngpus > 1)
 			gpu_label(&g[i], label, sizeof(label));
 		gsrv_report_busy(&g[i], ngpus > 1 ? label : "", busy, requests);
+		if (most && most[0] < g[i].blocks) /* one held some */
+			gsrv_report_most(&g[i], ngpus > 1 ? label : "", most);
+		free(most);
 		all.conns += conns;
 	}
 	if (g[0].listened)
@@ -558,6 +586,7 @@ static void gsrv_teardown(struct gsrv_gpu *g)
 		gsock_dev_free(g->ctx, g->s->blk);
 		gsock_dev_free(g->ctx, g->s->stats);
 		gsock_dev_free(g->ctx, g->s->moves);
+		gsock_dev_free(g->ctx, g->s->held);
 		gsock_dev_free(g->ctx, g->s->asks);
 		gsock_dev_free(g->ctx, g->s->pipe_mem);
 		gsock_free(g->ctx, g->s->pub);

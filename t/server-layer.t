@@ -4,14 +4,14 @@
 # first byte: whole messages out of pieces and out of pipelined sends, a
 # last line without its newline, a peer that stalls mid-message (closed
 # at its deadline), messages too large and headers that are wrong
-# (closed, counted), many clients on blocks that hold several each, and
-# the report after SIGTERM.
+# (closed, counted), many clients on blocks that hold several each, how
+# clients spread over the blocks, and the report after SIGTERM.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 [ -x "$PROBE" ] || skip_all "t/srv-probe-$BACKEND is not built"
 time_limit 120
-plan 15
+plan 16
 
 start_gsockd || exit 1
 "$PROBE" -l 127.0.0.1:0 -b 2 -m 4 -t 64 -T 300 >"$TMP/probe.out" 2>"$TMP/probe.err" &
@@ -139,6 +139,31 @@ grep -q "^srv-probe: served [0-9]* requests on 3 connections, [0-9]* bytes, 2 er
 r=$?
 [ $r = 0 ] || sed 's/^/#   /' "$TMP/idle.out" "$TMP/idle.err"
 ok $r "the two are counted as errors (ETIMEDOUT): $(tail -1 "$TMP/idle.out")"
+
+# Clients spread over the blocks: a block serves its connections one
+# after another, so a block that holds some leaves a new client to the
+# blocks that hold fewer. 8 clients one after another, each answered and
+# kept open, on 4 blocks x 4: two each (at random, two each is rare).
+"$PROBE" -l 127.0.0.1:0 -b 4 -m 4 -t 64 >"$TMP/spread.out" 2>"$TMP/spread.err" &
+SPID=$!
+PIDS="$PIDS $SPID"
+for _ in $(seq 400); do grep -q 'listening on' "$TMP/spread.out" && break; sleep 0.05; done
+SP=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/spread.out")
+got=$(P=$SP client "
+ss, res = [], []
+for i in range(8):
+    s = c()
+    s.sendall(b'Lclient %d\n' % i)
+    res.append(rd(s, 11) == b'9:client %d\n' % i)
+    ss.append(s)
+    sl(30)
+print(sum(res), 'of', len(res))")
+kill -TERM "$SPID"
+wait "$SPID"
+grep -q "^srv-probe: blocks by the most connections each held at once: 2: 4$" "$TMP/spread.out"
+r=$?
+[ $r = 0 ] || sed 's/^/#   /' "$TMP/spread.out" "$TMP/spread.err"
+ok $r "8 clients one after another on 4 blocks x 4 ($got answered): two on each block"
 
 # Bad addresses: a port past 65535 is refused (not wrapped); a port
 # taken says so, with no report of a server that never served.
