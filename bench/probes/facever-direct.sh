@@ -67,7 +67,7 @@ for r in $(seq ${ROUNDS:-2}); do
             -v cl=$cl -v g=$((g1 - g0)) -v m=$((m1 - m0)) -v a=$((a1 - a0)) -v hz=$hz -v s=$secs \
             'BEGIN { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f |\n", r, path, gpus, c, rate, rps, lat, fail, dc, cl / hz / s, g / hz / s, m / hz / s, a / hz / s }'
         kill $A; wait $A 2>/dev/null
-        grep -h 'pipes\|steps\|served\|held a request' $tmp/g.out | sed 's/^/    /'
+        grep -h 'pipes\|steps\|served\|held a request\|held at once' $tmp/g.out | sed 's/^/    /'
         grep -v 'direct path, segment\|direct: answers came\|: debug: ' $tmp/cl.err | head -3 | sed 's/^/    client: /'
         [ -n "${STATS:-}" ] && python3 - $tmp $secs $hz <<'PY'
 import json, sys
