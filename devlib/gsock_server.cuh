@@ -781,12 +781,56 @@ GSOCK_DEVICE int gs_srv_spread(struct gsock_dev gs, struct gsrv *s,
 			long left = (long)((end - now) / 1000) + 1;
 
 			take = 0;
+			b->look_at = end; /* gs_srv_look's next look */
 			if (w < 0 || left < w)
 				w = left;
 		}
 	}
 	*wait = gs_bcast(w);
 	return (int)gs_bcast(take);
+}
+
+/*
+ * A block that holds connections, has room for more and served one
+ * within GSRV_IDLE_LOOK_US reads the listener's queue itself every
+ * GSRV_LOOK_US instead of gpolling the listener: a gpoll's scan of it is
+ * reads of host memory (over PCIe) every few turns, the same words from
+ * every such block (with a hundred busy blocks a GPU, on two GPUs, they
+ * doubled every step of a request), and its claim takes the listener's
+ * wake-ups from the blocks that hold none, which are the ones to take a
+ * client (gs_srv_spread). 1 when clients wait (b->lrev set, for the
+ * accept); 0 when none does (*wait cut to the next look); -1 when the
+ * block has been idle that long: then the listener is in its gpoll, whose
+ * wait backs off (a wait cut every GSRV_LOOK_US would not).
+ */
+GSOCK_DEVICE int gs_srv_look(struct gsock_dev gs, struct gsrv *s, long *wait)
+{
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+	long w = *wait, found = 0;
+
+	if (gs_tid() == 0) {
+		uint64_t now = gs_now_ns();
+
+		if (now - b->t_next >= GSRV_IDLE_LOOK_US * 1000ull) {
+			found = -1;
+			if (!gs_ld32(&gs.socks[b->lfd].accept_pending))
+				b->spread_since = 0; /* a client found is new */
+		} else if (now >= b->look_at) {
+			found = gs_ld32(&gs.socks[b->lfd].accept_pending) != 0;
+			b->look_at = now + GSRV_LOOK_US * 1000ull;
+			b->lrev = found ? POLLIN : 0;
+			if (!found) /* a client found later is a new one */
+				b->spread_since = 0;
+		}
+		if (!found && b->look_at > now) {
+			long left = (long)((b->look_at - now) / 1000) + 1;
+
+			if (w < 0 || left < w)
+				w = left;
+		}
+	}
+	*wait = gs_bcast(w);
+	return (int)gs_bcast(found);
 }
 
 /*
@@ -833,7 +877,7 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 		return gs_srv_finish(gs, s);
 	for (;;) {
 		long wait = -1;
-		int room, lrev, door, lpoll, leave, r;
+		int room, lrev, door, lpoll, leave, look, r;
 
 		if (b->end < 0)
 			return gs_srv_finish(gs, s);
@@ -902,8 +946,16 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 		if (gs_srv_wakes(gs, s, &wait))
 			continue;
 		door = !room && gs_srv_doorman(gs, s);
-		/* a client left to others: the listener out of this gpoll */
-		lpoll = door ? gs_srv_door(gs, s, &wait) : room && !leave;
+		look = room && !leave && b->n ? gs_srv_look(gs, s, &wait) : -1;
+		if (look > 0)
+			continue; /* clients wait: the accept above */
+		/*
+		 * The listener is in the gpoll of a block that holds none, or
+		 * has been idle; not of one that left a client to others, or
+		 * looks at the queue itself.
+		 */
+		lpoll = door ? gs_srv_door(gs, s, &wait) :
+			       room && !leave && look < 0;
 		if (lpoll < 0) { /* refused a burst of waiting clients */
 			/*
 			 * Then the block's own turn, without waiting: a flood
@@ -920,12 +972,8 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 			gs_srv_wait_one(gs, s, door);
 			continue;
 		}
-		if (gs_tid() == 0 && lpoll) {
+		if (gs_tid() == 0 && lpoll)
 			p[b->n] = (struct gpollfd){ b->lfd, POLLIN, 0 };
-			/* none waits now: a client this gpoll finds is new */
-			if (!gs_ld32(&gs.socks[b->lfd].accept_pending))
-				b->spread_since = 0;
-		}
 		gs_sync();
 		r = gpoll(gs, p, b->n + lpoll, wait);
 		if (gs_tid() == 0) {

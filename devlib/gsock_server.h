@@ -59,6 +59,14 @@ enum {
  */
 #define GSRV_SPREAD_US 1000
 
+/*
+ * How often a block that holds connections, has room for more and served
+ * one in the last GSRV_IDLE_LOOK_US looks for waiting clients (blocks
+ * that hold none, or have been idle that long, are woken by them).
+ */
+#define GSRV_LOOK_US 100
+#define GSRV_IDLE_LOOK_US 1000
+
 /* The longest request one ask carries. */
 #define GSRV_ASK_MAX 320
 /* Asks a pipe writes at once, and has in flight at most. */
@@ -124,6 +132,7 @@ struct gs_srv_blk {
 	uint64_t door_moves; /* *s->moves when it last looked */
 	uint64_t door_since; /* clients seen waiting, no move since; 0 none */
 	uint64_t spread_since; /* left a client to fewer-holding blocks; 0 no */
+	uint64_t look_at; /* gs_srv_look: when to read the listener's queue */
 };
 
 /*
