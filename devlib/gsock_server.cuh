@@ -756,8 +756,14 @@ GSOCK_DEVICE void gs_srv_wait_one(struct gsock_dev gs, struct gsrv *s,
  */
 #ifdef __CUDACC__
 #define GS_SRV_SPREAD_NS (GSRV_SPREAD_US * 1000ull)
+#define GS_SRV_LOOK 1
 #else /* a host backend's block is a thread that may wait that long for a core */
 #define GS_SRV_SPREAD_NS (GSRV_SPREAD_US * 20000ull)
+/*
+ * and its scan of the listener costs no PCIe read, while a wait cut every
+ * GSRV_LOOK_US would spin and yield each time instead of sleeping
+ */
+#define GS_SRV_LOOK 0
 #endif
 
 GSOCK_DEVICE int gs_srv_spread(struct gsock_dev gs, struct gsrv *s,
@@ -801,7 +807,8 @@ GSOCK_DEVICE int gs_srv_spread(struct gsock_dev gs, struct gsrv *s,
  * client (gs_srv_spread). 1 when clients wait (b->lrev set, for the
  * accept); 0 when none does (*wait cut to the next look); -1 when the
  * block has been idle that long: then the listener is in its gpoll, whose
- * wait backs off (a wait cut every GSRV_LOOK_US would not).
+ * wait backs off (a wait cut every GSRV_LOOK_US would not). The CUDA
+ * backend's; a host backend's block always gpolls the listener.
  */
 GSOCK_DEVICE int gs_srv_look(struct gsock_dev gs, struct gsrv *s, long *wait)
 {
@@ -811,7 +818,8 @@ GSOCK_DEVICE int gs_srv_look(struct gsock_dev gs, struct gsrv *s, long *wait)
 	if (gs_tid() == 0) {
 		uint64_t now = gs_now_ns();
 
-		if (now - b->t_next >= GSRV_IDLE_LOOK_US * 1000ull) {
+		if (!GS_SRV_LOOK ||
+		    now - b->t_next >= GSRV_IDLE_LOOK_US * 1000ull) {
 			found = -1;
 			if (!gs_ld32(&gs.socks[b->lfd].accept_pending))
 				b->spread_since = 0; /* a client found is new */
