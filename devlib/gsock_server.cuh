@@ -401,13 +401,20 @@ GSOCK_DEVICE void gs_srv_moved_t0(struct gsock_dev gs, const struct gsrv *s)
 }
 
 /*
- * Thread 0: the block held `was` connections and now holds n (-1: it had
- * not started, or has ended), in s->held.
+ * Thread 0: the block held `was` connections and now holds n (-1: it
+ * ends), in s->held; a block not counted (not begun, or finished) counts
+ * from now on, with n.
  */
-GSOCK_DEVICE void gs_srv_held_t0(const struct gsrv *s, int was, int n)
+GSOCK_DEVICE void gs_srv_held_t0(struct gsock_dev gs, const struct gsrv *s,
+				 int was, int n)
 {
+	struct gs_srv_blk *b = gs_srv_blk(gs, s);
+
 	if (!s->held)
 		return;
+	if (!b->counted) /* not begun, or finished (and serving again) */
+		was = -1;
+	b->counted = n >= 0;
 	if (was >= 0)
 		gs_fetch_add32(&s->held[was], (uint32_t)-1);
 	if (n >= 0)
@@ -423,7 +430,7 @@ GSOCK_DEVICE void gs_srv_hold_t0(struct gsock_dev gs, struct gsrv *s, int c)
 	gs_srv_pfd(gs, s)[b->n] = (struct gpollfd){ c, POLLIN, 0 };
 	gs_srv_last(gs, s)[gs_srv_slots(gs, s)[b->n]] = gs_now_ns();
 	gs_srv_wake(gs, s)[gs_srv_slots(gs, s)[b->n]] = 0;
-	gs_srv_held_t0(s, b->n, b->n + 1);
+	gs_srv_held_t0(gs, s, b->n, b->n + 1);
 	b->n++;
 	b->spread_since = 0;
 	if ((uint64_t)b->n > st->most)
@@ -459,7 +466,7 @@ GSOCK_DEVICE int gs_srv_begin(struct gsock_dev gs, struct gsrv *s)
 		b->spread_since = 0;
 		b->started = 1;
 		if (lfd >= 0)
-			gs_srv_held_t0(s, -1, 0);
+			gs_srv_held_t0(gs, s, -1, 0);
 	}
 	gs_sync();
 	return lfd < 0 ? lfd : 0;
@@ -475,8 +482,7 @@ GSOCK_DEVICE int gs_srv_finish(struct gsock_dev gs, struct gsrv *s)
 		gclose(gs, gs_srv_pfd(gs, s)[k].fd);
 	gs_sync();
 	if (gs_tid() == 0) {
-		if (!b->stop && b->lfd >= 0) /* counted since its begin */
-			gs_srv_held_t0(s, b->n, -1);
+		gs_srv_held_t0(gs, s, b->n, -1);
 		b->n = 0;
 		b->cur = -1;
 		b->stop = 1;
@@ -508,7 +514,8 @@ GSOCK_DEVICE void gs_srv_drop_t0(struct gsock_dev gs, struct gsrv *s, int i,
 	t = slot[i];
 	slot[i] = slot[last];
 	slot[last] = t;
-	gs_srv_held_t0(s, b->n, last);
+	if (b->counted)
+		gs_srv_held_t0(gs, s, b->n, last);
 	b->n = last;
 	gs_srv_moved_t0(gs, s);
 }
@@ -773,7 +780,7 @@ GSOCK_DEVICE int gs_srv_spread(struct gsock_dev gs, struct gsrv *s,
 	long take = 1, w = *wait;
 
 	if (gs_tid() == 0 && b->n > 0 && s->held) {
-		uint64_t now = gs_now_ns(), end;
+		uint64_t now = gs_now_ns(), end, span;
 		int fewer = 0;
 
 		for (int k = 0; k < b->n && !fewer; k++)
@@ -782,7 +789,11 @@ GSOCK_DEVICE int gs_srv_spread(struct gsock_dev gs, struct gsrv *s,
 			b->spread_since = now;
 			gs_nudge(gs);
 		}
-		end = b->spread_since + GS_SRV_SPREAD_NS;
+		/* well within -Q: a client left to others is no place taken */
+		span = GS_SRV_SPREAD_NS;
+		if (s->queue_ns && s->queue_ns / 2 < span)
+			span = s->queue_ns / 2;
+		end = b->spread_since + span;
 		if (fewer && now < end) {
 			long left = (long)((end - now) / 1000) + 1;
 
@@ -815,6 +826,7 @@ GSOCK_DEVICE int gs_srv_look(struct gsock_dev gs, struct gsrv *s, long *wait)
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
 	long w = *wait, found = 0;
 
+	gs_sync(); /* every thread has read b->lrev this turn */
 	if (gs_tid() == 0) {
 		uint64_t now = gs_now_ns();
 
@@ -824,11 +836,18 @@ GSOCK_DEVICE int gs_srv_look(struct gsock_dev gs, struct gsrv *s, long *wait)
 			if (!gs_ld32(&gs.socks[b->lfd].accept_pending))
 				b->spread_since = 0; /* a client found is new */
 		} else if (now >= b->look_at) {
-			found = gs_ld32(&gs.socks[b->lfd].accept_pending) != 0;
+			const struct gs_sock *l = &gs.socks[b->lfd];
+
+			found = gs_ld32(&l->accept_pending) != 0;
 			b->look_at = now + GSRV_LOOK_US * 1000ull;
 			b->lrev = found ? POLLIN : 0;
 			if (!found) /* a client found later is a new one */
 				b->spread_since = 0;
+			/* a listener gsockd closed: the server's end, as gpoll's POLLNVAL */
+			if (!(gs_ld32(&l->status) & GS_ST_OPEN)) {
+				b->end = -ECONNABORTED;
+				found = 1;
+			}
 		}
 		if (!found && b->look_at > now) {
 			long left = (long)((b->look_at - now) / 1000) + 1;

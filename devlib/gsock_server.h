@@ -133,6 +133,8 @@ struct gs_srv_blk {
 	uint64_t door_since; /* clients seen waiting, no move since; 0 none */
 	uint64_t spread_since; /* left a client to fewer-holding blocks; 0 no */
 	uint64_t look_at; /* gs_srv_look: when to read the listener's queue */
+	int32_t counted; /* in s->held (from gs_srv_begin to gs_srv_finish) */
+	int32_t pad;
 };
 
 /*

@@ -513,6 +513,7 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 
 	for (int i = 0; i < ngpus; i++) {
 		uint64_t conns = 0, busy = 0, requests = 0, *most;
+		unsigned read = 0;
 
 		if (!g[i].listened)
 			continue;
@@ -524,6 +525,7 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 					 sizeof(one)))
 				break; /* said on stderr */
 
+			read++;
 			if (most)
 				most[st->most <= g[i].s->per_block ?
 					     st->most :
@@ -552,7 +554,8 @@ static void gsrv_report(const struct gsrv_gpu *g, int ngpus)
 		if (ngpus > 1)
 			gpu_label(&g[i], label, sizeof(label));
 		gsrv_report_busy(&g[i], ngpus > 1 ? label : "", busy, requests);
-		if (most && most[0] < g[i].blocks) /* one held some */
+		/* every block read, and one held some */
+		if (most && read == g[i].blocks && most[0] < read)
 			gsrv_report_most(&g[i], ngpus > 1 ? label : "", most);
 		free(most);
 		all.conns += conns;
