@@ -511,7 +511,8 @@ GSOCK_DEVICE int gpoll(struct gsock_dev gs, struct gpollfd *fds, int nfds,
 				uint64_t a;
 
 				r = gs_wait_turn(gs, &turn); /* 0 or -errno */
-				if (r || gs_poll_woken(gs, wake, &seen, &nudged))
+				if (r ||
+				    gs_poll_woken(gs, wake, &seen, &nudged))
 					break;
 				if (turn % GS_POLL_ALL_TURNS == 0 &&
 				    (a = gs_events_all(gs)) != all) {

@@ -764,7 +764,8 @@ GSOCK_DEVICE void gs_srv_wait_one(struct gsock_dev gs, struct gsrv *s,
 #ifdef __CUDACC__
 #define GS_SRV_SPREAD_NS (GSRV_SPREAD_US * 1000ull)
 #define GS_SRV_LOOK 1
-#else /* a host backend's block is a thread that may wait that long for a core */
+#else
+/* a host backend's block is a thread that may wait that long for a core */
 #define GS_SRV_SPREAD_NS (GSRV_SPREAD_US * 20000ull)
 /*
  * and its scan of the listener costs no PCIe read, while a wait cut every
@@ -773,8 +774,7 @@ GSOCK_DEVICE void gs_srv_wait_one(struct gsock_dev gs, struct gsrv *s,
 #define GS_SRV_LOOK 0
 #endif
 
-GSOCK_DEVICE int gs_srv_spread(struct gsock_dev gs, struct gsrv *s,
-			       long *wait)
+GSOCK_DEVICE int gs_srv_spread(struct gsock_dev gs, struct gsrv *s, long *wait)
 {
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
 	long take = 1, w = *wait;
@@ -843,7 +843,7 @@ GSOCK_DEVICE int gs_srv_look(struct gsock_dev gs, struct gsrv *s, long *wait)
 			b->lrev = found ? POLLIN : 0;
 			if (!found) /* a client found later is a new one */
 				b->spread_since = 0;
-			/* a listener gsockd closed: the server's end, as gpoll's POLLNVAL */
+			/* a listener gsockd closed (gpoll: POLLNVAL) */
 			if (!(gs_ld32(&l->status) & GS_ST_OPEN)) {
 				b->end = -ECONNABORTED;
 				found = 1;
