@@ -72,8 +72,14 @@
 /* A direct connection, as this process sees it. */
 struct pl_dconn {
 	struct gs_dseg *d;
-	uint8_t *rx, *tx; /* its rings: pipe 1 (to us), pipe 0 (from us) */
+	uint8_t *rx, *tx; /* its rings: the peer's pipe (to us), ours */
 	uint32_t ring;
+	/*
+	 * Our side of the segment (gsock_arena.h): 0, the connecting end.
+	 * Pipe k carries side k's bytes: pipe side is ours, the other the
+	 * peer's (peer_of).
+	 */
+	unsigned side;
 	int tcp; /* the kernel connection, hidden */
 	int pair; /* the socketpair's other end, hidden */
 	int rd_shut; /* shutdown(SHUT_RD) */
@@ -102,11 +108,11 @@ struct pl_dconn {
 
 static uint64_t serials; /* atomic: the last pl_dconn.serial given */
 
-/* Our side of every segment, and the pipes seen from it. */
-#define SIDE 0u
-#define PEER 1u
-#define OUT 0u /* pipe SIDE: our bytes */
-#define IN 1u /* pipe PEER: the GPU side's */
+/* The peer's side of c's segment, whose pipe brings its bytes to us. */
+static inline unsigned peer_of(const struct pl_dconn *c)
+{
+	return c->side ^ 1u;
+}
 
 /* How long a wait that may sleep spins on the rings first. */
 #define SPIN_US_DEFAULT 50
@@ -324,8 +330,8 @@ static int took(uint32_t *want, uint32_t bit)
 
 static uint64_t rx_avail(const struct pl_dconn *c)
 {
-	return __atomic_load_n(&c->d->pipe[IN].tail, __ATOMIC_ACQUIRE) -
-	       __atomic_load_n(&c->d->pipe[IN].head, __ATOMIC_RELAXED);
+	return __atomic_load_n(&c->d->pipe[peer_of(c)].tail, __ATOMIC_ACQUIRE) -
+	       __atomic_load_n(&c->d->pipe[peer_of(c)].head, __ATOMIC_RELAXED);
 }
 
 /* A sleep of the calling thread on c begins (1) or ends (-1). */
@@ -440,10 +446,11 @@ static void answered(struct pl_dconn *c)
  */
 static void tokens_sub(struct pl_dconn *c, uint32_t n)
 {
-	uint32_t v = __atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE);
+	uint32_t v =
+		__atomic_load_n(&c->d->tokens[peer_of(c)], __ATOMIC_ACQUIRE);
 
 	/* never below 0, whatever a broken peer wrote */
-	while (!__atomic_compare_exchange_n(&c->d->tokens[IN], &v,
+	while (!__atomic_compare_exchange_n(&c->d->tokens[peer_of(c)], &v,
 					    v > n ? v - n : 0, 0,
 					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		;
@@ -452,7 +459,7 @@ static void tokens_sub(struct pl_dconn *c, uint32_t n)
 /* Make A readable ourselves (bytes came in after the READER bit was ours). */
 static void self_token(struct pl_dconn *c)
 {
-	__atomic_fetch_add(&c->d->tokens[IN], 1, __ATOMIC_ACQ_REL);
+	__atomic_fetch_add(&c->d->tokens[peer_of(c)], 1, __ATOMIC_ACQ_REL);
 	/* EAGAIN: A is full of them, readable already */
 	if (pl_real.send(c->pair, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		tokens_sub(c, 1);
@@ -472,7 +479,7 @@ static void drain_tokens(struct pl_dconn *c, int fd)
 	 * (A peer that zeroes the count leaves A readable with nothing to
 	 * read: its own connection's waits spin, and no byte is lost.)
 	 */
-	while (__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE) &&
+	while (__atomic_load_n(&c->d->tokens[peer_of(c)], __ATOMIC_ACQUIRE) &&
 	       (n = pl_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 		tokens_sub(c, (uint32_t)n);
 		if (n < (ssize_t)sizeof(buf))
@@ -495,12 +502,14 @@ static __thread int trusted;
  */
 static int arm_rx(struct pl_dconn *c)
 {
-	__atomic_fetch_or(&c->d->want[IN], GS_DW_READER, __ATOMIC_SEQ_CST);
+	__atomic_fetch_or(&c->d->want[peer_of(c)], GS_DW_READER,
+			  __ATOMIC_SEQ_CST);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!rx_avail(c))
 		return 0;
-	if (took(&c->d->want[IN], GS_DW_READER)) {
-		if (!__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE))
+	if (took(&c->d->want[peer_of(c)], GS_DW_READER)) {
+		if (!__atomic_load_n(&c->d->tokens[peer_of(c)],
+				     __ATOMIC_ACQUIRE))
 			self_token(c);
 		else /* no second byte: the wait sleeps in short slices */
 			trusted = 1;
@@ -515,16 +524,15 @@ static void unspill(struct pl_dconn *c)
 	ssize_t n;
 
 	while ((n = pl_real.recv(c->pair, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
-		__atomic_add_fetch(&c->d->spill_out[OUT], (uint64_t)n,
+		__atomic_add_fetch(&c->d->spill_out[c->side], (uint64_t)n,
 				   __ATOMIC_RELEASE);
 }
 
 static uint64_t tx_room(const struct pl_dconn *c)
 {
-	return c->ring - (__atomic_load_n(&c->d->pipe[OUT].tail,
-					  __ATOMIC_RELAXED) -
-			  __atomic_load_n(&c->d->pipe[OUT].head,
-					  __ATOMIC_ACQUIRE));
+	return c->ring -
+	       (__atomic_load_n(&c->d->pipe[c->side].tail, __ATOMIC_RELAXED) -
+		__atomic_load_n(&c->d->pipe[c->side].head, __ATOMIC_ACQUIRE));
 }
 
 /*
@@ -538,22 +546,22 @@ static int arm_tx(struct pl_dconn *c, int fd)
 	for (;;) {
 		ssize_t n;
 
-		__atomic_add_fetch(&c->d->spill_in[OUT], sizeof(spill),
+		__atomic_add_fetch(&c->d->spill_in[c->side], sizeof(spill),
 				   __ATOMIC_SEQ_CST);
 		n = pl_real.send(fd, spill, sizeof(spill),
 				 MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n < (ssize_t)sizeof(spill))
-			__atomic_sub_fetch(&c->d->spill_in[OUT],
+			__atomic_sub_fetch(&c->d->spill_in[c->side],
 					   sizeof(spill) - (n > 0 ? n : 0),
 					   __ATOMIC_SEQ_CST);
 		if (n <= 0)
 			break;
 	}
-	__atomic_fetch_or(&c->d->want[OUT], GS_DW_WRITER, __ATOMIC_SEQ_CST);
+	__atomic_fetch_or(&c->d->want[c->side], GS_DW_WRITER, __ATOMIC_SEQ_CST);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!tx_room(c))
 		return 0;
-	if (took(&c->d->want[OUT], GS_DW_WRITER))
+	if (took(&c->d->want[c->side], GS_DW_WRITER))
 		unspill(c);
 	return 1;
 }
@@ -581,13 +589,13 @@ static int rx_end(struct pl_dconn *c, int look_at_tcp)
 	uint32_t gone = __atomic_load_n(&c->d->eof, __ATOMIC_ACQUIRE) |
 			__atomic_load_n(&c->d->closed, __ATOMIC_ACQUIRE);
 
-	if (reset & GS_DC_SIDE(SIDE))
+	if (reset & GS_DC_SIDE(c->side))
 		return -ECONNRESET; /* gsockd reset it (bytes around us) */
 	if (c->rd_shut)
 		return 1;
-	if (reset & GS_DC_SIDE(PEER))
+	if (reset & GS_DC_SIDE(peer_of(c)))
 		return -ECONNRESET;
-	if (gone & GS_DC_SIDE(PEER))
+	if (gone & GS_DC_SIDE(peer_of(c)))
 		return 1;
 	return look_at_tcp ? tcp_end(c) : 0;
 }
@@ -601,22 +609,23 @@ static int tx_end(struct pl_dconn *c, int full, int look_at_tcp)
 	uint32_t reset = __atomic_load_n(&c->d->reset, __ATOMIC_ACQUIRE);
 	int t;
 
-	if (reset & GS_DC_SIDE(SIDE))
+	if (reset & GS_DC_SIDE(c->side))
 		return -ECONNRESET;
-	if (__atomic_load_n(&c->d->eof, __ATOMIC_ACQUIRE) & GS_DC_SIDE(SIDE))
+	if (__atomic_load_n(&c->d->eof, __ATOMIC_ACQUIRE) & GS_DC_SIDE(c->side))
 		return -EPIPE;
 	if (!full)
 		return 0;
 	/* A peer gone: bytes that fit are lost as over TCP; then EPIPE. */
 	if ((reset | __atomic_load_n(&c->d->closed, __ATOMIC_ACQUIRE)) &
-	    GS_DC_SIDE(PEER))
-		return reset & GS_DC_SIDE(PEER) ? -ECONNRESET : -EPIPE;
+	    GS_DC_SIDE(peer_of(c)))
+		return reset & GS_DC_SIDE(peer_of(c)) ? -ECONNRESET : -EPIPE;
 	/*
 	 * The kernel connection ended though the peer did not shut its
 	 * sending down through gsockd: gsockd died, nobody drains the ring.
 	 */
 	if (look_at_tcp && (t = tcp_end(c)) &&
-	    !(__atomic_load_n(&c->d->eof, __ATOMIC_ACQUIRE) & GS_DC_SIDE(PEER)))
+	    !(__atomic_load_n(&c->d->eof, __ATOMIC_ACQUIRE) &
+	      GS_DC_SIDE(peer_of(c))))
 		return t < 0 ? t : -EPIPE;
 	return 0;
 }
@@ -669,7 +678,7 @@ static int tcp_due(struct pl_dconn *c)
 {
 	long long now, t;
 
-	if (__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE) ||
+	if (__atomic_load_n(&c->d->tokens[peer_of(c)], __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&c->dead_seen, __ATOMIC_ACQUIRE))
 		return 1;
 	now = now_ns();
@@ -740,7 +749,7 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 		 * without READER. Bytes already there end it at once.
 		 */
 		sleep_count(c, 1);
-		__atomic_fetch_or(&c->d->want[IN], GS_DW_READER,
+		__atomic_fetch_or(&c->d->want[peer_of(c)], GS_DW_READER,
 				  __ATOMIC_SEQ_CST);
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		/*
@@ -875,7 +884,7 @@ static ssize_t fail(int e)
 static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct pl_dconn *c = pl_cur_sock->dc;
-	struct gs_dpipe *p = &c->d->pipe[IN];
+	struct gs_dpipe *p = &c->d->pipe[peer_of(c)];
 	size_t want = iov_len(iov, iovcnt), got = 0;
 	long long spin_until = 0, rcv_end = 0; /* rcv_end: SO_RCVTIMEO's, ns */
 	int err = 0, nb = -1, armed;
@@ -884,7 +893,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		return fail(EINVAL); /* no urgent data ever comes this way */
 	if (!want)
 		return 0;
-	pipe_lock(&c->d->lock[IN]);
+	pipe_lock(&c->d->lock[peer_of(c)]);
 	for (;;) {
 		uint64_t head = __atomic_load_n(&p->head, __ATOMIC_RELAXED);
 		uint64_t avail = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE) -
@@ -976,13 +985,13 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 				     (int)((rcv_end - now + 999999) / 1000000) :
 				     0;
 		}
-		pipe_unlock(&c->d->lock[IN]);
+		pipe_unlock(&c->d->lock[peer_of(c)]);
 		if (sleep_on(c, fd, POLLIN, ms) < 0) {
 			if (got)
 				return (ssize_t)got;
 			return -1; /* EINTR */
 		}
-		pipe_lock(&c->d->lock[IN]);
+		pipe_lock(&c->d->lock[peer_of(c)]);
 		if (ms >= 0 && now_ns() >= rcv_end && !rx_avail(c) &&
 		    !rx_end(c, 1)) {
 			struct pollfd q = { fd, POLLIN, 0 };
@@ -1000,12 +1009,12 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 	 * READER gsockd took: that sleeper's bit comes back.
 	 */
 	if (!err && got && !(flags & MSG_PEEK) && !rx_avail(c) &&
-	    __atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE)) {
+	    __atomic_load_n(&c->d->tokens[peer_of(c)], __ATOMIC_ACQUIRE)) {
 		drain_tokens(c, fd);
 		if (!unwatched(c))
 			arm_rx(c);
 	}
-	pipe_unlock(&c->d->lock[IN]);
+	pipe_unlock(&c->d->lock[peer_of(c)]);
 	if (err)
 		return fail(err);
 	return (ssize_t)got;
@@ -1014,14 +1023,14 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct pl_dconn *c = pl_cur_sock->dc;
-	struct gs_dpipe *p = &c->d->pipe[OUT];
+	struct gs_dpipe *p = &c->d->pipe[c->side];
 	size_t len = iov_len(iov, iovcnt), done = 0;
 	long long spin_until = 0, deadline = 0;
 	int err = 0, nb = -1, slept = 0;
 
 	if (flags & MSG_OOB)
 		return fail(EOPNOTSUPP); /* urgent data: see gsock-preload(8) */
-	pipe_lock(&c->d->lock[OUT]);
+	pipe_lock(&c->d->lock[c->side]);
 	while (done < len || !len) {
 		uint64_t tail = __atomic_load_n(&p->tail, __ATOMIC_RELAXED);
 		uint64_t used = tail - __atomic_load_n(&p->head, __ATOMIC_ACQUIRE);
@@ -1086,16 +1095,16 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		}
 		ms = deadline < 0 ? -1 :
 				    (int)((deadline - now_ns()) / 1000000 + 1);
-		pipe_unlock(&c->d->lock[OUT]);
+		pipe_unlock(&c->d->lock[c->side]);
 		if (sleep_on(c, fd, POLLOUT, ms) < 0) {
 			if (done)
 				return (ssize_t)done;
 			return -1; /* EINTR */
 		}
-		pipe_lock(&c->d->lock[OUT]);
+		pipe_lock(&c->d->lock[c->side]);
 		slept = 1;
 	}
-	pipe_unlock(&c->d->lock[OUT]);
+	pipe_unlock(&c->d->lock[c->side]);
 	if (done)
 		return (ssize_t)done;
 	if (err == EPIPE && !(flags & MSG_NOSIGNAL))
@@ -1289,7 +1298,7 @@ static int d_shutdown(int fd, int how)
 	if (how != SHUT_WR)
 		c->rd_shut = 1;
 	if (how != SHUT_RD) /* the kernel's FIN tells the GPU side */
-		__atomic_or_fetch(&c->d->eof, GS_DC_SIDE(SIDE),
+		__atomic_or_fetch(&c->d->eof, GS_DC_SIDE(c->side),
 				  __ATOMIC_RELEASE);
 	/* Sleepers look again. */
 	self_token(c);
@@ -1693,7 +1702,7 @@ static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 		goto out;
 	}
 	rep.msg[sizeof(rep.msg) - 1] = 0;
-	if (rep.status || rep.side != SIDE || rep.seg >= pool.dsegs) {
+	if (rep.status || rep.side != 0 || rep.seg >= pool.dsegs) {
 		pl_log(PL_LOG_DEBUG, "fd %d: no direct path: %s", fd, rep.msg);
 		if (rep.status == -ENOENT)
 			nope_add(dst, dlen, gen);
@@ -1774,6 +1783,7 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		errno = ENOMEM;
 		return -1;
 	}
+	c->side = 0; /* ask() took side 0, the connecting end's */
 	c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 	/* From here the connection is the direct path's, whatever connect says. */
 	r = pl_real.connect(fd, sa, len);
@@ -1788,8 +1798,9 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 	pthread_once(&calls_once, calls_init);
 	c->d = (struct gs_dseg *)(pool.base +
 				  (uint64_t)seg * GS_DSEG_STRIDE(pool.dring));
-	c->tx = (uint8_t *)c->d + GS_DSEG_HDR + (uint64_t)OUT * pool.dring;
-	c->rx = (uint8_t *)c->d + GS_DSEG_HDR + (uint64_t)IN * pool.dring;
+	c->tx = (uint8_t *)c->d + GS_DSEG_HDR + (uint64_t)c->side * pool.dring;
+	c->rx = (uint8_t *)c->d + GS_DSEG_HDR +
+		(uint64_t)peer_of(c) * pool.dring;
 	c->ring = pool.dring;
 	fl = pl_real.fcntl(fd, F_GETFL);
 	fdfl = pl_real.fcntl(fd, F_GETFD);
@@ -1876,9 +1887,9 @@ static int raise_one(struct pl_dconn *c)
 	if (!rx_avail(c))
 		return 0;
 	answered(c);
-	if (!__atomic_load_n(&c->d->tokens[IN], __ATOMIC_ACQUIRE) &&
-	    (took(&c->d->want[IN], GS_DW_READER) ||
-	     !(__atomic_load_n(&c->d->want[IN], __ATOMIC_ACQUIRE) &
+	if (!__atomic_load_n(&c->d->tokens[peer_of(c)], __ATOMIC_ACQUIRE) &&
+	    (took(&c->d->want[peer_of(c)], GS_DW_READER) ||
+	     !(__atomic_load_n(&c->d->want[peer_of(c)], __ATOMIC_ACQUIRE) &
 	       GS_DW_READER)))
 		self_token(c);
 	else /* a byte is there, or gsockd's (it took READER) is coming */
@@ -1888,7 +1899,7 @@ static int raise_one(struct pl_dconn *c)
 
 static void arm_one(struct pl_dconn *c)
 {
-	if (!(__atomic_load_n(&c->d->want[IN], __ATOMIC_ACQUIRE) &
+	if (!(__atomic_load_n(&c->d->want[peer_of(c)], __ATOMIC_ACQUIRE) &
 	      GS_DW_READER))
 		arm_rx(c);
 }
@@ -1959,7 +1970,7 @@ static int look(struct pl_dscope *sc)
 
 		if (i < sc->nlt && rx_avail(c) && unwatched(c)) {
 			answered(c);
-			took(&c->d->want[IN], GS_DW_READER);
+			took(&c->d->want[peer_of(c)], GS_DW_READER);
 			/* a sleeper came meanwhile: its bit back (see disarm) */
 			if (!unwatched(c))
 				arm_rx(c);
@@ -2061,7 +2072,7 @@ static __thread int due_disarm;
  */
 static void disarm(struct pl_dconn *c)
 {
-	if (!(__atomic_load_n(&c->d->want[IN], __ATOMIC_ACQUIRE) &
+	if (!(__atomic_load_n(&c->d->want[peer_of(c)], __ATOMIC_ACQUIRE) &
 	      GS_DW_READER) ||
 	    __atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST))
 		return;
@@ -2069,7 +2080,8 @@ static void disarm(struct pl_dconn *c)
 	 * A sleeper counts itself before it arms, so one that came after
 	 * the look above is seen below, or arms after the bit went.
 	 */
-	__atomic_fetch_and(&c->d->want[IN], ~GS_DW_READER, __ATOMIC_SEQ_CST);
+	__atomic_fetch_and(&c->d->want[peer_of(c)], ~GS_DW_READER,
+			   __ATOMIC_SEQ_CST);
 	/*
 	 * A sleeper came meanwhile: its bit back, and a look at the ring,
 	 * for bytes the GPU side published while the bit was away (it rang
