@@ -98,7 +98,8 @@ struct dlisten {
 };
 
 /*
- * A preloaded CPU program's end of a segment (always side 0). fd is
+ * A preloaded CPU program's end of a segment (side: 0, the connecting
+ * end, the only one a CPU program takes today). fd is
  * closed with both dp.lock and lk held, and used (wake-up bytes, spill
  * taken back) with either: a worker's kick takes lk alone, so the
  * control thread, whose doorbell watch every bridged byte of a sleeping
@@ -109,6 +110,7 @@ struct dcpu {
 	struct br_ev ev; /* BR_EV_DIRECT, in the control thread's set */
 	int fd; /* our end of its socketpair; -1: none */
 	int seg;
+	unsigned side; /* its side of the segment; it reads pipe side ^ 1 */
 	bool ended; /* every descriptor of it closed: its side settled */
 	pthread_mutex_t lk;
 };
@@ -1371,7 +1373,7 @@ void br_direct_sweep(uint64_t now)
 	     k++) {
 		int seg = dp.pend[next++ % dp.npend].seg;
 
-		if (cpu_side(seg, 0) && dp.cpu[seg].ended)
+		if (cpu_side(seg, dp.cpu[seg].side) && dp.cpu[seg].ended)
 			pend_stale(seg);
 	}
 	pthread_mutex_unlock(&dp.lock);
@@ -1447,7 +1449,9 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	}
 	dp.refs[seg] = 2; /* the CPU end, and the pending entry */
 	memset(seg_at(seg), 0, sizeof(struct gs_dseg));
-	__atomic_store_n(&seg_at(seg)->cpu, GS_DC_SIDE(0), __ATOMIC_RELEASE);
+	dp.cpu[seg].side = 0; /* it connects */
+	__atomic_store_n(&seg_at(seg)->cpu, GS_DC_SIDE(dp.cpu[seg].side),
+			 __ATOMIC_RELEASE);
 	dp.cpu[seg].fd = pair_fd;
 	dp.cpu[seg].ended = false;
 	dp.pend[dp.npend++] = (struct dpending){
@@ -1457,7 +1461,7 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&dp.lock);
 	rep->seg = (uint32_t)seg;
-	rep->side = 0;
+	rep->side = dp.cpu[seg].side;
 	dreply(rep, 0, "ok");
 	return;
 err_close:
@@ -1471,12 +1475,13 @@ err_close:
  */
 static void cpu_ended(int seg)
 {
-	struct gs_dpipe *in = &seg_at(seg)->pipe[1];
+	unsigned side = dp.cpu[seg].side;
+	struct gs_dpipe *in = &seg_at(seg)->pipe[side ^ 1];
 
 	if (dp.cpu[seg].ended)
 		return;
 	dp.cpu[seg].ended = true;
-	side_gone(seg, 0, pipe_unread(in) > 0);
+	side_gone(seg, side, pipe_unread(in) > 0);
 }
 
 void br_direct_peer_fin(struct br_sock *s)
@@ -1543,17 +1548,21 @@ void br_direct_event(struct br_ev *e, uint32_t events)
 	 * before they are written, so queued <= in - out however the CPU
 	 * side and a worker move meanwhile.
 	 */
-	out = __atomic_load_n(&d->spill_out[0], __ATOMIC_SEQ_CST);
+	out = __atomic_load_n(&d->spill_out[c->side], __ATOMIC_SEQ_CST);
 	if (ioctl(c->fd, FIONREAD, &queued) == 0 && queued > 0 &&
 	    (uint64_t)queued >
-		    __atomic_load_n(&d->spill_in[0], __ATOMIC_SEQ_CST) - out &&
-	    !(__atomic_load_n(&d->reset, __ATOMIC_ACQUIRE) & GS_DC_SIDE(0))) {
+		    __atomic_load_n(&d->spill_in[c->side], __ATOMIC_SEQ_CST) -
+			    out &&
+	    !(__atomic_load_n(&d->reset, __ATOMIC_ACQUIRE) &
+	      GS_DC_SIDE(c->side))) {
 		br_warn("direct segment %d: its CPU side wrote %d bytes around the preload (stdio or splice on the descriptor?); resetting the connection",
 			c->seg, queued);
-		__atomic_or_fetch(&d->reset, GS_DC_SIDE(0), __ATOMIC_RELEASE);
-		__atomic_or_fetch(&d->closed, GS_DC_SIDE(0), __ATOMIC_RELEASE);
+		__atomic_or_fetch(&d->reset, GS_DC_SIDE(c->side),
+				  __ATOMIC_RELEASE);
+		__atomic_or_fetch(&d->closed, GS_DC_SIDE(c->side),
+				  __ATOMIC_RELEASE);
 		/* A reader asleep on it wakes to its ECONNRESET. */
-		cpu_token(c->seg, 1);
+		cpu_token(c->seg, c->side ^ 1);
 	}
 out:
 	pthread_mutex_unlock(&c->lk);
