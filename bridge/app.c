@@ -57,7 +57,8 @@ union hello {
  * in *pair, when the hello says one comes). Returns the fd, -2 when the
  * peer closed without a word, -3 for a gsock-stat request (no
  * descriptor), -4 for a preloaded program's direct request (its
- * socketpair end in *pair), or -1 with why set.
+ * socketpair end in *pair, -1 for a listener's, which brings none), or
+ * -1 with why set.
  */
 static int recv_hello(int fd, union hello *u, int *pair, char *why,
 		      size_t len)
@@ -97,10 +98,12 @@ static int recv_hello(int fd, union hello *u, int *pair, char *why,
 	if (n == (ssize_t)sizeof(*h) && nfds == 0 &&
 	    h->magic == GS_CTL_STATS_MAGIC && h->version == GS_STATS_VERSION)
 		return -3;
-	if (n == (ssize_t)sizeof(u->d) && nfds == 1 &&
+	if (n == (ssize_t)sizeof(u->d) &&
 	    !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-	    u->d.magic == GS_CTL_DCONN_MAGIC &&
-	    u->d.version == GS_CTL_VERSION) {
+	    u->d.version == GS_CTL_VERSION &&
+	    ((nfds == 1 && (u->d.magic == GS_CTL_DCONN_MAGIC ||
+			    u->d.magic == GS_CTL_DACCEPT_MAGIC)) ||
+	     (nfds == 0 && u->d.magic == GS_CTL_DLISTEN_MAGIC))) {
 		*pair = memfd;
 		return -4;
 	}
@@ -529,7 +532,12 @@ static void app_hello(struct br_app *a)
 	if (memfd == -4) { /* the preload: answered, and the connection ends */
 		struct gs_ctl_dreply rep;
 
-		br_direct_cpu_connect(&u.d, pair, a->uid, &rep);
+		if (u.d.magic == GS_CTL_DLISTEN_MAGIC)
+			br_direct_cpu_listen(&u.d, a->uid, &rep);
+		else if (u.d.magic == GS_CTL_DACCEPT_MAGIC)
+			br_direct_cpu_accept(&u.d, pair, a->uid, &rep);
+		else
+			br_direct_cpu_connect(&u.d, pair, a->uid, &rep);
 		br_dbg("direct request from pid %d: %s", (int)a->pid, rep.msg);
 		if (send(a->ctl_fd, &rep, sizeof(rep),
 			 MSG_NOSIGNAL | MSG_DONTWAIT) < 0)

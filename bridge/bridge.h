@@ -111,6 +111,13 @@ struct br_sock {
 	int dseg; /* the direct pool's segment its bytes move in, or -1 */
 	uint8_t dside; /* its side of dseg: 0 connected, 1 accepted */
 	bool dlisten; /* a listener the direct path knows */
+	/*
+	 * Its connect waits for a preloaded program's accept to take its
+	 * segment (br_direct_hold); once the kernel's connect completed,
+	 * until hold_until_ns, when it returns on the bridge.
+	 */
+	bool dhold;
+	uint64_t hold_until_ns; /* 0: connect(2) not complete yet */
 	int *acceptq; /* accepted fds not yet taken by gaccept */
 	int *acceptq_seg; /* each one's direct segment, or -1 */
 	uint32_t acceptq_len, acceptq_cap;
@@ -171,6 +178,7 @@ enum br_msg_kind {
 	BR_MSG_ADOPT, /* take socket id (generation gen) into the epoll set */
 	BR_MSG_CMD, /* serve req from slot: its socket is this worker's */
 	BR_MSG_STAT, /* add its sockets to stat (app is NULL) */
+	BR_MSG_CLAIMED, /* a preloaded accept took held socket id's segment */
 };
 
 struct br_stat;
@@ -242,6 +250,7 @@ struct br_worker {
 	struct br_app **apps;
 	uint32_t napps, apps_cap;
 	uint32_t nclosing; /* its sockets in BS_CLOSING */
+	uint32_t nheld; /* its connects held for a preloaded accept (dhold) */
 	uint64_t now_ns; /* the time this loop turn (after any wait) */
 	char name[16];
 };
@@ -426,6 +435,23 @@ struct gs_ctl_dconnect;
 struct gs_ctl_dreply;
 void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 			   uid_t uid, struct gs_ctl_dreply *rep);
+/*
+ * Control thread: a preloaded program listens (gs_ctl_dconnect of magic
+ * GS_CTL_DLISTEN_MAGIC); it accepted a connection from this host
+ * (GS_CTL_DACCEPT_MAGIC, with its socketpair end pair_fd, ours from
+ * here): a held gconnect's segment becomes its side 1, and the
+ * gconnect's worker learns it (BR_MSG_CLAIMED). Each fills the reply.
+ */
+void br_direct_cpu_listen(const struct gs_ctl_dconnect *req, uid_t uid,
+			  struct gs_ctl_dreply *rep);
+void br_direct_cpu_accept(const struct gs_ctl_dconnect *req, int pair_fd,
+			  uid_t uid, struct gs_ctl_dreply *rep);
+/*
+ * Worker, s->dhold: whether s's connect still waits for a preloaded
+ * accept. give_up: no longer (the segment goes, the bridge carries it).
+ * False once claimed (s keeps its segment) or given up.
+ */
+bool br_direct_hold(struct br_sock *s, bool give_up);
 /* Control thread: an event on a CPU end's socketpair. */
 void br_direct_event(struct br_ev *e, uint32_t events);
 /*
@@ -445,6 +471,7 @@ void br_sock_pump(struct br_sock *s);
 void br_sock_close_owned(struct br_app *a);
 void br_sock_close_all(struct br_app *a);
 void br_sock_tick(struct br_app *a);
+void br_sock_claimed(struct br_app *a, uint32_t id, uint32_t gen);
 
 /* stat.c */
 /* Worker: gsock-stat's records for the sockets of a that it owns. */

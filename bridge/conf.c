@@ -38,6 +38,7 @@ void br_conf_defaults(struct br_conf *c)
 	c->direct_device = 1;
 	c->direct_conns = 256;
 	c->direct_ring_size = 262144;
+	c->direct_accept_ms = 200;
 	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
 		 LIBDIR "/libgsock-preload.so");
 }
@@ -80,6 +81,8 @@ int br_conf_load(struct br_conf *c, const char *path, int required)
 		{ "direct_conns", offsetof(struct br_conf, direct_conns) },
 		{ "direct_ring_size",
 		  offsetof(struct br_conf, direct_ring_size) },
+		{ "direct_accept_ms",
+		  offsetof(struct br_conf, direct_accept_ms) },
 	};
 
 	if (!cfg)

@@ -33,6 +33,7 @@ struct br_conf {
 	int direct_device; /* direct rings in the receiver's GPU memory (auto) */
 	long direct_conns; /* direct connections at once: the pool's segments */
 	long direct_ring_size; /* bytes per direct ring, a power of two */
+	long direct_accept_ms; /* a gconnect waits this long for a preloaded accept */
 	char preload_library[4096]; /* libgsock-preload.so, for that */
 };
 

@@ -121,7 +121,29 @@ struct dpending {
 	struct dkey src; /* the connecting end's address */
 	int seg;
 	uint64_t serial; /* which entry (dp.serial) */
+	/*
+	 * A gconnect (gs, held: br_direct_hold) to listeners of preloaded
+	 * programs (struct dcls); ls is NULL. A preloaded accept of the
+	 * connection from src takes it (br_direct_cpu_accept).
+	 */
+	struct br_sock *gs;
 };
+
+/*
+ * A preloaded program's listener (gs_ctl_dlisten), by the inode the
+ * kernel's sock_diag names it by. Entries are not told of closes: a
+ * gconnect goes direct only where the kernel lists no listener on the
+ * port but these, so one whose socket is gone is never used, and gives
+ * its place to new ones (BR_CLS_MAX, oldest first).
+ */
+struct dcls {
+	struct dkey k;
+	bool v4_too;
+	uint64_t sino;
+	uid_t uid;
+};
+
+#define BR_CLS_MAX 1024
 
 static struct {
 	pthread_mutex_t lock;
@@ -134,6 +156,8 @@ static struct {
 	uint32_t nfree;
 	struct dlisten *ls;
 	uint32_t nls, ls_cap;
+	struct dcls *cls; /* BR_CLS_MAX, allocated at the first */
+	uint32_t ncls, cls_next; /* used; the next to give up when full */
 	struct dpending *pend;
 	uint32_t npend; /* at most nsegs */
 	uint32_t npend_hint; /* atomic: npend, read without the lock */
@@ -229,6 +253,8 @@ void br_direct_fini(void)
 	free(dp.seg_gen);
 	dp.seg_gen = NULL;
 	free(dp.ls);
+	free(dp.cls);
+	dp.cls = NULL;
 	dp.base = NULL;
 	dp.fd = -1;
 }
@@ -933,6 +959,10 @@ static void side_gone(int seg, unsigned k, bool rst)
 
 static void pend_remove(uint32_t i)
 {
+	if (dp.pend[i].gs)
+		__atomic_sub_fetch(&GS_DPOOL_OF(dp.base, dp.nsegs, dp.dring)
+					    ->cpu_pend,
+				   1, __ATOMIC_RELEASE);
 	dp.pend[i] = dp.pend[--dp.npend];
 	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
 }
@@ -999,8 +1029,10 @@ void br_direct_unlisten(struct br_sock *s)
 	 * another of its listeners, and go with the group's last.
 	 */
 	for (uint32_t i = 0; i < dp.npend;)
-		if (dp.pend[i].ls == s ||
-		    (!dp.pend[i].ls && !listener_for(&dp.pend[i].dst, &local))) {
+		if (!dp.pend[i].gs &&
+		    (dp.pend[i].ls == s ||
+		     (!dp.pend[i].ls &&
+		      !listener_for(&dp.pend[i].dst, &local)))) {
 			side_gone(dp.pend[i].seg, 1, true);
 			seg_put(dp.pend[i].seg);
 			pend_remove(i);
@@ -1039,6 +1071,103 @@ static int bind_source(struct br_sock *s, const struct sockaddr *dst,
 	return 0;
 }
 
+/*
+ * Caller holds the lock: whether every one of the kernel's listeners in
+ * ino[n] (kernel_listeners) is a preloaded program's of uid that covers
+ * dst (ino NULL: whether any entry of uid covers dst).
+ */
+static bool cls_all(const struct dkey *dst, const uint64_t *ino, int n,
+		    uid_t uid)
+{
+	for (int j = 0; j < (ino ? n : 1); j++) {
+		uint32_t i;
+
+		for (i = 0; i < dp.ncls; i++) {
+			const struct dcls *c = &dp.cls[i];
+			struct dlisten l = { .k = c->k, .v4_too = c->v4_too };
+
+			if ((!ino || c->sino == ino[j]) && c->uid == uid &&
+			    covers(&l, dst, true))
+				break;
+		}
+		if (i == dp.ncls)
+			return false;
+	}
+	return ino ? n > 0 : true;
+}
+
+/*
+ * br_direct_connect where no listener of ours takes dst (local, not
+ * unix): one of a preloaded program may. If the kernel lists none on
+ * the port but such, s takes a segment (side 0) and a pending entry
+ * that the program's accept claims; its connect is held (s->dhold).
+ */
+static void connect_cpu(struct br_sock *s, const struct sockaddr *dst,
+			socklen_t dlen, const struct dkey *dk)
+{
+	uint64_t kino[BR_GROUP_MAX];
+	uid_t uid = s->app->uid;
+	struct dkey src;
+	bool ok;
+	int n, seg;
+
+	if (!br.conf.direct_accept_ms)
+		return;
+	pthread_mutex_lock(&dp.lock);
+	ok = cls_all(dk, NULL, 0, uid);
+	pthread_mutex_unlock(&dp.lock);
+	if (!ok)
+		return;
+	n = kernel_listeners(dk, kino, BR_GROUP_MAX);
+	pthread_mutex_lock(&dp.lock);
+	ok = cls_all(dk, kino, n, uid);
+	pthread_mutex_unlock(&dp.lock);
+	if (!ok || bind_source(s, dst, dlen, &src) < 0)
+		return;
+	pthread_mutex_lock(&dp.lock);
+	if (!dp.nfree || !cls_all(dk, kino, n, uid)) {
+		pthread_mutex_unlock(&dp.lock);
+		return;
+	}
+	seg = dp.free_segs[--dp.nfree];
+	dp.refs[seg] = 2; /* this end, and the pending entry */
+	memset(seg_at(seg), 0, sizeof(struct gs_dseg));
+	dp.pend[dp.npend++] = (struct dpending){ .dst = *dk,
+						 .src = src,
+						 .seg = seg,
+						 .serial = ++dp.serial,
+						 .gs = s };
+	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&GS_DPOOL_OF(dp.base, dp.nsegs, dp.dring)->cpu_pend,
+			   1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&dp.lock);
+	s->dseg = seg;
+	s->dside = 0;
+	s->dhold = true;
+}
+
+bool br_direct_hold(struct br_sock *s, bool give_up)
+{
+	struct dpending *p;
+	bool held;
+
+	if (s->dseg < 0)
+		return false;
+	pthread_mutex_lock(&dp.lock);
+	p = pend_of(s->dseg);
+	held = p && p->gs == s;
+	if (held && give_up) {
+		/* No accept took it: no side saw it, and nothing moved. */
+		seg_put(s->dseg);
+		pend_remove((uint32_t)(p - dp.pend));
+		seg_put(s->dseg);
+		s->dseg = -1;
+		held = false;
+	}
+	pthread_mutex_unlock(&dp.lock);
+	return held;
+}
+
 void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 		       socklen_t dlen)
 {
@@ -1051,7 +1180,8 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 
 	s->dseg = -1;
 	if (dp.fd < 0 || !s->app->direct ||
-	    !__atomic_load_n(&dp.nls, __ATOMIC_RELAXED) ||
+	    (!__atomic_load_n(&dp.nls, __ATOMIC_RELAXED) &&
+	     !__atomic_load_n(&dp.ncls, __ATOMIC_RELAXED)) ||
 	    (dk.unx ? !unix_file(dst, dlen, &dev, &ino) :
 		      !key_of(dst, dlen, &dk)))
 		return;
@@ -1059,6 +1189,11 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 		local = key_local(&dk);
 	pthread_mutex_lock(&dp.lock);
 	l = dk.unx ? unix_listener_for(dev, ino) : listener_for(&dk, &local);
+	if (!l && !dk.unx && local) {
+		pthread_mutex_unlock(&dp.lock);
+		connect_cpu(s, dst, dlen, &dk);
+		return;
+	}
 	if (!l || !dp.nfree || l->s->app->uid != s->app->uid) {
 		pthread_mutex_unlock(&dp.lock);
 		return;
@@ -1123,7 +1258,8 @@ int br_direct_accepted(struct br_sock *ls, int fd)
 	for (uint32_t i = 0; i < dp.npend; i++) {
 		struct dpending *p = &dp.pend[i];
 
-		if ((p->ls == ls ||
+		if (!p->gs &&
+		    (p->ls == ls ||
 		     (!p->ls && l && l->reuse && covers(l, &p->dst, true))) &&
 		    p->src.port == k.port &&
 		    (p->src.any || !memcmp(p->src.a, k.a, 16))) {
@@ -1347,7 +1483,7 @@ static bool pend_stale(int seg)
 static void pend_sweep(const struct dkey *src)
 {
 	for (uint32_t i = 0; i < dp.npend; i++)
-		if (dp.pend[i].src.port == src->port &&
+		if (!dp.pend[i].gs && dp.pend[i].src.port == src->port &&
 		    !memcmp(dp.pend[i].src.a, src->a, 16)) {
 			pend_stale(dp.pend[i].seg);
 			break; /* a port is one socket's at a time */
@@ -1462,6 +1598,140 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	pthread_mutex_unlock(&dp.lock);
 	rep->seg = (uint32_t)seg;
 	rep->side = dp.cpu[seg].side;
+	dreply(rep, 0, "ok");
+	return;
+err_close:
+	close(pair_fd);
+}
+
+void br_direct_cpu_listen(const struct gs_ctl_dconnect *req, uid_t uid,
+			  struct gs_ctl_dreply *rep)
+{
+	struct dkey k;
+	uint32_t i;
+
+	memset(rep, 0, sizeof(*rep));
+	rep->magic = GS_CTL_DCONN_MAGIC;
+	if (dp.fd < 0 || !br.conf.direct_accept_ms) {
+		dreply(rep, -EOPNOTSUPP,
+		       dp.fd < 0 ? "the direct path is off (direct in gsock.conf)" :
+				   "gconnects do not wait for accepts (direct_accept_ms = 0)");
+		return;
+	}
+	if (uid != br.uid) {
+		dreply(rep, -EPERM, "the direct pool is gsockd's own user's");
+		return;
+	}
+	if (req->dst_len > sizeof(req->dst) ||
+	    !key_of((const struct sockaddr *)req->dst, req->dst_len, &k) ||
+	    !k.port || !req->ino) {
+		dreply(rep, -EINVAL, "malformed listener");
+		return;
+	}
+	pthread_mutex_lock(&dp.lock);
+	if (!dp.cls)
+		dp.cls = calloc(BR_CLS_MAX, sizeof(*dp.cls));
+	if (!dp.cls) {
+		pthread_mutex_unlock(&dp.lock);
+		dreply(rep, -ENOMEM, "out of memory");
+		return;
+	}
+	for (i = 0; i < dp.ncls && dp.cls[i].sino != req->ino; i++)
+		;
+	if (i == dp.ncls) { /* a new one: a free place, else the oldest's */
+		if (dp.ncls < BR_CLS_MAX) {
+			i = dp.ncls;
+			__atomic_store_n(&dp.ncls, dp.ncls + 1, __ATOMIC_RELAXED);
+		} else {
+			i = dp.cls_next;
+			dp.cls_next = (i + 1) % BR_CLS_MAX;
+		}
+	}
+	dp.cls[i] = (struct dcls){ .k = k,
+				   .v4_too = (req->flags & GS_DL_V4_TOO) != 0,
+				   .sino = req->ino,
+				   .uid = uid };
+	pthread_mutex_unlock(&dp.lock);
+	dreply(rep, 0, "ok");
+}
+
+void br_direct_cpu_accept(const struct gs_ctl_dconnect *req, int pair_fd,
+			  uid_t uid, struct gs_ctl_dreply *rep)
+{
+	struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLIN | EPOLLET };
+	struct dkey dk, src;
+	struct br_sock *gs;
+	struct br_msg *m;
+	uint32_t i;
+	int seg, owner;
+
+	memset(rep, 0, sizeof(*rep));
+	rep->magic = GS_CTL_DCONN_MAGIC;
+	if (dp.fd < 0) {
+		dreply(rep, -EOPNOTSUPP, "the direct path is off (direct in gsock.conf)");
+		goto err_close;
+	}
+	if (uid != br.uid) {
+		dreply(rep, -EPERM, "the direct pool is gsockd's own user's");
+		goto err_close;
+	}
+	if (req->dst_len > sizeof(req->dst) || req->src_len > sizeof(req->src) ||
+	    !key_of((const struct sockaddr *)req->dst, req->dst_len, &dk) ||
+	    !key_of((const struct sockaddr *)req->src, req->src_len, &src) ||
+	    !src.port || src.any) {
+		dreply(rep, -EINVAL, "malformed addresses");
+		goto err_close;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		dreply(rep, -ENOMEM, "out of memory");
+		goto err_close;
+	}
+	pthread_mutex_lock(&dp.lock);
+	for (i = 0; i < dp.npend; i++)
+		if (dp.pend[i].gs && dp.pend[i].src.port == src.port &&
+		    !memcmp(dp.pend[i].src.a, src.a, 16) &&
+		    dp.pend[i].dst.port == dk.port)
+			break;
+	if (i == dp.npend) {
+		pthread_mutex_unlock(&dp.lock);
+		free(m);
+		dreply(rep, -ENOENT, "no gconnect waits for this connection");
+		goto err_close;
+	}
+	seg = dp.pend[i].seg;
+	ev.data.ptr = &dp.cpu[seg].ev;
+	if (epoll_ctl(br.epfd, EPOLL_CTL_ADD, pair_fd, &ev) < 0) {
+		int e = errno;
+
+		pthread_mutex_unlock(&dp.lock);
+		free(m);
+		dreply(rep, -e, "epoll");
+		goto err_close;
+	}
+	dp.cpu[seg].side = 1; /* it accepted */
+	dp.cpu[seg].fd = pair_fd;
+	dp.cpu[seg].ended = false;
+	__atomic_store_n(&seg_at(seg)->cpu, GS_DC_SIDE(dp.cpu[seg].side),
+			 __ATOMIC_RELEASE);
+	/* The gconnect's worker completes it; the app lives while gs is held. */
+	gs = dp.pend[i].gs;
+	m->kind = BR_MSG_CLAIMED;
+	m->app = gs->app;
+	m->id = gs->id;
+	m->gen = __atomic_load_n(&gs->gen, __ATOMIC_RELAXED);
+	br_app_get(gs->app);
+	owner = __atomic_load_n(&gs->owner, __ATOMIC_ACQUIRE);
+	pend_remove(i); /* the entry's hold becomes the CPU end's */
+	pthread_mutex_unlock(&dp.lock);
+	if (owner >= 0) {
+		br_worker_post(&br.workers[owner], m);
+	} else {
+		br_app_put(m->app);
+		free(m);
+	}
+	rep->seg = (uint32_t)seg;
+	rep->side = 1;
 	dreply(rep, 0, "ok");
 	return;
 err_close:

@@ -169,6 +169,8 @@ static struct br_sock *sock_alloc(struct br_app *a, int fd, int domain)
 	s->wait_slot = -1;
 	s->dseg = -1;
 	s->dlisten = false;
+	s->dhold = false;
+	s->hold_until_ns = 0;
 	s->unix_path[0] = 0;
 	g = br_sock_arena(s);
 	/* The id is free, so the application has no business in g now. */
@@ -233,6 +235,22 @@ static void free_later(struct br_sock *s)
 #endif
 }
 
+/*
+ * s's connect no longer waits for a preloaded accept; give_up: its
+ * segment goes too, unless that accept took it already.
+ */
+static void unhold(struct br_sock *s, bool give_up)
+{
+	if (!s->dhold)
+		return;
+	if (give_up)
+		br_direct_hold(s, true);
+	if (s->hold_until_ns)
+		br_self()->nheld--;
+	s->dhold = false;
+	s->hold_until_ns = 0;
+}
+
 /* Release the real socket and the id. */
 static void sock_free(struct br_sock *s)
 {
@@ -244,6 +262,7 @@ static void sock_free(struct br_sock *s)
 	}
 	if (s->state == BS_CLOSING)
 		br_self()->nclosing--;
+	unhold(s, true);
 	if (s->wait_slot >= 0)
 		br_app_complete(a, s->wait_slot, -EBADF, NULL, 0);
 	for (uint32_t i = 0; s->state == BS_LISTEN && i < a->nslots; i++)
@@ -302,6 +321,8 @@ void br_sock_close_all(struct br_app *a)
 
 		if (s->state == BS_FREE)
 			continue;
+		if (s->dhold)
+			br_direct_hold(s, true);
 		acceptq_drop(s);
 		br_direct_unlisten(s);
 		br_direct_close(s);
@@ -615,12 +636,39 @@ void br_sock_io_done(struct br_sock *s, unsigned op, int res)
 	br_sock_pump(s);
 }
 
-/* Worker: give its closing sockets of a their chance (deadlines). */
+static void finish_connect(struct br_sock *s);
+
+/*
+ * Worker: give its closing sockets of a their chance (deadlines), and
+ * its connects held for a preloaded accept theirs.
+ */
 void br_sock_tick(struct br_app *a)
 {
-	for (uint32_t i = 0; i < a->nsocks && br_self()->nclosing; i++)
-		if (br_sock_mine(&a->sk[i]) && a->sk[i].state == BS_CLOSING)
-			br_sock_pump(&a->sk[i]);
+	struct br_worker *w = br_self();
+
+	for (uint32_t i = 0; i < a->nsocks && (w->nclosing || w->nheld); i++) {
+		struct br_sock *s = &a->sk[i];
+
+		if (!br_sock_mine(s))
+			continue;
+		if (s->state == BS_CLOSING)
+			br_sock_pump(s);
+		else if (s->state == BS_CONNECTING && s->hold_until_ns)
+			finish_connect(s);
+	}
+}
+
+/* Worker: a preloaded accept took held socket id's segment. */
+void br_sock_claimed(struct br_app *a, uint32_t id, uint32_t gen)
+{
+	struct br_sock *s = &a->sk[id];
+
+	if (br_app_dead(a) || __atomic_load_n(&s->gen, __ATOMIC_RELAXED) != gen ||
+	    !br_sock_mine(s))
+		return;
+	/* Not complete in the kernel yet: its epoll edge finishes it. */
+	if (s->state == BS_CONNECTING && s->hold_until_ns)
+		finish_connect(s);
 }
 
 /* The owner takes s into its epoll set and moves what is waiting. */
@@ -790,13 +838,37 @@ static void finish_connect(struct br_sock *s)
 		err = errno;
 	if (err == EINPROGRESS || err == EALREADY)
 		return;
-	s->wait_slot = -1;
 	if (err) {
+		bool held = s->dhold;
+
+		s->wait_slot = -1;
 		s->state = BS_OPEN;
+		unhold(s, true);
+		/* a segment a preloaded accept took: its side 1 sees the end */
+		if (held)
+			br_direct_close(s);
 		br_direct_abandon(s);
 		br_app_complete(s->app, slot, -err, NULL, 0);
 		return;
 	}
+	/*
+	 * Connected, to a preloaded program's listener: held until its
+	 * accept takes the segment, or direct_accept_ms (then the bridge
+	 * carries it, no byte having moved either way).
+	 */
+	if (s->dhold) {
+		uint64_t now = br_now_ns();
+
+		if (!s->hold_until_ns) {
+			s->hold_until_ns =
+				now + (uint64_t)br.conf.direct_accept_ms * 1000000u;
+			br_self()->nheld++;
+		}
+		if (br_direct_hold(s, now >= s->hold_until_ns))
+			return;
+		unhold(s, false);
+	}
+	s->wait_slot = -1;
 	sock_connected(s);
 	br_direct_publish(s);
 	br_app_complete(s->app, slot, 0, NULL, 0);
@@ -1020,7 +1092,9 @@ static int64_t cmd_connect(struct br_sock *s, uint32_t slot,
 	if (r)
 		return r;
 	br_direct_connect(s, (const void *)c->addr, c->addrlen);
-	if (connect(s->fd, (const void *)c->addr, c->addrlen) == 0) {
+	r = connect(s->fd, (const void *)c->addr, c->addrlen);
+	/* Held for a preloaded accept: its epoll edge comes all the same. */
+	if (r == 0 && !s->dhold) {
 		sock_connected(s);
 		br_direct_connected(s);
 		br_direct_publish(s);
@@ -1029,8 +1103,9 @@ static int64_t cmd_connect(struct br_sock *s, uint32_t slot,
 			br_sock_pump(s); /* no epoll edge will come */
 		return 0;
 	}
-	if (errno != EINPROGRESS) {
+	if (r < 0 && errno != EINPROGRESS) {
 		r = -errno;
+		s->dhold = false;
 		br_direct_abandon(s);
 		return r;
 	}

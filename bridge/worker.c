@@ -229,6 +229,9 @@ static int drain_inbox(struct br_worker *w)
 			if (!br_app_dead(a))
 				br_sock_command(a, m->slot, &m->req);
 			break;
+		case BR_MSG_CLAIMED:
+			br_sock_claimed(a, m->id, m->gen);
+			break;
 		case BR_MSG_STAT:
 			for (uint32_t i = 0; i < w->napps; i++)
 				if (!br_app_dead(w->apps[i]))
@@ -259,7 +262,7 @@ static int poll_apps(struct br_worker *w)
 			continue;
 		}
 		work |= br_app_poll(w, a) > 0;
-		if (w->nclosing)
+		if (w->nclosing || w->nheld)
 			br_sock_tick(a);
 	}
 	return work;
@@ -425,7 +428,9 @@ static void *worker_main(void *p)
 			   w->now_ns < w->spin_until;
 		int awake = work || spin;
 		/* Closing sockets have deadlines: look at them now and then. */
-		int64_t timeout = awake ? 0 : w->nclosing ? tick_ns : -1;
+		int64_t timeout = awake			     ? 0 :
+				  w->nclosing || w->nheld ? tick_ns :
+							    -1;
 
 		if (!awake) {
 			/* The watch looks at our queues from now on. */

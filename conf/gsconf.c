@@ -45,6 +45,7 @@ static const struct {
 	{ "max_sockets", 1, 1 << 20 },	 { "max_slots", 1, 1 << 20 },
 	{ "direct_conns", 1, 65536 },
 	{ "direct_ring_size", 4096, 64 << 20 },
+	{ "direct_accept_ms", 0, 60000 },
 };
 
 static int validate_int(cfg_t *cfg, cfg_opt_t *opt)
@@ -195,6 +196,7 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_STR("direct_device", "auto", CFGF_NONE),
 		CFG_INT("direct_conns", 256, CFGF_NONE),
 		CFG_INT("direct_ring_size", 262144, CFGF_NONE),
+		CFG_INT("direct_accept_ms", 200, CFGF_NONE),
 		CFG_STR("preload_library", LIBDIR "/libgsock-preload.so",
 			CFGF_NONE),
 		CFG_SEC("preload", preload_opts, CFGF_NONE),

@@ -368,10 +368,14 @@ struct gs_dctr {
  *                       so a preload that was told no GPU application
  *                       listens at an address asks again only once it
  *                       moves
+ *   cpu_pend    bridge  gconnects held for a preloaded program's accept
+ *                       (gsock_ctl.h): while not 0, the preload asks
+ *                       after the connections it accepts from this host
  */
 struct gs_dpool {
 	uint32_t listen_gen;
-	uint8_t pad[GS_DSEG_HDR - 4];
+	uint32_t cpu_pend;
+	uint8_t pad[GS_DSEG_HDR - 8];
 };
 
 /* The pool's bytes, and where its shared page lies. */

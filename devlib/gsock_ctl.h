@@ -46,6 +46,18 @@
  * caller with (gsock_arena.h, gs_dseg). -ENOENT means no such listener:
  * the connection takes the kernel.
  *
+ * The other way round, a GPU application's gconnect to a preloaded
+ * program's listener: the preload names each listener it listens on
+ * (GS_CTL_DLISTEN_MAGIC, no descriptor; the answer's status says whether
+ * gsockd took it). A gconnect that reaches only such listeners (the
+ * kernel's own list says so) takes a segment, side 0, and is held after
+ * its connect(2) completes; the pool's page counts such connections
+ * (cpu_pend), and while it is not 0 the preload asks after each
+ * connection from this host that it accepts (GS_CTL_DACCEPT_MAGIC, with
+ * a socketpair end). Status 0 gives it side 1 of the segment, and the
+ * gconnect returns direct; one not claimed within direct_accept_ms
+ * returns on the bridge.
+ *
  * A live view (gsock-stat) asks on a connection of its own, and has no
  * arena: after the welcome it sends a gs_ctl_hello with magic
  * GS_CTL_STATS_MAGIC, version GS_STATS_VERSION, arena_size 0 and no
@@ -67,7 +79,7 @@
 
 #define GS_CTL_MAGIC 0x6c746367u /* "gctl" */
 #define GS_CTL_WELCOME_MAGIC 0x6c657767u /* "gwel" */
-#define GS_CTL_VERSION 8
+#define GS_CTL_VERSION 9
 
 struct gs_ctl_welcome {
 	uint32_t magic; /* GS_CTL_WELCOME_MAGIC */
@@ -116,19 +128,38 @@ struct gs_ctl_reply {
 
 #define GS_CTL_DCONN_MAGIC 0x6e6f6364u /* "dcon" */
 
+#define GS_CTL_DLISTEN_MAGIC 0x73696c64u /* "dlis" */
+#define GS_CTL_DACCEPT_MAGIC 0x63636164u /* "dacc" */
+
+/* GS_CTL_DLISTEN_MAGIC's flags */
+#define GS_DL_REUSEPORT 1u /* the listener shares its port (SO_REUSEPORT) */
+#define GS_DL_V4_TOO 2u /* an IPv6 wildcard that takes IPv4 too */
+
+/*
+ * A preload's request, by magic:
+ *   GS_CTL_DCONN_MAGIC    connect(2) from src to dst is about to go out
+ *                         (a socketpair end comes with it);
+ *   GS_CTL_DLISTEN_MAGIC  the listener at dst (inode ino, flags) is a
+ *                         preloaded program's (no descriptor);
+ *   GS_CTL_DACCEPT_MAGIC  a listener of it accepted a connection from
+ *                         src to dst (a socketpair end comes with it).
+ */
 struct gs_ctl_dconnect {
-	uint32_t magic; /* GS_CTL_DCONN_MAGIC */
+	uint32_t magic; /* one of the three above */
 	uint32_t version; /* GS_CTL_VERSION */
 	uint32_t dst_len, src_len; /* bytes of dst and src */
 	uint8_t dst[28]; /* the address connected to: sockaddr_in or _in6 */
 	uint8_t src[28]; /* the connecting socket's bound address */
+	uint64_t ino; /* GS_CTL_DLISTEN_MAGIC: the listening socket's inode */
+	uint32_t flags; /* GS_CTL_DLISTEN_MAGIC: GS_DL_* */
+	uint32_t pad;
 };
 
 struct gs_ctl_dreply {
 	uint32_t magic; /* GS_CTL_DCONN_MAGIC */
 	int32_t status; /* 0: direct, else negative errno */
 	uint32_t seg; /* status 0: the segment */
-	uint32_t side; /* status 0: the caller's side (0) */
+	uint32_t side; /* status 0: the caller's side (0 connected, 1 accepted) */
 	char msg[112]; /* why, as a sentence, when status != 0 */
 };
 

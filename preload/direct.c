@@ -1614,21 +1614,14 @@ static int readable_within(int fd, int ms)
 }
 
 /*
- * Ask gsockd for a segment for a connection from src to dst; pair is
- * the socketpair end gsockd keeps. Returns the segment, or -1 (why in
- * the debug log).
+ * A control connection to gsockd, welcomed, whose pool is mapped: its
+ * descriptor, or -1 (why in the log). fd names the caller's socket there.
  */
-static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
-	       const struct sockaddr_storage *src, socklen_t slen, int pair)
+static int ctl_open(int fd)
 {
 	const char *path = pl_route_control();
 	struct sockaddr_un un = { .sun_family = AF_UNIX };
 	struct gs_ctl_welcome w;
-	struct gs_ctl_dconnect req = { .magic = GS_CTL_DCONN_MAGIC,
-				       .version = GS_CTL_VERSION,
-				       .dst_len = dlen,
-				       .src_len = slen };
-	struct gs_ctl_dreply rep;
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 }, why[256];
 	struct iovec iov = { &w, sizeof(w) };
 	struct msghdr msg = { .msg_iov = &iov,
@@ -1636,12 +1629,10 @@ static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 			      .msg_control = cbuf,
 			      .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *cm;
-	int ctl, memfd = -1, seg = -1;
-	uint32_t gen;
+	int ctl, memfd = -1;
 	ssize_t n;
 
-	if (strlen(path) >= sizeof(un.sun_path) || dlen > sizeof(req.dst) ||
-	    slen > sizeof(req.src))
+	if (strlen(path) >= sizeof(un.sun_path))
 		return -1;
 	strcpy(un.sun_path, path);
 	ctl = pl_real.socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -1650,17 +1641,17 @@ static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 	if (pl_real.connect(ctl, (struct sockaddr *)&un, sizeof(un)) < 0) {
 		pl_log(PL_LOG_DEBUG, "fd %d: no gsockd at %s (%s): the kernel's path",
 		       fd, path, strerror(errno));
-		goto out;
+		goto err;
 	}
 	if (!gs_ctl_peer_ok(ctl, path, why, sizeof(why))) {
 		pl_log(PL_LOG_WARN, "fd %d: not asking for the direct path: %s",
 		       fd, why);
-		goto out;
+		goto err;
 	}
 	if (!readable_within(ctl, 1000)) {
 		pl_log(PL_LOG_WARN, "fd %d: gsockd at %s did not welcome the direct request within 1 s: the kernel's path",
 		       fd, path);
-		goto out;
+		goto err;
 	}
 	n = pl_real.recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	for (cm = CMSG_FIRSTHDR(&msg); n > 0 && cm; cm = CMSG_NXTHDR(&msg, cm))
@@ -1671,37 +1662,81 @@ static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 		pl_log(PL_LOG_DEBUG, "fd %d: gsockd at %s offers no direct pool (version %u, %s)",
 		       fd, path, n == (ssize_t)sizeof(w) ? w.version : 0,
 		       memfd < 0 ? "no pool" : "pool");
-		goto out;
+		goto err;
 	}
 	if (map_pool(memfd, &w) < 0) {
 		pl_log(PL_LOG_WARN, "fd %d: cannot map gsockd's direct pool (%llu bytes): %s",
 		       fd, (unsigned long long)w.pool_size, strerror(errno));
-		goto out;
+		goto err;
 	}
+	pl_real.close(memfd);
+	return ctl;
+err:
+	if (memfd >= 0)
+		pl_real.close(memfd);
+	pl_real.close(ctl);
+	return -1;
+}
+
+/*
+ * Send req on ctl (with the socketpair end pair, unless -1) and read
+ * gsockd's answer into rep: 0, or -1 (why in the log).
+ */
+static int ctl_ask(int fd, int ctl, const struct gs_ctl_dconnect *req,
+		   int pair, struct gs_ctl_dreply *rep)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { (void *)req, sizeof(*req) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	if (pair >= 0) {
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pair, sizeof(int));
+	}
+	if (pl_real.sendmsg(ctl, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof(*req) ||
+	    !readable_within(ctl, 2000) ||
+	    pl_real.recv(ctl, rep, sizeof(*rep), 0) != (ssize_t)sizeof(*rep) ||
+	    rep->magic != GS_CTL_DCONN_MAGIC) {
+		pl_log(PL_LOG_WARN, "fd %d: gsockd at %s did not answer the direct request",
+		       fd, pl_route_control());
+		return -1;
+	}
+	rep->msg[sizeof(rep->msg) - 1] = 0;
+	return 0;
+}
+
+/*
+ * Ask gsockd for a segment for a connection from src to dst; pair is
+ * the socketpair end gsockd keeps. Returns the segment, or -1 (why in
+ * the debug log).
+ */
+static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
+	       const struct sockaddr_storage *src, socklen_t slen, int pair)
+{
+	struct gs_ctl_dconnect req = { .magic = GS_CTL_DCONN_MAGIC,
+				       .version = GS_CTL_VERSION,
+				       .dst_len = dlen,
+				       .src_len = slen };
+	struct gs_ctl_dreply rep;
+	int ctl, seg = -1;
+	uint32_t gen;
+
+	if (dlen > sizeof(req.dst) || slen > sizeof(req.src) ||
+	    (ctl = ctl_open(fd)) < 0)
+		return -1;
 	pthread_mutex_lock(&list_lock);
 	gen = listen_gen(); /* before gsockd looks */
 	pthread_mutex_unlock(&list_lock);
 	memcpy(req.dst, dst, dlen);
 	memcpy(req.src, src, slen);
-	iov = (struct iovec){ &req, sizeof(req) };
-	msg = (struct msghdr){ .msg_iov = &iov,
-			       .msg_iovlen = 1,
-			       .msg_control = cbuf,
-			       .msg_controllen = sizeof(cbuf) };
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &pair, sizeof(int));
-	if (pl_real.sendmsg(ctl, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof(req) ||
-	    !readable_within(ctl, 2000) ||
-	    pl_real.recv(ctl, &rep, sizeof(rep), 0) != (ssize_t)sizeof(rep) ||
-	    rep.magic != GS_CTL_DCONN_MAGIC) {
-		pl_log(PL_LOG_WARN, "fd %d: gsockd at %s did not answer the direct request",
-		       fd, path);
+	if (ctl_ask(fd, ctl, &req, pair, &rep) < 0)
 		goto out;
-	}
-	rep.msg[sizeof(rep.msg) - 1] = 0;
 	if (rep.status || rep.side != 0 || rep.seg >= pool.dsegs) {
 		pl_log(PL_LOG_DEBUG, "fd %d: no direct path: %s", fd, rep.msg);
 		if (rep.status == -ENOENT)
@@ -1710,8 +1745,6 @@ static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 	}
 	seg = (int)rep.seg;
 out:
-	if (memfd >= 0)
-		pl_real.close(memfd);
 	pl_real.close(ctl);
 	return seg;
 }
@@ -1745,56 +1778,17 @@ static int hide(int fd)
 	return h < 0 ? fd : h;
 }
 
-int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
-		      socklen_t len)
+/*
+ * fd's connection takes segment seg, c->side its side: the socketpair
+ * sp's first end takes fd's number (its flags), the kernel connection
+ * and sp[1] are hidden, and s carries c. 0, or -1 with errno (c freed,
+ * sp closed; gsockd lets the segment go).
+ */
+static int attach(int fd, struct pl_sock *s, struct pl_dconn *c, int seg,
+		  int sp[2])
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	struct sockaddr_storage src;
-	socklen_t slen = sizeof(src);
-	struct pl_dconn *c;
-	int sp[2], seg, r, e, fl, fdfl, tcp, sndbuf = SPILL_SNDBUF;
+	int fl, fdfl, tcp, e, sndbuf = SPILL_SNDBUF;
 
-	if ((sa->sa_family == AF_INET && len < sizeof(struct sockaddr_in)) ||
-	    (sa->sa_family == AF_INET6 && len < sizeof(struct sockaddr_in6)) ||
-	    s->in_epoll)
-		return PL_DIRECT_NO;
-	pthread_once(&once, setup_once);
-	if (!addr_local(sa) || !pl_route_direct(fd, sa) || nope_known(sa, len))
-		return PL_DIRECT_NO;
-	/* A socket the application bound: its choice of port stands. */
-	if (pl_real.getsockname(fd, (struct sockaddr *)&src, &slen) < 0 ||
-	    (src.ss_family == AF_INET ?
-		     ((struct sockaddr_in *)&src)->sin_port :
-		     ((struct sockaddr_in6 *)&src)->sin6_port))
-		return PL_DIRECT_NO;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
-		return PL_DIRECT_NO;
-	if (bind_source(fd, sa, len, &src, &slen) < 0 ||
-	    (seg = ask(fd, sa, len, &src, slen, sp[1])) < 0) {
-		pl_real.close(sp[0]);
-		pl_real.close(sp[1]);
-		return PL_DIRECT_NO;
-	}
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		/* gsockd holds the segment for a connection we cannot carry */
-		pl_real.close(sp[0]);
-		pl_real.close(sp[1]);
-		errno = ENOMEM;
-		return -1;
-	}
-	c->side = 0; /* ask() took side 0, the connecting end's */
-	c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-	/* From here the connection is the direct path's, whatever connect says. */
-	r = pl_real.connect(fd, sa, len);
-	e = errno;
-	if (r < 0 && e != EINPROGRESS && e != EINTR) {
-		pl_real.close(sp[0]); /* gsockd lets the segment go */
-		pl_real.close(sp[1]);
-		free(c);
-		errno = e;
-		return -1;
-	}
 	pthread_once(&calls_once, calls_init);
 	c->d = (struct gs_dseg *)(pool.base +
 				  (uint64_t)seg * GS_DSEG_STRIDE(pool.dring));
@@ -1844,9 +1838,178 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 	__atomic_add_fetch(&nconns, 1, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&publishing, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&list_lock);
-	pl_log(PL_LOG_INFO, "fd %d: direct path, segment %d", fd, seg);
+	pl_log(PL_LOG_INFO, "fd %d: direct path, segment %d (%s end)", fd, seg,
+	       c->side ? "accepted" : "connecting");
+	return 0;
+}
+
+int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
+		      socklen_t len)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct sockaddr_storage src;
+	socklen_t slen = sizeof(src);
+	struct pl_dconn *c;
+	int sp[2], seg, r, e;
+
+	if ((sa->sa_family == AF_INET && len < sizeof(struct sockaddr_in)) ||
+	    (sa->sa_family == AF_INET6 && len < sizeof(struct sockaddr_in6)) ||
+	    s->in_epoll)
+		return PL_DIRECT_NO;
+	pthread_once(&once, setup_once);
+	if (!addr_local(sa) || !pl_route_direct(fd, sa) || nope_known(sa, len))
+		return PL_DIRECT_NO;
+	/* A socket the application bound: its choice of port stands. */
+	if (pl_real.getsockname(fd, (struct sockaddr *)&src, &slen) < 0 ||
+	    (src.ss_family == AF_INET ?
+		     ((struct sockaddr_in *)&src)->sin_port :
+		     ((struct sockaddr_in6 *)&src)->sin6_port))
+		return PL_DIRECT_NO;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return PL_DIRECT_NO;
+	if (bind_source(fd, sa, len, &src, &slen) < 0 ||
+	    (seg = ask(fd, sa, len, &src, slen, sp[1])) < 0) {
+		pl_real.close(sp[0]);
+		pl_real.close(sp[1]);
+		return PL_DIRECT_NO;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		/* gsockd holds the segment for a connection we cannot carry */
+		pl_real.close(sp[0]);
+		pl_real.close(sp[1]);
+		errno = ENOMEM;
+		return -1;
+	}
+	c->side = 0; /* ask() took side 0, the connecting end's */
+	c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+	/* From here the connection is the direct path's, whatever connect says. */
+	r = pl_real.connect(fd, sa, len);
+	e = errno;
+	if (r < 0 && e != EINPROGRESS && e != EINTR) {
+		pl_real.close(sp[0]); /* gsockd lets the segment go */
+		pl_real.close(sp[1]);
+		free(c);
+		errno = e;
+		return -1;
+	}
+	if (attach(fd, s, c, seg, sp) < 0)
+		return -1;
 	errno = e;
 	return r;
+}
+
+/*
+ * The other way round: a GPU application's gconnect to a listener of
+ * ours. gsockd holds such a gconnect only where every listener the
+ * kernel has on the port was named to it (pl_direct_listen), and while
+ * it holds any, the pool's page says so (cpu_pend): then each
+ * connection a listener of ours accepts from this host is asked after.
+ */
+void pl_direct_listen(int fd)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct gs_ctl_dconnect req = { .magic = GS_CTL_DLISTEN_MAGIC,
+				       .version = GS_CTL_VERSION };
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss), ol = sizeof(int);
+	struct gs_ctl_dreply rep;
+	struct stat st;
+	int reuse = 0, v6only = 1, ctl;
+
+	if (pl_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+	    len > sizeof(req.dst) || fstat(fd, &st) < 0)
+		return;
+	pthread_once(&once, setup_once);
+	if (!pl_route_direct(fd, (struct sockaddr *)&ss))
+		return;
+	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &ol) == 0 &&
+	    reuse)
+		req.flags |= GS_DL_REUSEPORT;
+	ol = sizeof(int);
+	if (ss.ss_family == AF_INET6 &&
+	    (pl_real.getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) <
+		     0 ||
+	     !v6only) &&
+	    IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr))
+		req.flags |= GS_DL_V4_TOO;
+	req.dst_len = len;
+	memcpy(req.dst, &ss, len);
+	req.ino = st.st_ino;
+	ctl = ctl_open(fd);
+	if (ctl < 0)
+		return;
+	if (ctl_ask(fd, ctl, &req, -1, &rep) == 0)
+		pl_log(rep.status ? PL_LOG_DEBUG : PL_LOG_INFO,
+		       "fd %d: listener named to gsockd for GPU clients' direct path: %s",
+		       fd, rep.status ? rep.msg : "ok");
+	pl_real.close(ctl);
+}
+
+int pl_direct_accepted(int fd, struct pl_sock **sp_out)
+{
+	struct gs_ctl_dconnect req = { .magic = GS_CTL_DACCEPT_MAGIC,
+				       .version = GS_CTL_VERSION };
+	struct sockaddr_storage dst, src;
+	socklen_t dlen = sizeof(dst), slen = sizeof(src);
+	struct gs_ctl_dreply rep;
+	struct pl_dconn *c;
+	struct pl_sock *s;
+	int sp[2], ctl, pend, r;
+
+	pthread_mutex_lock(&list_lock);
+	pend = pool.base ? (int)__atomic_load_n(
+				   &GS_DPOOL_OF(pool.base, pool.dsegs, pool.dring)
+					    ->cpu_pend,
+				   __ATOMIC_ACQUIRE) :
+			   0;
+	pthread_mutex_unlock(&list_lock);
+	if (!pend || pl_real.getsockname(fd, (struct sockaddr *)&dst, &dlen) < 0 ||
+	    pl_real.getpeername(fd, (struct sockaddr *)&src, &slen) < 0 ||
+	    (src.ss_family != AF_INET && src.ss_family != AF_INET6) ||
+	    dlen > sizeof(req.dst) || slen > sizeof(req.src) ||
+	    !addr_local((struct sockaddr *)&src))
+		return 0;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return 0;
+	req.dst_len = dlen;
+	req.src_len = slen;
+	memcpy(req.dst, &dst, dlen);
+	memcpy(req.src, &src, slen);
+	ctl = ctl_open(fd);
+	r = ctl < 0 ? -1 : ctl_ask(fd, ctl, &req, sp[1], &rep);
+	if (ctl >= 0)
+		pl_real.close(ctl);
+	if (r == 0 && !rep.status && (rep.side != 1 || rep.seg >= pool.dsegs))
+		pl_log(PL_LOG_WARN, "fd %d: gsockd's answer to an accept is malformed (segment %u, side %u)",
+		       fd, rep.seg, rep.side);
+	else if (r == 0 && rep.status)
+		pl_log(PL_LOG_DEBUG, "fd %d: accepted on the kernel's path: %s",
+		       fd, rep.msg);
+	if (r < 0 || rep.status || rep.side != 1 || rep.seg >= pool.dsegs) {
+		pl_real.close(sp[0]);
+		pl_real.close(sp[1]);
+		return 0;
+	}
+	/* From here the connection is the direct path's: gsockd gave it us. */
+	c = calloc(1, sizeof(*c));
+	s = c ? pl_sock_new(src.ss_family) : NULL;
+	if (!s) {
+		free(c);
+		pl_real.close(sp[0]);
+		pl_real.close(sp[1]); /* gsockd lets the segment go */
+		errno = ENOMEM;
+		return -1;
+	}
+	c->side = 1; /* the accepting end's */
+	c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+	if (attach(fd, s, c, (int)rep.seg, sp) < 0) {
+		pl_sock_put(s);
+		return -1;
+	}
+	*sp_out = s;
+	return 1;
 }
 
 void pl_direct_release(struct pl_sock *s)

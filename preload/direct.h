@@ -39,6 +39,20 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 /* The calls of a direct descriptor (the application's fd, pl_cur_sock). */
 extern struct pl_real pl_direct_calls;
 
+/*
+ * listen(2) on fd succeeded: name the listener to gsockd, so that a GPU
+ * application's gconnect to it may take the direct path.
+ */
+void pl_direct_listen(int fd);
+/*
+ * fd was accepted: if a GPU application's gconnect waits for it (gsockd
+ * says so), fd becomes a direct connection's descriptor, carried by a
+ * new entry (*s, one reference, for the caller to put in the table):
+ * 1. 0: fd is untouched; -1 with errno: fd is unusable (the peer sees a
+ * reset), the caller closes it.
+ */
+int pl_direct_accepted(int fd, struct pl_sock **s);
+
 /* s's last reference is gone: close the hidden descriptors. */
 void pl_direct_release(struct pl_sock *s);
 /* A's O_NONBLOCK was set (on) or cleared through fcntl in this process. */

@@ -991,6 +991,9 @@ int listen(int fd, int backlog)
 		decide(fd, s, GS_ROLE_SERVER, (struct sockaddr *)&ss);
 	/* The kernel always listens: plain TCP clients reach every server. */
 	r = pl_real.listen(fd, backlog);
+	/* GPU applications' gconnects to it may take the direct path. */
+	if (r == 0 && !pl_busy && (!s || s->route == GS_ROUTE_OS))
+		pl_direct_listen(fd);
 #ifdef HAVE_RDMACM
 	/* Fork-safe mode: the kernel alone accepts; connections move later. */
 	if (r == 0 && s && s->route == GS_ROUTE_RSOCKET && s->rs < 0 &&
@@ -1009,7 +1012,9 @@ int listen(int fd, int backlog)
 /*
  * A connection accepted on the kernel is a plain descriptor, unless its
  * listener is in fork-safe mode: then it is offered the move to rsocket
- * now, and moves at its first data call (rs_fork.c).
+ * now, and moves at its first data call (rs_fork.c); or a GPU
+ * application's gconnect on this host waits for it: then it takes the
+ * direct path (direct.c).
  */
 static int accepted(int fd, const struct pl_sock *ls)
 {
@@ -1022,8 +1027,26 @@ static int accepted(int fd, const struct pl_sock *ls)
 	offered = ls && ls->fork == PL_FORK_LISTENER && pl_rs_fork_offer(fd) == 0;
 #endif
 	if (!offered) {
+		int d, e;
+
 		pl_fd_clear(fd);
 		pl_direct_fds_gone(fd, fd);
+		/* A GPU application's gconnect that waits for this accept. */
+		d = pl_direct_accepted(fd, &s);
+		if (d > 0 && pl_fd_set(fd, s) < 0) {
+			pl_direct_release(s);
+			pl_sock_put(s);
+			errno = ENOMEM;
+			d = -1;
+		}
+		if (d > 0)
+			pl_sock_put(s);
+		if (d < 0) {
+			e = errno;
+			pl_real.close(fd);
+			errno = e;
+			return -1;
+		}
 		return fd;
 	}
 	s = pl_sock_new(ls->domain);

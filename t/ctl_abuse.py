@@ -23,6 +23,12 @@
                          then "greeted" for each connection and "arena" for
                          each arena handed over, and "handed N arenas" when
                          SECONDS end
+  dreq PATH KIND DST SRC INO
+                         a preload's direct request (KIND: connect, listen
+                         or accept; DST and SRC host:port, or "bad" for an
+                         address of no family; INO the listener's inode),
+                         with a socketpair end unless KIND is listen:
+                         "status STATUS MESSAGE"
 """
 import os
 import select
@@ -185,6 +191,36 @@ def squat(path, uid, secs, how):
     print("handed %d arenas" % arenas, flush=True)
 
 
+DREQ_MAGIC = {"connect": 0x6E6F6364, "listen": 0x73696C64, "accept": 0x63636164}
+
+
+def sockaddr(text):
+    """A sockaddr_in's 16 bytes for host:port; "bad": no family at all."""
+    if text == "bad":
+        return bytes(16)
+    host, _, port = text.rpartition(":")
+    return struct.pack("<H", socket.AF_INET) + struct.pack(">H", int(port)) + \
+        socket.inet_aton(host) + bytes(8)
+
+
+def dreq(path, kind, dst, src, ino):
+    s = connect(path)
+    s.recvmsg(64, socket.CMSG_SPACE(4))  # the welcome and the pool
+    d, c = sockaddr(dst), sockaddr(src)
+    req = struct.pack("<IIII28s28sQII", DREQ_MAGIC[kind], CTL_VERSION,
+                      len(d), len(c), d, c, int(ino), 0, 0)
+    pair = None
+    if kind == "listen":
+        s.sendmsg([req])
+    else:
+        pair = socket.socketpair()
+        s.sendmsg([req], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                           struct.pack("i", pair[1].fileno()))])
+    rep = s.recv(256)
+    status = struct.unpack_from("<i", rep, 4)[0]
+    print("status %d %s" % (status, rep[16:].split(b"\0")[0].decode()), flush=True)
+
+
 def main(argv):
     what, path = argv[1], argv[2]
     if what == "idle":
@@ -199,6 +235,8 @@ def main(argv):
         crowd(int(path), int(argv[3]))
     elif what == "big":
         register(path, int(argv[3]), int(argv[4]))
+    elif what == "dreq":
+        dreq(path, argv[3], argv[4], argv[5], argv[6])
     elif what == "squat":
         squat(path, int(argv[3]), float(argv[4]), argv[5] if len(argv) > 5 else "greet")
     else:

@@ -11,15 +11,21 @@
                          "accepted" for each connection
   reuseport-echo-server ADDR
                          the same, its port shared (SO_REUSEPORT)
+  late-echo-server ADDR SECONDS
+                         the same, its first accept SECONDS after listening
+  epoll-echo-server ADDR the same in one thread: non-blocking sockets in an
+                         epoll set (selectors), accept4 included
   fin-server DATA        accept one connection, send DATA, close (FIN)
   rst-server DATA        accept one connection, send DATA, reset (RST)
   silent-server          accept and hold connections without sending
 """
 import os
 import random
+import selectors
 import socket
 import sys
 import threading
+import time
 
 
 def connect(port):
@@ -109,8 +115,9 @@ def listen(addr, reuseport=False):
     return s
 
 
-def echo_server(addr, reuseport=False):
+def echo_server(addr, reuseport=False, late=0.0):
     ls = listen(addr, reuseport)
+    time.sleep(late)
 
     def serve(c):
         with c:
@@ -123,6 +130,44 @@ def echo_server(addr, reuseport=False):
         c, _ = ls.accept()
         print("accepted", flush=True)
         threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+def epoll_echo_server(addr):
+    ls = listen(addr)
+    ls.setblocking(False)
+    sel = selectors.EpollSelector()
+    sel.register(ls, selectors.EVENT_READ)
+    out = {}
+    while True:
+        for key, _ in sel.select():
+            s = key.fileobj
+            if s is ls:
+                try:
+                    c, _ = ls.accept()
+                except BlockingIOError:
+                    continue
+                c.setblocking(False)
+                out[c] = b""
+                sel.register(c, selectors.EVENT_READ)
+                print("accepted", flush=True)
+                continue
+            try:
+                data = s.recv(1 << 16)
+            except BlockingIOError:
+                data = None
+            if data == b"":
+                sel.unregister(s)
+                del out[s]
+                s.close()
+                continue
+            out[s] += data or b""
+            try:
+                n = s.send(out[s])
+            except BlockingIOError:
+                n = 0
+            out[s] = out[s][n:]
+            sel.modify(s, selectors.EVENT_READ |
+                       (selectors.EVENT_WRITE if out[s] else 0))
 
 
 def fin_server(data, reset=False):
@@ -155,6 +200,10 @@ def main(argv):
         return echo_server(argv[2])
     if mode == "reuseport-echo-server":
         return echo_server(argv[2], reuseport=True)
+    if mode == "late-echo-server":
+        return echo_server(argv[2], late=float(argv[3]))
+    if mode == "epoll-echo-server":
+        return epoll_echo_server(argv[2])
     if mode == "fin-server":
         return fin_server(argv[2])
     if mode == "rst-server":
