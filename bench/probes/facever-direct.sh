@@ -18,7 +18,10 @@
 # counters (gsock-stat), its busiest threads' cores and the preloaded
 # clients' own account (GSOCK_LOG=debug) under each row, and gsockd's
 # workers' account at the end; CONF, lines added to gsockd's gsock.conf;
-# GSOCKD, another gsockd binary; PRE, another preload.
+# GSOCKD, another gsockd binary; PRE, another preload. MCPRE=1 runs
+# memcached under the preload (started after gsockd), so that the Gs'
+# pipes to it take the direct path (a gconnect to a preloaded listener);
+# its direct accepts are counted at the end.
 set -u
 tmp=$(mktemp -d); export GSOCK_CONTROL=$tmp/g.sock
 printf 'direct_conns = 1024\n%s\n' "${CONF:-}" > $tmp/c.conf
@@ -32,10 +35,11 @@ ticks() { awk '{ print $14 + $15 }' /proc/$1/stat 2>/dev/null || echo 0; }
 # gsockd's threads: "ticks tid/name", one a line
 thr() { for t in /proc/$G/task/*; do echo "$(awk '{ print $14 + $15 }' $t/stat) ${t##*/}/$(cat $t/comm)"; done 2>/dev/null; }
 mp=$(port)
-$M memcached -u "$(id -un)" -l 127.0.0.1 -p $mp -t ${MT:-4} -c 8192 >/dev/null 2>&1 & MC=$!
-sleep 0.5; $FV/facever-enrol -M 127.0.0.1:$mp -p 200 >/dev/null
 $S ${GSOCKD:-bridge/gsockd} --conf $tmp/c.conf --workers ${W:-12} 2>$tmp/gsockd.log & G=$!
 for i in $(seq 100); do [ -S $GSOCK_CONTROL ] && break; sleep 0.05; done
+mpre=""; [ -n "${MCPRE:-}" ] && mpre="env LD_PRELOAD=$PRE GSOCK_LOG=info"
+$M $mpre memcached -u "$(id -un)" -l 127.0.0.1 -p $mp -t ${MT:-4} -c 8192 >/dev/null 2>$tmp/mc.err & MC=$!
+sleep 0.5; $FV/facever-enrol -M 127.0.0.1:$mp -p 200 >/dev/null
 echo "| round | path | GPUs | conns | offered/s | requests/s | p50 / p99 us | failed | direct conns | client cores | gsockd cores | memcached cores | G host cores |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for r in $(seq ${ROUNDS:-2}); do
@@ -86,6 +90,7 @@ PY
     done
   done
 done
+echo "memcached: $(grep -c 'listener named to gsockd.*: ok' $tmp/mc.err) listeners named to gsockd, $(grep -c '(accepted end)' $tmp/mc.err) connections accepted on the direct path"
 kill $G $MC; wait 2>/dev/null
 grep -i 'warn\|error' $tmp/gsockd.log | head -5
 [ -n "${STATS:-}" ] && grep 'doorbell watch:\|slept\|napped' $tmp/gsockd.log | sed 's/^/gsockd: /'
