@@ -21,7 +21,9 @@
 # GSOCKD, another gsockd binary; PRE, another preload. MCPRE=1 runs
 # memcached under the preload (started after gsockd), so that the Gs'
 # pipes to it take the direct path (a gconnect to a preloaded listener);
-# its direct accepts are counted at the end.
+# its direct accepts are counted at the end. SPLIT=1 serves GPUS "0,1"
+# from one G process per GPU on the port (SO_REUSEPORT) instead of one
+# process with both.
 set -u
 tmp=$(mktemp -d); export GSOCK_CONTROL=$tmp/g.sock
 printf 'direct_conns = 1024\n%s\n' "${CONF:-}" > $tmp/c.conf
@@ -31,7 +33,7 @@ C="taskset -c ${CCORES:-0-11}" M="taskset -c ${MCORES:-12-15}" S="taskset -c ${S
 hz=$(getconf CLK_TCK)
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 up() { for i in $(seq 300); do [ "$(grep -c 'listening on' $1)" -ge "$2" ] && return; sleep 0.1; done; echo "did not start: $1"; cat $1; }
-ticks() { awk '{ print $14 + $15 }' /proc/$1/stat 2>/dev/null || echo 0; }
+ticks() { for q in "$@"; do awk '{ print $14 + $15 }' /proc/$q/stat 2>/dev/null || echo 0; done | awk '{ t += $1 } END { print t + 0 }'; }
 # gsockd's threads: "ticks tid/name", one a line
 thr() { for t in /proc/$G/task/*; do echo "$(awk '{ print $14 + $15 }' $t/stat) ${t##*/}/$(cat $t/comm)"; done 2>/dev/null; }
 mp=$(port)
@@ -48,8 +50,16 @@ for r in $(seq ${ROUNDS:-2}); do
       for c in ${CONNS:-256}; do
       for rate in ${RATES:-closed}; do
         p=$(port); n=$(echo $gpus | tr ',' ' ' | wc -w)
-        $S ${FVG:-$FV/facever-gserver-cuda} -l 127.0.0.1:$p -M 127.0.0.1:$mp -b ${B:-128} -m ${M_:-2} ${F:+-F $F} -g $gpus -P > $tmp/g.out 2>&1 & A=$!
-        up $tmp/g.out $n
+        if [ -n "${SPLIT:-}" ]; then
+          A=""
+          for gg in $(echo $gpus | tr ',' ' '); do
+            $S ${FVG:-$FV/facever-gserver-cuda} -l 127.0.0.1:$p -M 127.0.0.1:$mp -b ${B:-128} -m ${M_:-2} ${F:+-F $F} -g $gg -P > $tmp/g.out.$gg 2>&1 & A="$A $!"
+            up $tmp/g.out.$gg 1
+          done
+        else
+          $S ${FVG:-$FV/facever-gserver-cuda} -l 127.0.0.1:$p -M 127.0.0.1:$mp -b ${B:-128} -m ${M_:-2} ${F:+-F $F} -g $gpus -P > $tmp/g.out 2>&1 & A=$!
+          up $tmp/g.out $n
+        fi
         pre=""; [ $path = direct ] && pre="env LD_PRELOAD=$PRE GSOCK_LOG=$([ -n "${STATS:-}" ] && echo debug || echo info)"
         [ -n "${STATS:-}" ] && { bridge/gsock-stat -j > $tmp/s0.json; thr > $tmp/th0; }
         g0=$(ticks $G); m0=$(ticks $MC); a0=$(ticks $A); t0=$(date +%s.%N)
@@ -57,7 +67,7 @@ for r in $(seq ${ROUNDS:-2}); do
         for i in $(seq $nc); do
           $C sh -c "$pre $FV/facever-client -s 127.0.0.1:$p -p 200 -c $((c / nc)) -j $((${CJ:-12} / nc)) -d ${SECS:-4} $([ $rate = closed ] || echo -r $((rate / nc))) > $tmp/cl$i.out 2>$tmp/cl$i.err; cat /proc/\$\$/stat > $tmp/cl$i.stat" &
         done
-        wait $(jobs -p | grep -vw "$A\|$G\|$MC")
+        wait $(jobs -p | grep -vwF -f <(printf '%s\n' $A $G $MC))
         cat $tmp/cl?.out > $tmp/cl.out; cat $tmp/cl?.err > $tmp/cl.err; cat $tmp/cl?.stat > $tmp/cl.stat
         g1=$(ticks $G); m1=$(ticks $MC); a1=$(ticks $A); t1=$(date +%s.%N)
         [ -n "${STATS:-}" ] && { bridge/gsock-stat -j > $tmp/s1.json; thr > $tmp/th1; }
@@ -71,7 +81,7 @@ for r in $(seq ${ROUNDS:-2}); do
             -v cl=$cl -v g=$((g1 - g0)) -v m=$((m1 - m0)) -v a=$((a1 - a0)) -v hz=$hz -v s=$secs \
             'BEGIN { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f |\n", r, path, gpus, c, rate, rps, lat, fail, dc, cl / hz / s, g / hz / s, m / hz / s, a / hz / s }'
         kill $A; wait $A 2>/dev/null
-        grep -h 'pipes\|steps\|served\|held a request\|held at once' $tmp/g.out | sed 's/^/    /'
+        cat $tmp/g.out* 2>/dev/null | grep -h 'pipes\|steps\|served\|held a request\|held at once' | sed 's/^/    /'; rm -f $tmp/g.out*
         grep -v 'direct path, segment\|direct: answers came\|: debug: ' $tmp/cl.err | head -3 | sed 's/^/    client: /'
         [ -n "${STATS:-}" ] && python3 - $tmp $secs $hz <<'PY'
 import json, sys
