@@ -1096,6 +1096,18 @@ static bool cls_all(const struct dkey *dst, const uint64_t *ino, int n,
 	return ino ? n > 0 : true;
 }
 
+/* Whether a preloaded program's listener was named on port. */
+static bool cls_port(uint16_t port)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&dp.lock);
+	for (uint32_t i = 0; i < dp.ncls && !found; i++)
+		found = dp.cls[i].k.port == port;
+	pthread_mutex_unlock(&dp.lock);
+	return found;
+}
+
 /*
  * br_direct_connect where no listener of ours takes dst (local, not
  * unix): one of a preloaded program may. If the kernel lists none on
@@ -1125,7 +1137,15 @@ static void connect_cpu(struct br_sock *s, const struct sockaddr *dst,
 	if (!ok || bind_source(s, dst, dlen, &src) < 0)
 		return;
 	pthread_mutex_lock(&dp.lock);
-	if (!dp.nfree || !cls_all(dk, kino, n, uid)) {
+	/*
+	 * At most half the pool waits for accepts: a program that accepts
+	 * slowly or never leaves the rest to connections that move bytes.
+	 */
+	if (!dp.nfree || !cls_all(dk, kino, n, uid) ||
+	    2 * (uint64_t)__atomic_load_n(
+			&GS_DPOOL_OF(dp.base, dp.nsegs, dp.dring)->cpu_pend,
+			__ATOMIC_RELAXED) >=
+		    (uint64_t)dp.nsegs + 1) {
 		pthread_mutex_unlock(&dp.lock);
 		return;
 	}
@@ -1184,6 +1204,10 @@ void br_direct_connect(struct br_sock *s, const struct sockaddr *dst,
 	     !__atomic_load_n(&dp.ncls, __ATOMIC_RELAXED)) ||
 	    (dk.unx ? !unix_file(dst, dlen, &dev, &ino) :
 		      !key_of(dst, dlen, &dk)))
+		return;
+	/* Only preloaded programs' listeners: none on the port, no look. */
+	if (!__atomic_load_n(&dp.nls, __ATOMIC_RELAXED) &&
+	    (dk.unx || !cls_port(dk.port)))
 		return;
 	if (!dk.unx)
 		local = key_local(&dk);
@@ -1604,6 +1628,33 @@ err_close:
 	close(pair_fd);
 }
 
+/*
+ * Caller holds the lock (let go and taken again), the table full: the
+ * place of an entry whose listener the kernel no longer lists (of the
+ * next few from the oldest), else the oldest's.
+ */
+static uint32_t cls_free_place(void)
+{
+	uint64_t ino[BR_GROUP_MAX];
+
+	for (uint32_t k = 0; k < 8; k++) {
+		uint32_t i = (dp.cls_next + k) % BR_CLS_MAX;
+		struct dcls c = dp.cls[i];
+		bool listed = false;
+		int n;
+
+		pthread_mutex_unlock(&dp.lock);
+		n = kernel_listeners(&c.k, ino, BR_GROUP_MAX);
+		pthread_mutex_lock(&dp.lock);
+		for (int j = 0; j < n && !listed; j++)
+			listed = ino[j] == c.sino;
+		if (n >= 0 && !listed && dp.cls[i].sino == c.sino)
+			return i;
+	}
+	dp.cls_next = (dp.cls_next + 1) % BR_CLS_MAX;
+	return (dp.cls_next + BR_CLS_MAX - 1) % BR_CLS_MAX;
+}
+
 void br_direct_cpu_listen(const struct gs_ctl_dconnect *req, uid_t uid,
 			  struct gs_ctl_dreply *rep)
 {
@@ -1638,14 +1689,11 @@ void br_direct_cpu_listen(const struct gs_ctl_dconnect *req, uid_t uid,
 	}
 	for (i = 0; i < dp.ncls && dp.cls[i].sino != req->ino; i++)
 		;
-	if (i == dp.ncls) { /* a new one: a free place, else the oldest's */
-		if (dp.ncls < BR_CLS_MAX) {
-			i = dp.ncls;
-			__atomic_store_n(&dp.ncls, dp.ncls + 1, __ATOMIC_RELAXED);
-		} else {
-			i = dp.cls_next;
-			dp.cls_next = (i + 1) % BR_CLS_MAX;
-		}
+	if (i == dp.ncls && dp.ncls < BR_CLS_MAX) {
+		i = dp.ncls;
+		__atomic_store_n(&dp.ncls, dp.ncls + 1, __ATOMIC_RELAXED);
+	} else if (i == dp.ncls) {
+		i = cls_free_place();
 	}
 	dp.cls[i] = (struct dcls){ .k = k,
 				   .v4_too = (req->flags & GS_DL_V4_TOO) != 0,
@@ -1690,7 +1738,7 @@ void br_direct_cpu_accept(const struct gs_ctl_dconnect *req, int pair_fd,
 	pthread_mutex_lock(&dp.lock);
 	for (i = 0; i < dp.npend; i++)
 		if (dp.pend[i].gs && dp.pend[i].src.port == src.port &&
-		    !memcmp(dp.pend[i].src.a, src.a, 16) &&
+		    (dp.pend[i].src.any || !memcmp(dp.pend[i].src.a, src.a, 16)) &&
 		    dp.pend[i].dst.port == dk.port)
 			break;
 	if (i == dp.npend) {
@@ -1714,7 +1762,11 @@ void br_direct_cpu_accept(const struct gs_ctl_dconnect *req, int pair_fd,
 	dp.cpu[seg].ended = false;
 	__atomic_store_n(&seg_at(seg)->cpu, GS_DC_SIDE(dp.cpu[seg].side),
 			 __ATOMIC_RELEASE);
-	/* The gconnect's worker completes it; the app lives while gs is held. */
+	/*
+	 * The gconnect's worker completes it. The app is alive: gs's entry
+	 * exists, and its worker removes it (sock_free, under the lock)
+	 * before it lets go of the app.
+	 */
 	gs = dp.pend[i].gs;
 	m->kind = BR_MSG_CLAIMED;
 	m->app = gs->app;

@@ -653,8 +653,9 @@ void br_sock_tick(struct br_app *a)
 			continue;
 		if (s->state == BS_CLOSING)
 			br_sock_pump(s);
-		else if (s->state == BS_CONNECTING && s->hold_until_ns)
-			finish_connect(s);
+		else if (s->state == BS_CONNECTING && s->hold_until_ns &&
+			 w->now_ns >= s->hold_until_ns)
+			finish_connect(s); /* a claim comes as a message */
 	}
 }
 

@@ -1680,7 +1680,8 @@ err:
 
 /*
  * Send req on ctl (with the socketpair end pair, unless -1) and read
- * gsockd's answer into rep: 0, or -1 (why in the log).
+ * gsockd's answer into rep: 0; -1, not sent; -2, sent but no answer
+ * came (gsockd may have acted on it). Why in the log.
  */
 static int ctl_ask(int fd, int ctl, const struct gs_ctl_dconnect *req,
 		   int pair, struct gs_ctl_dreply *rep)
@@ -1699,13 +1700,17 @@ static int ctl_ask(int fd, int ctl, const struct gs_ctl_dconnect *req,
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(cm), &pair, sizeof(int));
 	}
-	if (pl_real.sendmsg(ctl, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof(*req) ||
-	    !readable_within(ctl, 2000) ||
+	if (pl_real.sendmsg(ctl, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof(*req)) {
+		pl_log(PL_LOG_WARN, "fd %d: cannot send gsockd the direct request: %s",
+		       fd, strerror(errno));
+		return -1;
+	}
+	if (!readable_within(ctl, 2000) ||
 	    pl_real.recv(ctl, rep, sizeof(*rep), 0) != (ssize_t)sizeof(*rep) ||
 	    rep->magic != GS_CTL_DCONN_MAGIC) {
 		pl_log(PL_LOG_WARN, "fd %d: gsockd at %s did not answer the direct request",
 		       fd, pl_route_control());
-		return -1;
+		return -2;
 	}
 	rep->msg[sizeof(rep->msg) - 1] = 0;
 	return 0;
@@ -1713,8 +1718,9 @@ static int ctl_ask(int fd, int ctl, const struct gs_ctl_dconnect *req,
 
 /*
  * Ask gsockd for a segment for a connection from src to dst; pair is
- * the socketpair end gsockd keeps. Returns the segment, or -1 (why in
- * the debug log).
+ * the socketpair end gsockd keeps. Returns the segment; -1, the kernel's
+ * path; -2, asked and no clear answer (gsockd may hold a segment for
+ * it: the connection cannot go either way). Why in the log.
  */
 static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 	       const struct sockaddr_storage *src, socklen_t slen, int pair)
@@ -1735,12 +1741,20 @@ static int ask(int fd, const struct sockaddr *dst, socklen_t dlen,
 	pthread_mutex_unlock(&list_lock);
 	memcpy(req.dst, dst, dlen);
 	memcpy(req.src, src, slen);
-	if (ctl_ask(fd, ctl, &req, pair, &rep) < 0)
+	seg = ctl_ask(fd, ctl, &req, pair, &rep);
+	if (seg < 0)
 		goto out;
-	if (rep.status || rep.side != 0 || rep.seg >= pool.dsegs) {
+	seg = -1;
+	if (rep.status) {
 		pl_log(PL_LOG_DEBUG, "fd %d: no direct path: %s", fd, rep.msg);
 		if (rep.status == -ENOENT)
 			nope_add(dst, dlen, gen);
+		goto out;
+	}
+	if (rep.side != 0 || rep.seg >= pool.dsegs) {
+		pl_log(PL_LOG_WARN, "fd %d: gsockd's answer to a connect is malformed (segment %u, side %u)",
+		       fd, rep.seg, rep.side);
+		seg = -2;
 		goto out;
 	}
 	seg = (int)rep.seg;
@@ -1850,7 +1864,7 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 	struct sockaddr_storage src;
 	socklen_t slen = sizeof(src);
 	struct pl_dconn *c;
-	int sp[2], seg, r, e;
+	int sp[2], seg = -1, r, e;
 
 	if ((sa->sa_family == AF_INET && len < sizeof(struct sockaddr_in)) ||
 	    (sa->sa_family == AF_INET6 && len < sizeof(struct sockaddr_in6)) ||
@@ -1871,6 +1885,11 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 	    (seg = ask(fd, sa, len, &src, slen, sp[1])) < 0) {
 		pl_real.close(sp[0]);
 		pl_real.close(sp[1]);
+		if (seg == -2) {
+			/* the listener's end may be the segment's: no TCP */
+			errno = ETIMEDOUT;
+			return -1;
+		}
 		return PL_DIRECT_NO;
 	}
 	c = calloc(1, sizeof(*c));
@@ -1897,6 +1916,21 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 		return -1;
 	errno = e;
 	return r;
+}
+
+/*
+ * Descriptors of listeners named to gsockd (a bit each): only their
+ * accepts ask. A number closed or duplicated over is forgotten
+ * (pl_direct_fds_gone); a forked child keeps its parent's.
+ */
+#define NAMED_MAX 65536
+static uint32_t named[NAMED_MAX / 32];
+
+static int is_named(int fd)
+{
+	return fd >= 0 && fd < NAMED_MAX &&
+	       (__atomic_load_n(&named[fd / 32], __ATOMIC_RELAXED) >> (fd % 32) &
+		1);
 }
 
 /*
@@ -1940,14 +1974,18 @@ void pl_direct_listen(int fd)
 	ctl = ctl_open(fd);
 	if (ctl < 0)
 		return;
-	if (ctl_ask(fd, ctl, &req, -1, &rep) == 0)
+	if (ctl_ask(fd, ctl, &req, -1, &rep) == 0) {
 		pl_log(rep.status ? PL_LOG_DEBUG : PL_LOG_INFO,
 		       "fd %d: listener named to gsockd for GPU clients' direct path: %s",
 		       fd, rep.status ? rep.msg : "ok");
+		if (!rep.status && fd < NAMED_MAX)
+			__atomic_or_fetch(&named[fd / 32], 1u << (fd % 32),
+					  __ATOMIC_RELAXED);
+	}
 	pl_real.close(ctl);
 }
 
-int pl_direct_accepted(int fd, struct pl_sock **sp_out)
+int pl_direct_accepted(int fd, int lfd, struct pl_sock **sp_out)
 {
 	struct gs_ctl_dconnect req = { .magic = GS_CTL_DACCEPT_MAGIC,
 				       .version = GS_CTL_VERSION };
@@ -1958,6 +1996,8 @@ int pl_direct_accepted(int fd, struct pl_sock **sp_out)
 	struct pl_sock *s;
 	int sp[2], ctl, pend, r;
 
+	if (!is_named(lfd))
+		return 0;
 	pthread_mutex_lock(&list_lock);
 	pend = pool.base ? (int)__atomic_load_n(
 				   &GS_DPOOL_OF(pool.base, pool.dsegs, pool.dring)
@@ -1981,15 +2021,32 @@ int pl_direct_accepted(int fd, struct pl_sock **sp_out)
 	r = ctl < 0 ? -1 : ctl_ask(fd, ctl, &req, sp[1], &rep);
 	if (ctl >= 0)
 		pl_real.close(ctl);
-	if (r == 0 && !rep.status && (rep.side != 1 || rep.seg >= pool.dsegs))
-		pl_log(PL_LOG_WARN, "fd %d: gsockd's answer to an accept is malformed (segment %u, side %u)",
-		       fd, rep.seg, rep.side);
-	else if (r == 0 && rep.status)
+	if (r == 0 && rep.status) {
 		pl_log(PL_LOG_DEBUG, "fd %d: accepted on the kernel's path: %s",
 		       fd, rep.msg);
-	if (r < 0 || rep.status || rep.side != 1 || rep.seg >= pool.dsegs) {
+		r = -1; /* gsockd took nothing: the kernel carries it */
+	} else if (r == 0 && (rep.side != 1 || rep.seg >= pool.dsegs)) {
+		pl_log(PL_LOG_WARN, "fd %d: gsockd's answer to an accept is malformed (segment %u, side %u)",
+		       fd, rep.seg, rep.side);
+		r = -2;
+	}
+	if (r < 0) {
 		pl_real.close(sp[0]);
 		pl_real.close(sp[1]);
+		/*
+		 * Sent, and not clearly refused: gsockd may have given the
+		 * GPU end the segment, and then the kernel connection
+		 * carries nothing. The connection ends (the GPU end sees it
+		 * end either way); the accept says so.
+		 */
+		if (r == -2) {
+			struct linger rst = { 1, 0 };
+
+			pl_real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst,
+					   sizeof(rst));
+			errno = ECONNABORTED;
+			return -1;
+		}
 		return 0;
 	}
 	/* From here the connection is the direct path's: gsockd gave it us. */
@@ -1999,13 +2056,14 @@ int pl_direct_accepted(int fd, struct pl_sock **sp_out)
 		free(c);
 		pl_real.close(sp[0]);
 		pl_real.close(sp[1]); /* gsockd lets the segment go */
-		errno = ENOMEM;
+		errno = ECONNABORTED; /* what became of it; accept goes on */
 		return -1;
 	}
 	c->side = 1; /* the accepting end's */
 	c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
 	if (attach(fd, s, c, (int)rep.seg, sp) < 0) {
 		pl_sock_put(s);
+		errno = ECONNABORTED;
 		return -1;
 	}
 	*sp_out = s;
@@ -3033,9 +3091,13 @@ void pl_direct_fds_gone(int lo, int hi)
 		lo = 0;
 	if (hi >= EPFD_MAP)
 		hi = EPFD_MAP - 1;
-	for (int fd = lo; fd <= hi; fd++)
+	for (int fd = lo; fd <= hi; fd++) {
 		if (__atomic_load_n(&epfd_map[fd], __ATOMIC_RELAXED))
 			__atomic_store_n(&epfd_map[fd], 0, __ATOMIC_RELAXED);
+		if (is_named(fd))
+			__atomic_and_fetch(&named[fd / 32], ~(1u << (fd % 32)),
+					   __ATOMIC_RELAXED);
+	}
 }
 
 void pl_direct_epoll_forget(int lo, int hi)

@@ -45,13 +45,14 @@ extern struct pl_real pl_direct_calls;
  */
 void pl_direct_listen(int fd);
 /*
- * fd was accepted: if a GPU application's gconnect waits for it (gsockd
- * says so), fd becomes a direct connection's descriptor, carried by a
- * new entry (*s, one reference, for the caller to put in the table):
- * 1. 0: fd is untouched; -1 with errno: fd is unusable (the peer sees a
- * reset), the caller closes it.
+ * fd was accepted on listener lfd: if lfd was named to gsockd and a GPU
+ * application's gconnect waits for this connection (gsockd says so), fd
+ * becomes a direct connection's descriptor, carried by a new entry (*s,
+ * one reference, for the caller to put in the table): 1. 0: fd is
+ * untouched; -1 with errno ECONNABORTED: the connection is lost (the
+ * peer sees it end), the caller closes fd.
  */
-int pl_direct_accepted(int fd, struct pl_sock **s);
+int pl_direct_accepted(int fd, int lfd, struct pl_sock **s);
 
 /* s's last reference is gone: close the hidden descriptors. */
 void pl_direct_release(struct pl_sock *s);

@@ -1016,7 +1016,7 @@ int listen(int fd, int backlog)
  * application's gconnect on this host waits for it: then it takes the
  * direct path (direct.c).
  */
-static int accepted(int fd, const struct pl_sock *ls)
+static int accepted(int fd, int lfd, const struct pl_sock *ls)
 {
 	struct pl_sock *s;
 	int offered = 0;
@@ -1032,11 +1032,11 @@ static int accepted(int fd, const struct pl_sock *ls)
 		pl_fd_clear(fd);
 		pl_direct_fds_gone(fd, fd);
 		/* A GPU application's gconnect that waits for this accept. */
-		d = pl_direct_accepted(fd, &s);
+		d = pl_direct_accepted(fd, lfd, &s);
 		if (d > 0 && pl_fd_set(fd, s) < 0) {
 			pl_direct_release(s);
 			pl_sock_put(s);
-			errno = ENOMEM;
+			errno = ECONNABORTED;
 			d = -1;
 		}
 		if (d > 0)
@@ -1079,7 +1079,7 @@ int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		goto out_put;
 	}
 #endif
-	r = accepted(pl_real.accept4(fd, sa, len, flags), s);
+	r = accepted(pl_real.accept4(fd, sa, len, flags), fd, s);
 out_put: __attribute__((unused));
 	saved = errno;
 	pl_sock_put(s);

@@ -4,7 +4,9 @@
 # listeners to gsockd; gsockd holds a gconnect that only such listeners
 # can take until the program's accept claims the segment (side 1), or
 # direct_accept_ms passes (then the bridge carries it). Bytes come back
-# intact through a threaded and an epoll server, through a pipe of the
+# intact through a threaded and an epoll server, one accepting in forked
+# children, two sharing a port (SO_REUSEPORT; one without the preload
+# keeps the port bridged), through a pipe of the
 # server layer to a fake memcached, and on every fallback: a listener
 # that accepts late, one that is not preloaded, a pool used up, and
 # direct_accept_ms = 0. A killed server ends the GPU client's connection
@@ -13,7 +15,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 240
-plan 23
+plan 29
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 
@@ -93,6 +95,30 @@ t1=$(now_ms)
 sed 's/^/# /' "$TMP/c4"
 [ "$r" -ne 0 ] && [ "$r" -ne 124 ] && [ $((t1 - t0)) -lt 10000 ]
 ok $? "a killed server: the GPU client fails (status $r) in $((t1 - t0)) ms, no hang"
+
+# Accepts in forked children, on the parent's named listener.
+pre_helper fork fork-echo-server 127.0.0.1:0 || exit 1
+client c9 -b 4 -n 1000 -i 50 "127.0.0.1:$HP"
+ok $? "GPU client -> preloaded server accepting in 2 forked children: intact"
+is "$(accepted fork)" 4 "its 4 connections were direct"
+kill "$HPID"
+
+# Two preloaded listeners sharing a port (SO_REUSEPORT), both named.
+pre_helper rp1 reuseport-echo-server 127.0.0.1:0 || exit 1
+RP=$HP
+pre_helper rp2 reuseport-echo-server "127.0.0.1:$RP" || exit 1
+client c10 -b 8 -n 1000 -i 20 "127.0.0.1:$RP"
+ok $? "GPU client -> two preloaded listeners on one port: intact"
+is "$(($(accepted rp1) + $(accepted rp2)))" 8 "all 8 connections were direct, whichever listener took them"
+kill "$HPID"
+# One of them replaced by a program without the preload: the kernel may
+# hand a connection to it, so none is held.
+start_helper reuseport-echo-server "127.0.0.1:$RP" || exit 1
+n1=$(accepted rp1)
+client c11 -b 6 -n 1000 -i 20 "127.0.0.1:$RP"
+ok $? "a port shared with a listener without the preload: intact"
+is "$(accepted rp1)" "$n1" "none of its connections was direct"
+pkill -f "reuseport-echo-server 127.0.0.1:" 2>/dev/null
 
 pre_helper late late-echo-server 127.0.0.1:0 1.5 || exit 1
 client c5 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"

@@ -15,6 +15,8 @@
                          the same, its first accept SECONDS after listening
   epoll-echo-server ADDR the same in one thread: non-blocking sockets in an
                          epoll set (selectors), accept4 included
+  fork-echo-server ADDR  the threaded server in 2 forked children that
+                         accept on the parent's listener
   fin-server DATA        accept one connection, send DATA, close (FIN)
   rst-server DATA        accept one connection, send DATA, reset (RST)
   silent-server          accept and hold connections without sending
@@ -118,7 +120,10 @@ def listen(addr, reuseport=False):
 def echo_server(addr, reuseport=False, late=0.0):
     ls = listen(addr, reuseport)
     time.sleep(late)
+    echo_server_on(ls)
 
+
+def echo_server_on(ls):
     def serve(c):
         with c:
             while True:
@@ -130,6 +135,19 @@ def echo_server(addr, reuseport=False, late=0.0):
         c, _ = ls.accept()
         print("accepted", flush=True)
         threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+def fork_echo_server(addr):
+    ls = listen(addr)
+    kids = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:
+            echo_server_on(ls)
+            os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        os.waitpid(pid, 0)
 
 
 def epoll_echo_server(addr):
@@ -202,6 +220,8 @@ def main(argv):
         return echo_server(argv[2], reuseport=True)
     if mode == "late-echo-server":
         return echo_server(argv[2], late=float(argv[3]))
+    if mode == "fork-echo-server":
+        return fork_echo_server(argv[2])
     if mode == "epoll-echo-server":
         return epoll_echo_server(argv[2])
     if mode == "fin-server":
