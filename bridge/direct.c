@@ -1545,6 +1545,35 @@ static void dreply(struct gs_ctl_dreply *rep, int status, const char *why)
 	snprintf(rep->msg, sizeof(rep->msg), "%s", why);
 }
 
+/*
+ * A preloaded program's connect or accept request: its addresses as
+ * keys, or false with the reply filled (the direct path off, another
+ * user, malformed addresses).
+ */
+static bool cpu_request(const struct gs_ctl_dconnect *req, uid_t uid,
+			struct gs_ctl_dreply *rep, struct dkey *dk,
+			struct dkey *src)
+{
+	memset(rep, 0, sizeof(*rep));
+	rep->magic = GS_CTL_DCONN_MAGIC;
+	if (dp.fd < 0) {
+		dreply(rep, -EOPNOTSUPP, "the direct path is off (direct in gsock.conf)");
+		return false;
+	}
+	if (uid != br.uid) {
+		dreply(rep, -EPERM, "the direct pool is gsockd's own user's");
+		return false;
+	}
+	if (req->dst_len > sizeof(req->dst) || req->src_len > sizeof(req->src) ||
+	    !key_of((const struct sockaddr *)req->dst, req->dst_len, dk) ||
+	    !key_of((const struct sockaddr *)req->src, req->src_len, src) ||
+	    !src->port || src->any) {
+		dreply(rep, -EINVAL, "malformed addresses");
+		return false;
+	}
+	return true;
+}
+
 void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 			   uid_t uid, struct gs_ctl_dreply *rep)
 {
@@ -1555,23 +1584,8 @@ void br_direct_cpu_connect(const struct gs_ctl_dconnect *req, int pair_fd,
 	bool local;
 	int seg, n;
 
-	memset(rep, 0, sizeof(*rep));
-	rep->magic = GS_CTL_DCONN_MAGIC;
-	if (dp.fd < 0) {
-		dreply(rep, -EOPNOTSUPP, "the direct path is off (direct in gsock.conf)");
+	if (!cpu_request(req, uid, rep, &dk, &src))
 		goto err_close;
-	}
-	if (uid != br.uid) {
-		dreply(rep, -EPERM, "the direct pool is gsockd's own user's");
-		goto err_close;
-	}
-	if (req->dst_len > sizeof(req->dst) || req->src_len > sizeof(req->src) ||
-	    !key_of((const struct sockaddr *)req->dst, req->dst_len, &dk) ||
-	    !key_of((const struct sockaddr *)req->src, req->src_len, &src) ||
-	    !src.port || src.any) {
-		dreply(rep, -EINVAL, "malformed addresses");
-		goto err_close;
-	}
 	local = key_local(&dk);
 	pthread_mutex_lock(&dp.lock);
 	pend_sweep(&src);
@@ -1713,23 +1727,8 @@ void br_direct_cpu_accept(const struct gs_ctl_dconnect *req, int pair_fd,
 	uint32_t i;
 	int seg, owner;
 
-	memset(rep, 0, sizeof(*rep));
-	rep->magic = GS_CTL_DCONN_MAGIC;
-	if (dp.fd < 0) {
-		dreply(rep, -EOPNOTSUPP, "the direct path is off (direct in gsock.conf)");
+	if (!cpu_request(req, uid, rep, &dk, &src))
 		goto err_close;
-	}
-	if (uid != br.uid) {
-		dreply(rep, -EPERM, "the direct pool is gsockd's own user's");
-		goto err_close;
-	}
-	if (req->dst_len > sizeof(req->dst) || req->src_len > sizeof(req->src) ||
-	    !key_of((const struct sockaddr *)req->dst, req->dst_len, &dk) ||
-	    !key_of((const struct sockaddr *)req->src, req->src_len, &src) ||
-	    !src.port || src.any) {
-		dreply(rep, -EINVAL, "malformed addresses");
-		goto err_close;
-	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		dreply(rep, -ENOMEM, "out of memory");
