@@ -10,12 +10,13 @@
 # server layer to a fake memcached, and on every fallback: a listener
 # that accepts late, one that is not preloaded, a pool used up, and
 # direct_accept_ms = 0. A killed server ends the GPU client's connection
-# with an error, not a hang.
+# with an error, not a hang; a killed GPU client and a killed gsockd end
+# the server's, whose descriptors are closed.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 240
-plan 29
+plan 32
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 
@@ -51,7 +52,7 @@ client() {
 
 # restart_gsockd CONF: a new gsockd with that conf file.
 restart_gsockd() {
-	kill "$GSOCKD_PID"
+	kill "$GSOCKD_PID" 2>/dev/null
 	wait "$GSOCKD_PID" 2>/dev/null
 	GSOCKD_CONF=$1 start_gsockd
 }
@@ -95,6 +96,20 @@ t1=$(now_ms)
 sed 's/^/# /' "$TMP/c4"
 [ "$r" -ne 0 ] && [ "$r" -ne 124 ] && [ $((t1 - t0)) -lt 10000 ]
 ok $? "a killed server: the GPU client fails (status $r) in $((t1 - t0)) ms, no hang"
+
+# A killed GPU client: the preloaded server's threads see the end and
+# close; its descriptors go back to what they were before.
+pre_helper kc echo-server 127.0.0.1:0 || exit 1
+fd0=$(ls /proc/"$HPID"/fd | wc -l)
+"$CLIENT" -b 2 -n 1000 -i 100000000 "127.0.0.1:$HP" >"$TMP/c12" 2>&1 &
+CPID=$!
+PIDS="$PIDS $CPID"
+for _ in $(seq 100); do [ "$(accepted kc)" = 2 ] && break; sleep 0.05; done
+sleep 0.3
+kill -9 "$CPID"
+wait "$CPID" 2>/dev/null
+is "$(fds_settle "$HPID" "$fd0")" "$fd0" "a killed GPU client: the server's 2 direct connections end and are closed"
+kill "$HPID"
 
 # Accepts in forked children, on the parent's named listener.
 pre_helper fork fork-echo-server 127.0.0.1:0 || exit 1
@@ -183,6 +198,24 @@ pre_helper one echo-server 127.0.0.1:0 || exit 1
 client c7 -b 3 -n 1000 -i 20 "127.0.0.1:$HP"
 ok $? "direct_conns = 1, 3 connections: intact"
 is "$(accepted one)" 1 "one of them was direct, the others bridged"
+kill "$HPID"
+
+# gsockd killed under a direct accepted connection: both ends learn it.
+pre_helper gk echo-server 127.0.0.1:0 || exit 1
+fd0=$(ls /proc/"$HPID"/fd | wc -l)
+timeout 60 "$CLIENT" -b 1 -n 1000 -i 100000000 "127.0.0.1:$HP" >"$TMP/c13" 2>&1 &
+CPID=$!
+for _ in $(seq 100); do [ "$(accepted gk)" = 1 ] && break; sleep 0.05; done
+sleep 0.3
+t0=$(now_ms)
+kill -9 "$GSOCKD_PID"
+wait "$CPID"
+r=$?
+t1=$(now_ms)
+sed 's/^/# /' "$TMP/c13"
+[ "$r" -ne 0 ] && [ "$r" -ne 124 ] && [ $((t1 - t0)) -lt 10000 ]
+ok $? "gsockd killed: the GPU client fails (status $r) in $((t1 - t0)) ms, no hang"
+is "$(fds_settle "$HPID" "$fd0")" "$fd0" "and the preloaded server's end of it ends and is closed"
 kill "$HPID"
 
 printf 'direct_accept_ms = 0\n' >"$TMP/zero.conf"
