@@ -957,12 +957,20 @@ static void side_gone(int seg, unsigned k, bool rst)
 	}
 }
 
+/* Caller holds the lock: a held gconnect's entry to dst comes (d 1) or goes (-1). */
+static void cpu_pend_add(const struct dkey *dst, int d)
+{
+	struct gs_dpool *pool = GS_DPOOL_OF(dp.base, dp.nsegs, dp.dring);
+
+	__atomic_add_fetch(&pool->pend_port[dst->port % GS_PEND_PORTS],
+			   (uint16_t)d, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&pool->cpu_pend, (uint32_t)d, __ATOMIC_RELEASE);
+}
+
 static void pend_remove(uint32_t i)
 {
 	if (dp.pend[i].gs)
-		__atomic_sub_fetch(&GS_DPOOL_OF(dp.base, dp.nsegs, dp.dring)
-					    ->cpu_pend,
-				   1, __ATOMIC_RELEASE);
+		cpu_pend_add(&dp.pend[i].dst, -1);
 	dp.pend[i] = dp.pend[--dp.npend];
 	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
 }
@@ -1158,8 +1166,7 @@ static void connect_cpu(struct br_sock *s, const struct sockaddr *dst,
 						 .serial = ++dp.serial,
 						 .gs = s };
 	__atomic_store_n(&dp.npend_hint, dp.npend, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&GS_DPOOL_OF(dp.base, dp.nsegs, dp.dring)->cpu_pend,
-			   1, __ATOMIC_RELEASE);
+	cpu_pend_add(dk, 1);
 	pthread_mutex_unlock(&dp.lock);
 	s->dseg = seg;
 	s->dside = 0;
@@ -1649,6 +1656,7 @@ err_close:
  */
 static uint32_t cls_free_place(void)
 {
+	/* The control thread is the table's only writer: i stays its own. */
 	uint64_t ino[BR_GROUP_MAX];
 
 	for (uint32_t k = 0; k < 8; k++) {

@@ -369,13 +369,18 @@ struct gs_dctr {
  *                       listens at an address asks again only once it
  *                       moves
  *   cpu_pend    bridge  gconnects held for a preloaded program's accept
- *                       (gsock_ctl.h): while not 0, the preload asks
- *                       after the connections it accepts from this host
+ *                       (gsock_ctl.h)
+ *   pend_port   bridge  the same by destination port, modulo
+ *                       GS_PEND_PORTS: while a listener's port's count
+ *                       is not 0, the preload asks after the connections
+ *                       it accepts there from this host
  */
+#define GS_PEND_PORTS 1024
 struct gs_dpool {
 	uint32_t listen_gen;
 	uint32_t cpu_pend;
-	uint8_t pad[GS_DSEG_HDR - 8];
+	uint16_t pend_port[GS_PEND_PORTS];
+	uint8_t pad[GS_DSEG_HDR - 8 - 2 * GS_PEND_PORTS];
 };
 
 /* The pool's bytes, and where its shared page lies. */

@@ -51,10 +51,10 @@
  * (GS_CTL_DLISTEN_MAGIC, no descriptor; the answer's status says whether
  * gsockd took it). A gconnect that reaches only such listeners (the
  * kernel's own list says so) takes a segment, side 0, and is held after
- * its connect(2) completes; the pool's page counts such connections
- * (cpu_pend), and while it is not 0 the preload asks after each
- * connection from this host that it accepts (GS_CTL_DACCEPT_MAGIC, with
- * a socketpair end). Status 0 gives it side 1 of the segment, and the
+ * its connect(2) completes; the pool's page counts such connections by
+ * port (gs_dpool.pend_port), and while its port's count is not 0 the
+ * preload asks after each connection from this host that a named
+ * listener accepts (GS_CTL_DACCEPT_MAGIC, with a socketpair end). Status 0 gives it side 1 of the segment, and the
  * gconnect returns direct; one not claimed within direct_accept_ms
  * returns on the bridge.
  *

@@ -1920,8 +1920,9 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 
 /*
  * Descriptors of listeners named to gsockd (a bit each): only their
- * accepts ask. A number closed or duplicated over is forgotten
- * (pl_direct_fds_gone); a forked child keeps its parent's.
+ * accepts ask. A number closed or duplicated over is forgotten, one
+ * duplicated to gets the bit (preload.c); a forked child keeps its
+ * parent's.
  */
 #define NAMED_MAX 65536
 static uint32_t named[NAMED_MAX / 32];
@@ -1933,12 +1934,50 @@ static int is_named(int fd)
 		1);
 }
 
+int pl_direct_named_in(int lo, int hi)
+{
+	if (lo < 0)
+		lo = 0;
+	if (hi >= NAMED_MAX)
+		hi = NAMED_MAX - 1;
+	for (int fd = lo; fd <= hi; fd += 32 - fd % 32) {
+		uint32_t w = __atomic_load_n(&named[fd / 32], __ATOMIC_RELAXED);
+
+		w &= ~0u << (fd % 32);
+		if (hi / 32 == fd / 32)
+			w &= ~0u >> (31 - hi % 32);
+		if (w)
+			return 1;
+	}
+	return 0;
+}
+
+void pl_direct_named_gone(int lo, int hi)
+{
+	if (lo < 0)
+		lo = 0;
+	if (hi >= NAMED_MAX)
+		hi = NAMED_MAX - 1;
+	for (int fd = lo; fd <= hi; fd++)
+		if (is_named(fd))
+			__atomic_and_fetch(&named[fd / 32], ~(1u << (fd % 32)),
+					   __ATOMIC_RELAXED);
+}
+
+void pl_direct_named_copy(int oldfd, int newfd)
+{
+	if (is_named(oldfd) && newfd >= 0 && newfd < NAMED_MAX)
+		__atomic_or_fetch(&named[newfd / 32], 1u << (newfd % 32),
+				  __ATOMIC_RELAXED);
+}
+
 /*
  * The other way round: a GPU application's gconnect to a listener of
  * ours. gsockd holds such a gconnect only where every listener the
  * kernel has on the port was named to it (pl_direct_listen), and while
- * it holds any, the pool's page says so (cpu_pend): then each
- * connection a listener of ours accepts from this host is asked after.
+ * it holds any to a port, the pool's page says so (pend_port): then each
+ * connection a named listener of ours accepts there from this host is
+ * asked after.
  */
 void pl_direct_listen(int fd)
 {
@@ -1994,18 +2033,22 @@ int pl_direct_accepted(int fd, int lfd, struct pl_sock **sp_out)
 	struct gs_ctl_dreply rep;
 	struct pl_dconn *c;
 	struct pl_sock *s;
-	int sp[2], ctl, pend, r;
+	int sp[2], ctl, pend = 0, r;
 
-	if (!is_named(lfd))
+	if (!is_named(lfd) ||
+	    pl_real.getsockname(fd, (struct sockaddr *)&dst, &dlen) < 0 ||
+	    (dst.ss_family != AF_INET && dst.ss_family != AF_INET6))
 		return 0;
+	/* sin_port and sin6_port lie at the same place */
 	pthread_mutex_lock(&list_lock);
-	pend = pool.base ? (int)__atomic_load_n(
-				   &GS_DPOOL_OF(pool.base, pool.dsegs, pool.dring)
-					    ->cpu_pend,
-				   __ATOMIC_ACQUIRE) :
-			   0;
+	if (pool.base)
+		pend = __atomic_load_n(
+			&GS_DPOOL_OF(pool.base, pool.dsegs, pool.dring)->pend_port
+				 [ntohs(((struct sockaddr_in *)&dst)->sin_port) %
+				  GS_PEND_PORTS],
+			__ATOMIC_ACQUIRE);
 	pthread_mutex_unlock(&list_lock);
-	if (!pend || pl_real.getsockname(fd, (struct sockaddr *)&dst, &dlen) < 0 ||
+	if (!pend ||
 	    pl_real.getpeername(fd, (struct sockaddr *)&src, &slen) < 0 ||
 	    (src.ss_family != AF_INET && src.ss_family != AF_INET6) ||
 	    dlen > sizeof(req.dst) || slen > sizeof(req.src) ||
@@ -3091,13 +3134,9 @@ void pl_direct_fds_gone(int lo, int hi)
 		lo = 0;
 	if (hi >= EPFD_MAP)
 		hi = EPFD_MAP - 1;
-	for (int fd = lo; fd <= hi; fd++) {
+	for (int fd = lo; fd <= hi; fd++)
 		if (__atomic_load_n(&epfd_map[fd], __ATOMIC_RELAXED))
 			__atomic_store_n(&epfd_map[fd], 0, __ATOMIC_RELAXED);
-		if (is_named(fd))
-			__atomic_and_fetch(&named[fd / 32], ~(1u << (fd % 32)),
-					   __ATOMIC_RELAXED);
-	}
 }
 
 void pl_direct_epoll_forget(int lo, int hi)

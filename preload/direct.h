@@ -53,6 +53,13 @@ void pl_direct_listen(int fd);
  * peer sees it end), the caller closes fd.
  */
 int pl_direct_accepted(int fd, int lfd, struct pl_sock **s);
+/*
+ * The named listeners' descriptors: whether any of lo..hi is one; lo..hi
+ * are no longer (closed, or duplicated over); newfd is one if oldfd is.
+ */
+int pl_direct_named_in(int lo, int hi);
+void pl_direct_named_gone(int lo, int hi);
+void pl_direct_named_copy(int oldfd, int newfd);
 
 /* s's last reference is gone: close the hidden descriptors. */
 void pl_direct_release(struct pl_sock *s);

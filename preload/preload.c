@@ -676,6 +676,16 @@ int select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t)
 static int shares_parent_vm(void);
 
 /*
+ * Descriptors lo..hi no longer name a listener named to gsockd. Not in a
+ * child that shares our memory (vfork): the bits are the parent's.
+ */
+static void named_gone(int lo, int hi)
+{
+	if (pl_direct_named_in(lo, hi) && !shares_parent_vm())
+		pl_direct_named_gone(lo, hi);
+}
+
+/*
  * A set made here: exact while nothing hides members (pl_direct_epoll_made);
  * not one a child made in our memory (vfork), whose numbers are not ours.
  */
@@ -883,6 +893,7 @@ int socket(int domain, int type, int protocol)
 	if (fd < 0 || pl_busy)
 		return fd;
 	pl_direct_fds_gone(fd, fd); /* its number may have been closed behind us */
+	named_gone(fd, fd);
 	if ((domain != AF_INET && domain != AF_INET6) ||
 	    (type & 0xf) != SOCK_STREAM) {
 		pl_fd_clear(fd); /* a stale entry of a descriptor closed behind our back */
@@ -1031,6 +1042,7 @@ static int accepted(int fd, int lfd, const struct pl_sock *ls)
 
 		pl_fd_clear(fd);
 		pl_direct_fds_gone(fd, fd);
+		named_gone(fd, fd);
 		/* A GPU application's gconnect that waits for this accept. */
 		d = pl_direct_accepted(fd, lfd, &s);
 		if (d > 0 && pl_fd_set(fd, s) < 0) {
@@ -1150,6 +1162,7 @@ int close(int fd)
 #endif
 		}
 	}
+	named_gone(fd, fd); /* before: the number may be taken at once */
 	r = pl_real.close(fd);
 	forget_sets(fd, fd); /* were it an epoll set */
 	/*
@@ -1218,8 +1231,11 @@ int close_range(unsigned int first, unsigned int last, int flags)
 	pl_init();
 	closing = !(flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) &&
 		  !(flags & CLOSE_RANGE_CLOEXEC) && first <= last;
-	if (closing)
+	if (closing) {
 		n = forget_range(first, last, &taken);
+		named_gone((int)(first > INT_MAX ? INT_MAX : first),
+			   (int)(last > INT_MAX ? INT_MAX : last));
+	}
 	if (pl_real.close_range)
 		r = pl_real.close_range(first, last, flags);
 	else
@@ -1241,6 +1257,7 @@ void closefrom(int lowfd)
 
 	pl_init();
 	n = forget_range(lo, ~0u, &taken);
+	named_gone((int)(lo > INT_MAX ? INT_MAX : lo), INT_MAX);
 	if (pl_real.closefrom)
 		pl_real.closefrom(lowfd);
 	else
@@ -1257,6 +1274,14 @@ static int duplicated(int oldfd, int newfd)
 	if (newfd < 0 || pl_busy)
 		return newfd;
 	forget_sets(newfd, newfd); /* dup2 over an epoll set */
+	/* A named listener's new number asks too (not a vfork child's). */
+	if (oldfd != newfd &&
+	    (pl_direct_named_in(oldfd, oldfd) ||
+	     pl_direct_named_in(newfd, newfd)) &&
+	    !shares_parent_vm()) {
+		pl_direct_named_gone(newfd, newfd);
+		pl_direct_named_copy(oldfd, newfd);
+	}
 	/* Two names for one set: epoll_ctl through the other goes unseen. */
 	pl_direct_epoll_taint(oldfd);
 	s = pl_fd_get(oldfd);

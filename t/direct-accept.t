@@ -16,7 +16,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 240
-plan 32
+plan 34
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 
@@ -116,6 +116,13 @@ pre_helper fork fork-echo-server 127.0.0.1:0 || exit 1
 client c9 -b 4 -n 1000 -i 50 "127.0.0.1:$HP"
 ok $? "GPU client -> preloaded server accepting in 2 forked children: intact"
 is "$(accepted fork)" 4 "its 4 connections were direct"
+kill "$HPID"
+
+# A listener moved to another descriptor after a subprocess (vfork).
+pre_helper dup dup-echo-server 127.0.0.1:0 || exit 1
+client c14 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
+ok $? "GPU client -> preloaded server whose listener moved (dup2) after a subprocess ran: intact"
+is "$(accepted dup)" 2 "its 2 connections were direct"
 kill "$HPID"
 
 # Two preloaded listeners sharing a port (SO_REUSEPORT), both named.

@@ -17,6 +17,9 @@
                          epoll set (selectors), accept4 included
   fork-echo-server ADDR  the threaded server in 2 forked children that
                          accept on the parent's listener
+  dup-echo-server ADDR   the threaded server, its listener moved to another
+                         descriptor (dup2, the first closed) after a
+                         subprocess ran (vfork, close_range in the child)
   fin-server DATA        accept one connection, send DATA, close (FIN)
   rst-server DATA        accept one connection, send DATA, reset (RST)
   silent-server          accept and hold connections without sending
@@ -150,6 +153,16 @@ def fork_echo_server(addr):
         os.waitpid(pid, 0)
 
 
+def dup_echo_server(addr):
+    import subprocess
+    ls = listen(addr)
+    subprocess.run(["true"], check=True)
+    os.dup2(ls.fileno(), 77)
+    moved = socket.socket(fileno=77)
+    ls.close()
+    echo_server_on(moved)
+
+
 def epoll_echo_server(addr):
     ls = listen(addr)
     ls.setblocking(False)
@@ -220,6 +233,8 @@ def main(argv):
         return echo_server(argv[2], reuseport=True)
     if mode == "late-echo-server":
         return echo_server(argv[2], late=float(argv[3]))
+    if mode == "dup-echo-server":
+        return dup_echo_server(argv[2])
     if mode == "fork-echo-server":
         return fork_echo_server(argv[2])
     if mode == "epoll-echo-server":
