@@ -57,6 +57,40 @@ restart_gsockd() {
 	GSOCKD_CONF=$1 start_gsockd
 }
 
+# direct_server NAME MODE WHAT B: a preloaded MODE server, B connections
+# of the GPU client to it, intact and each direct.
+direct_server() {
+	pre_helper "$1" "$2" 127.0.0.1:0 || exit 1
+	client "c_$1" -b "$4" -n 1000 -i 50 "127.0.0.1:$HP"
+	ok $? "GPU client -> $3: intact"
+	is "$(accepted "$1")" "$4" "its $4 connections were direct"
+	kill "$HPID"
+}
+
+# streaming NAME N B: the GPU client streams over B more connections to
+# the preloaded server NAME (CPID, output in $TMP/s_NAME) until N of its
+# connections are direct, and a little more.
+streaming() {
+	"$CLIENT" -b "$3" -n 1000 -i 100000000 "127.0.0.1:$HP" >"$TMP/s_$1" 2>&1 &
+	CPID=$!
+	PIDS="$PIDS $CPID"
+	for _ in $(seq 100); do [ "$(accepted "$1")" = "$2" ] && break; sleep 0.05; done
+	sleep 0.3
+}
+
+# client_fails NAME PID WHAT: kill -9 PID; the streaming client (CPID)
+# fails, within 10 s.
+client_fails() {
+	t0=$(now_ms)
+	kill -9 "$2"
+	wait "$CPID"
+	r=$?
+	t1=$(now_ms)
+	sed 's/^/# /' "$TMP/s_$1"
+	[ "$r" -ne 0 ] && [ $((t1 - t0)) -lt 10000 ]
+	ok $? "$3: the GPU client fails (status $r) in $((t1 - t0)) ms, no hang"
+}
+
 start_gsockd || exit 1
 
 pre_helper thr echo-server 127.0.0.1:0 || exit 1
@@ -76,10 +110,7 @@ ok $? "GPU client -> preloaded epoll echo server (non-blocking accept): intact"
 is "$(accepted ep)" 3 "its 3 connections were direct"
 
 # Killed mid-stream: the GPU client learns it, within seconds.
-timeout 60 "$CLIENT" -b 2 -n 1000 -i 100000000 "127.0.0.1:$HP" >"$TMP/c4" 2>&1 &
-CPID=$!
-for _ in $(seq 100); do [ "$(accepted ep)" = 5 ] && break; sleep 0.05; done
-sleep 0.3
+streaming ep 5 2
 "$STAT" -j >"$TMP/st.json"
 n=$(python3 - "$TMP/st.json" <<'PY'
 import json, sys
@@ -88,42 +119,22 @@ print(sum(s["path"] == "direct" for a in d["applications"] for s in a["socket_li
 PY
 )
 is "$n" 2 "gsock-stat: the GPU client's 2 connections are direct"
-t0=$(now_ms)
-kill -9 "$HPID"
-wait "$CPID"
-r=$?
-t1=$(now_ms)
-sed 's/^/# /' "$TMP/c4"
-[ "$r" -ne 0 ] && [ "$r" -ne 124 ] && [ $((t1 - t0)) -lt 10000 ]
-ok $? "a killed server: the GPU client fails (status $r) in $((t1 - t0)) ms, no hang"
+client_fails ep "$HPID" "a killed server"
 
 # A killed GPU client: the preloaded server's threads see the end and
 # close; its descriptors go back to what they were before.
 pre_helper kc echo-server 127.0.0.1:0 || exit 1
 fd0=$(ls /proc/"$HPID"/fd | wc -l)
-"$CLIENT" -b 2 -n 1000 -i 100000000 "127.0.0.1:$HP" >"$TMP/c12" 2>&1 &
-CPID=$!
-PIDS="$PIDS $CPID"
-for _ in $(seq 100); do [ "$(accepted kc)" = 2 ] && break; sleep 0.05; done
-sleep 0.3
+streaming kc 2 2
 kill -9 "$CPID"
 wait "$CPID" 2>/dev/null
 is "$(fds_settle "$HPID" "$fd0")" "$fd0" "a killed GPU client: the server's 2 direct connections end and are closed"
 kill "$HPID"
 
-# Accepts in forked children, on the parent's named listener.
-pre_helper fork fork-echo-server 127.0.0.1:0 || exit 1
-client c9 -b 4 -n 1000 -i 50 "127.0.0.1:$HP"
-ok $? "GPU client -> preloaded server accepting in 2 forked children: intact"
-is "$(accepted fork)" 4 "its 4 connections were direct"
-kill "$HPID"
-
-# A listener moved to another descriptor after a subprocess (vfork).
-pre_helper dup dup-echo-server 127.0.0.1:0 || exit 1
-client c14 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
-ok $? "GPU client -> preloaded server whose listener moved (dup2) after a subprocess ran: intact"
-is "$(accepted dup)" 2 "its 2 connections were direct"
-kill "$HPID"
+# Accepts in forked children, on the parent's named listener; a listener
+# moved to another descriptor after a subprocess ran (vfork).
+direct_server fork fork-echo-server "preloaded server accepting in 2 forked children" 4
+direct_server dup dup-echo-server "preloaded server whose listener moved (dup2) after a subprocess ran" 2
 
 # Two preloaded listeners sharing a port (SO_REUSEPORT), both named.
 pre_helper rp1 reuseport-echo-server 127.0.0.1:0 || exit 1
@@ -210,18 +221,8 @@ kill "$HPID"
 # gsockd killed under a direct accepted connection: both ends learn it.
 pre_helper gk echo-server 127.0.0.1:0 || exit 1
 fd0=$(ls /proc/"$HPID"/fd | wc -l)
-timeout 60 "$CLIENT" -b 1 -n 1000 -i 100000000 "127.0.0.1:$HP" >"$TMP/c13" 2>&1 &
-CPID=$!
-for _ in $(seq 100); do [ "$(accepted gk)" = 1 ] && break; sleep 0.05; done
-sleep 0.3
-t0=$(now_ms)
-kill -9 "$GSOCKD_PID"
-wait "$CPID"
-r=$?
-t1=$(now_ms)
-sed 's/^/# /' "$TMP/c13"
-[ "$r" -ne 0 ] && [ "$r" -ne 124 ] && [ $((t1 - t0)) -lt 10000 ]
-ok $? "gsockd killed: the GPU client fails (status $r) in $((t1 - t0)) ms, no hang"
+streaming gk 1 1
+client_fails gk "$GSOCKD_PID" "gsockd killed"
 is "$(fds_settle "$HPID" "$fd0")" "$fd0" "and the preloaded server's end of it ends and is closed"
 kill "$HPID"
 
