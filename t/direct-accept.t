@@ -171,23 +171,8 @@ if [ -x "$PROBE" ]; then
 		>"$TMP/mc.out" 2>"$TMP/mc.err" &
 	PIDS="$PIDS $!"
 	wait_listen "$MP"
-	"$PROBE" -l 127.0.0.1:0 -t 64 -T 300 -b 2 -m 4 -F 1 -M "127.0.0.1:$MP" -R 4096 -W 300 \
-		>"$TMP/p.out" 2>"$TMP/p.err" &
-	PIDS="$PIDS $!"
-	for _ in $(seq 400); do grep -q 'listening on' "$TMP/p.out" && break; sleep 0.05; done
-	P=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/p.out")
-	got=$(timeout 30 python3 -c "
-import socket, sys
-s = socket.create_connection(('127.0.0.1', $P))
-keys = sys.argv[1:]
-s.sendall(b'K' + b''.join(k.encode() + b'\n' for k in keys))
-out = b''
-while out.count(b'\n') < len(keys):
-    d = s.recv(65536)
-    if not d:
-        break
-    out += d
-sys.stdout.write(out.decode('latin-1'))" v5 miss v1000)
+	srv_probe p -b 2 -m 4 -F 1 -M "127.0.0.1:$MP" -R 4096 -W 300
+	got=$(pipe_ask "$P" v5 miss v1000)
 	want=$(python3 -c "print('5:abcde'); print('E2'); print('1000:' + ''.join(chr(97 + i % 26) for i in range(1000)))")
 	is "$got" "$want" "server-layer pipe to a preloaded fake memcached: hit, miss, 1000-byte hit"
 	is "$(accepted mc)" 1 "the pipe's connection was accepted on the direct path"

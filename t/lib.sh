@@ -170,6 +170,37 @@ start_helper() {
 	return 1
 }
 
+# srv_probe NAME ARGS...: start t/srv-probe-$BACKEND (the server layer's
+# probe) with ARGS; its output in $TMP/NAME.out, its pid in NAME_PID, its
+# port in P.
+srv_probe() {
+	_n=$1; shift
+	"$GSOCK_BUILD/t/srv-probe-$BACKEND" -l 127.0.0.1:0 -t 64 -T 300 "$@" \
+		>"$TMP/$_n.out" 2>"$TMP/$_n.err" &
+	eval "${_n}_PID=\$!"
+	PIDS="$PIDS $!"
+	for _ in $(seq 400); do grep -q 'listening on' "$TMP/$_n.out" && break; sleep 0.05; done
+	P=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/$_n.out")
+}
+
+# pipe_ask PORT KEY...: send the keys to a srv-probe on one 'K'
+# connection, all at once; print the answers, one per line (a value as
+# LEN:VALUE).
+pipe_ask() {
+	timeout 30 python3 -c "
+import socket, sys
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+keys = sys.argv[2:]
+s.sendall(b'K' + b''.join(k.encode() + b'\n' for k in keys))
+out = b''
+while out.count(b'\n') < len(keys):
+    d = s.recv(65536)
+    if not d:
+        break
+    out += d
+sys.stdout.write(out.decode('latin-1'))" "$@"
+}
+
 # Value NAME from gcall-probe output in file $1.
 probe_value() { sed -n "s/^$2 //p" "$1" | head -1; }
 

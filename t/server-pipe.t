@@ -19,32 +19,8 @@ PIDS="$PIDS $!"
 wait_listen "$MP"
 start_gsockd || exit 1
 
-# probe NAME ARGS...: start a srv-probe; its port in $P.
-probe() {
-	_n=$1; shift
-	"$PROBE" -l 127.0.0.1:0 -t 64 -T 300 "$@" >"$TMP/$_n.out" 2>"$TMP/$_n.err" &
-	eval "${_n}_PID=\$!"
-	PIDS="$PIDS $!"
-	for _ in $(seq 400); do grep -q 'listening on' "$TMP/$_n.out" && break; sleep 0.05; done
-	P=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/$_n.out")
-}
-
-# ask KEY...: send the keys on one 'K' connection, all at once; print the
-# answers, one per line (a value as LEN:VALUE)
-ask() {
-	timeout 30 python3 -c "
-import socket, sys
-s = socket.create_connection(('127.0.0.1', $P))
-keys = sys.argv[1:]
-s.sendall(b'K' + b''.join(k.encode() + b'\n' for k in keys))
-out = b''
-while out.count(b'\n') < len(keys):
-    d = s.recv(65536)
-    if not d:
-        break
-    out += d
-sys.stdout.write(out.decode('latin-1'))" "$@"
-}
+probe() { srv_probe "$@"; }
+ask() { pipe_ask "$P" "$@"; }
 
 # v N: what the fake answers for key vN: N bytes of a pattern
 v() { python3 -c "import sys; n = int(sys.argv[1]); sys.stdout.write('%d:%s' % (n, ''.join(chr(97 + i % 26) for i in range(n))))" "$1"; }
