@@ -24,18 +24,11 @@ PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 # (its log in $TMP/NAME.err); its port in HP, its pid in HPID.
 pre_helper() {
 	_n=$1; shift
-	env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug python3 "$PY" "$@" \
-		>"$TMP/$_n.out" 2>"$TMP/$_n.err" &
-	HPID=$!
-	PIDS="$PIDS $HPID"
-	HP=
-	for _ in $(seq 200); do
-		HP=$(sed -n 's/^listening \(.*\)$/\1/p' "$TMP/$_n.out")
-		[ -n "$HP" ] && return 0
-		sleep 0.05
-	done
-	echo "# $_n did not start:"; sed 's/^/#   /' "$TMP/$_n.err"
-	return 1
+	run_helper "$_n" env LD_PRELOAD="$PRELOAD" GSOCK_LOG=debug python3 "$PY" "$@"
+	_r=$?
+	HPID=$HELPER_PID
+	HP=$HELPER_PORT
+	return $_r
 }
 
 # accepted NAME: connections the preloaded program NAME took directly.

@@ -157,16 +157,22 @@ start_server() {
 }
 
 # Start a python helper server (see echo_clients.py); sets HELPER_PORT.
-start_helper() {
-	python3 "$PY" "$@" >"$TMP/helper.out" 2>"$TMP/helper.err" &
+start_helper() { run_helper helper python3 "$PY" "$@"; }
+
+# run_helper NAME COMMAND...: start a helper command (its output in
+# $TMP/NAME.out and .err) and wait for its "listening PORT" line; sets
+# HELPER_PID and HELPER_PORT.
+run_helper() {
+	_h=$1; shift
+	"$@" >"$TMP/$_h.out" 2>"$TMP/$_h.err" &
 	HELPER_PID=$!
 	PIDS="$PIDS $HELPER_PID"
 	for _ in $(seq 200); do
-		HELPER_PORT=$(sed -n 's/^listening \(.*\)$/\1/p' "$TMP/helper.out")
+		HELPER_PORT=$(sed -n 's/^listening \(.*\)$/\1/p' "$TMP/$_h.out")
 		[ -n "$HELPER_PORT" ] && return 0
 		sleep 0.05
 	done
-	echo "# helper did not start:"; sed 's/^/#   /' "$TMP/helper.err"
+	echo "# $_h did not start:"; sed 's/^/#   /' "$TMP/$_h.err"
 	return 1
 }
 
