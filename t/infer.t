@@ -27,7 +27,7 @@ C=$IN/infer-cserver-$BACKEND
 P=$IN/infer-pserver
 [ -x "$G" ] || skip_all "$GNAME is not built"
 time_limit 90
-plan 51
+plan 52
 
 HTTP="python3 $GSOCK_SRC/t/infer_http.py"
 EXACT=-x
@@ -246,5 +246,21 @@ if [ $have_c = 1 ]; then
 	ok $? "C stops on SIGTERM with status $r: $(grep served "$TMP/csrv.out")"
 else
 	ok 0 "# SKIP C: $why_c"
+fi
+
+# the graph server's number of graph sizes: a count it can capture, or a sentence
+GG=$IN/infer-gserver-graph
+if [ -x "$GG" ]; then
+	bad=""
+	for n in 1 33 x ""; do
+		"$GG" -G "$n" -w "$TMP/w" >"$TMP/gg.out" 2>&1
+		r=$?
+		[ $r = 64 ] && grep -q "takes a number of graph sizes from 2 to 32, not '$n'" "$TMP/gg.out" ||
+			bad="$bad -G '$n' (status $r: $(head -c 200 "$TMP/gg.out"))"
+	done
+	[ -z "$bad" ]
+	ok $? "infer-gserver-graph refuses a number of graph sizes outside 2..32 with status 64 and a sentence${bad:+:$bad}"
+else
+	ok 0 "# SKIP infer-gserver-graph is not built (configure found no CUDA toolkit with cuBLAS)"
 fi
 finish

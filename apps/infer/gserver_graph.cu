@@ -18,7 +18,7 @@
  * conditional node (CUDA 13 refuses to instantiate one for device
  * launch), and a captured SGEMM keeps the sizes it was captured with.
  * So one graph is captured for each batch size of igg_caps (pixels of
- * all the turn's pictures); the receive node takes what its graph's size
+ * all the turn's pictures, -G sizes); the receive node takes what its graph's size
  * holds, a picture that does not fit waits, and the send node launches
  * the graph whose size holds what came and what waits, with room kept
  * for the waiting pictures: new ones cannot take it, so a picture waits
@@ -41,6 +41,7 @@
  * that turn answers nothing and launches no other, and the host thread,
  * asleep in cudaStreamSynchronize, wakes.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sysexits.h>
@@ -54,7 +55,13 @@
 #define IGG_GAP 32 /* plane pixels before a picture's: its answer's head */
 #define IGG_SLICE_NS 20000 /* an idle receive block looks at the others */
 #define IGG_AGAIN (-1) /* a job's e: no room this turn, look again */
-#define IGG_SIZES 5
+#define IGG_SIZES 32 /* graph sizes at most (-G) */
+#ifndef IGG_SIZES_DEFAULT
+#define IGG_SIZES_DEFAULT 17
+#endif
+#define IGG_SIZE_MIN (1u << 12)
+#define IGG_STR_(x) #x
+#define IGG_STR(x) IGG_STR_(x)
 #define IGG_SEND_US 10000 /* an answer's time to leave, besides its bytes' */
 #define IGG_SEND_RATE (64u << 20) /* the slowest reader kept, bytes a second */
 /* The model's ranges run side by side in a turn (ecb_model): streams at capture. */
@@ -62,9 +69,13 @@
 #define IGG_BRANCHES 4
 #endif
 #define IGG_BLAS_WS (32u << 20) /* cuBLAS's workspace, a branch */
-/* Batch sizes, pixels: the largest holds a 1024x1024 picture. */
-static const uint32_t igg_caps[IGG_SIZES] = { 1u << 12, 1u << 14, 1u << 16,
-					      1u << 18, ECB_PIXELS_MAX };
+/*
+ * Batch sizes, pixels (-G of them): 4 Ki up to the largest, which holds a
+ * 1024x1024 picture, each a constant factor above the one before (1.41
+ * for 17): a turn computes at most that factor more pixels than it took.
+ */
+static uint32_t igg_caps[IGG_SIZES];
+static int igg_nsizes = IGG_SIZES_DEFAULT;
 
 /*
  * One of the turn's jobs: a picture to answer, a refusal, or IGG_AGAIN.
@@ -112,6 +123,7 @@ struct igg_turn {
 	int32_t end; /* receive: the error that ends the server, or 0 */
 	int32_t launch_err; /* send: the cudaGraphLaunch that failed (the host's) */
 	uint32_t cap[IGG_SIZES]; /* igg_caps */
+	uint32_t sizes; /* igg_nsizes */
 	uint64_t turns; /* send: turns served */
 	unsigned long long want; /* receive: plane pixels of the pictures that wait */
 	cudaGraphExec_t exec[IGG_SIZES]; /* each size's graph */
@@ -454,7 +466,7 @@ GSOCK_DEVICE long igg_answer(struct gsock_dev gs, struct gsrv *s,
 __device__ static void igg_next_t0(struct igg_turn *t, uint32_t cap)
 {
 	unsigned long long need = t->pixels + t->want;
-	uint32_t k = 0, top = t->cap[IGG_SIZES - 1];
+	uint32_t k = 0, top = t->cap[t->sizes - 1];
 	struct igg_clock *c = &t->clock;
 	uint64_t now = gs_now_ns();
 	cudaError_t e;
@@ -475,7 +487,7 @@ __device__ static void igg_next_t0(struct igg_turn *t, uint32_t cap)
 	c->recv1 = c->first = 0;
 	c->send_end = now;
 
-	while (k + 1 < IGG_SIZES && t->cap[k] < need)
+	while (k + 1 < t->sizes && t->cap[k] < need)
 		k++;
 	t->reserved = t->want < top ? (uint32_t)t->want : top;
 	if (t->oldest_next != ~0ull) {
@@ -668,7 +680,7 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 		status = EX_OSERR;
 		goto out_release;
 	}
-	for (int k = 0; k < IGG_SIZES; k++)
+	for (int k = 0; k < igg_nsizes; k++)
 		args[k] = (struct igg_arg){ dev_s, igg_caps[k], 0 };
 	if (gsock_memcpy(ctx, host.args, args, sizeof(args))) {
 		status = EX_OSERR;
@@ -678,7 +690,7 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 	cudaFuncGetAttributes(&fa, (const void *)igg_recv);
 	cudaFuncGetAttributes(&fa, (const void *)igg_send);
 	ecb_load();
-	for (int k = 0; k < IGG_SIZES && !status; k++)
+	for (int k = 0; k < igg_nsizes && !status; k++)
 		if (igg_capture(ctx, blocks, threads, k))
 			status = EX_SOFTWARE;
 	if (!status &&
@@ -754,6 +766,15 @@ static int option(struct gsrv_app *app, int opt, const char *arg)
 		weights_path = arg;
 		return 0;
 	}
+	if (opt == 'G') {
+		if (!*arg || *end || v < 2 || v > IGG_SIZES) {
+			fprintf(stderr, "%s: -G takes a number of graph sizes from 2 to %d, not '%s'\n",
+				app->name, IGG_SIZES, arg);
+			return EX_USAGE;
+		}
+		igg_nsizes = (int)v;
+		return 0;
+	}
 	if (!*arg || *end || v <= 0 || v > 86400000) {
 		fprintf(stderr, "%s: -T takes milliseconds from 1 to 86400000, not '%s'\n",
 			app->name, arg);
@@ -767,7 +788,7 @@ static int option(struct gsrv_app *app, int opt, const char *arg)
 static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
 	struct igg_conf *c = &host.conf;
-	uint32_t cap = igg_caps[IGG_SIZES - 1], jobs = s->blocks * s->per_block;
+	uint32_t cap = ECB_PIXELS_MAX, jobs = s->blocks * s->per_block;
 	struct igg_turn t = { 0 };
 	int status;
 	float *p;
@@ -784,7 +805,12 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 	c->jobs = (struct igg_job *)gsock_dev_alloc(ctx, sizeof(*c->jobs) * jobs);
 	c->njobs = (uint32_t *)gsock_dev_alloc(ctx, 4 * s->blocks);
 	host.model = gsock_dev_alloc(ctx, ecb_size(cap, jobs));
+	for (int k = 0; k < igg_nsizes; k++) /* 4 Ki, ..., ECB_PIXELS_MAX */
+		igg_caps[k] = k == igg_nsizes - 1 ? ECB_PIXELS_MAX :
+			(uint32_t)(IGG_SIZE_MIN * pow((double)ECB_PIXELS_MAX / IGG_SIZE_MIN,
+						      (double)k / (igg_nsizes - 1)));
 	memcpy(t.cap, igg_caps, sizeof(t.cap));
+	t.sizes = (uint32_t)igg_nsizes;
 	t.clock.recv0 = t.clock.send0 = ~0ull;
 	t.oldest_next = ~0ull;
 	if (host.model && c->turn) {
@@ -822,6 +848,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "weights", required_argument, NULL, 'w' },
 		{ "timeout", required_argument, NULL, 'T' },
+		{ "graphs", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct gsrv_app app = { 0 };
@@ -835,13 +862,16 @@ int main(int argc, char **argv)
 	app.ring_size = 1 << 20;
 	app.requests = "pictures";
 	app.app_size = sizeof(struct igg_conf);
-	app.opts = "w:T:";
+	app.opts = "w:T:G:";
 	app.longopts = opts;
 	app.usage =
 		"  -w, --weights FILE    the model's weights (infer-ref weights writes them)\n"
 		"  -T, --timeout MS      bound on a request's arrival (default 5000); an\n"
 		"                        answer has 10 ms plus about 15 ms a MiB to leave,\n"
-		"                        then its reader is closed as too slow\n";
+		"                        then its reader is closed as too slow\n"
+		"  -G, --graphs N        graph sizes, 4 Ki to 1 Mi + 64 Ki pixels (default "
+		IGG_STR(IGG_SIZES_DEFAULT) "):\n"
+		"                        a turn runs the smallest that holds its pictures\n";
 	app.option = option;
 	app.setup = setup;
 	app.teardown = teardown;
