@@ -1922,26 +1922,42 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
  * Descriptors of listeners named to gsockd (a bit each): only their
  * accepts ask. A number closed or duplicated over is forgotten, one
  * duplicated to gets the bit (preload.c); a forked child keeps its
- * parent's.
+ * parent's. The same for listeners that found no gsockd to name them to
+ * (it had not started, or was restarting): their accepts try again, at
+ * most once every PL_RENAME_NS in the process (pl_direct_accepted).
  */
 #define NAMED_MAX 65536
-static uint32_t named[NAMED_MAX / 32];
+#define PL_RENAME_NS 1000000000ull
+static uint32_t named[NAMED_MAX / 32], unnamed[NAMED_MAX / 32];
+static uint64_t rename_ns; /* the last try, CLOCK_MONOTONIC */
 
-static int is_named(int fd)
+static int bit_of(const uint32_t *map, int fd)
 {
 	return fd >= 0 && fd < NAMED_MAX &&
-	       (__atomic_load_n(&named[fd / 32], __ATOMIC_RELAXED) >> (fd % 32) &
+	       (__atomic_load_n(&map[fd / 32], __ATOMIC_RELAXED) >> (fd % 32) &
 		1);
 }
 
-int pl_direct_named_in(int lo, int hi)
+static void bit_set(uint32_t *map, int fd, int on)
 {
-	if (lo < 0)
-		lo = 0;
-	if (hi >= NAMED_MAX)
-		hi = NAMED_MAX - 1;
+	if (fd < 0 || fd >= NAMED_MAX)
+		return;
+	if (on)
+		__atomic_or_fetch(&map[fd / 32], 1u << (fd % 32), __ATOMIC_RELAXED);
+	else
+		__atomic_and_fetch(&map[fd / 32], ~(1u << (fd % 32)),
+				   __ATOMIC_RELAXED);
+}
+
+static int is_named(int fd)
+{
+	return bit_of(named, fd);
+}
+
+static int any_in(const uint32_t *map, int lo, int hi)
+{
 	for (int fd = lo; fd <= hi; fd += 32 - fd % 32) {
-		uint32_t w = __atomic_load_n(&named[fd / 32], __ATOMIC_RELAXED);
+		uint32_t w = __atomic_load_n(&map[fd / 32], __ATOMIC_RELAXED);
 
 		w &= ~0u << (fd % 32);
 		if (hi / 32 == fd / 32)
@@ -1952,23 +1968,35 @@ int pl_direct_named_in(int lo, int hi)
 	return 0;
 }
 
+int pl_direct_named_in(int lo, int hi)
+{
+	if (lo < 0)
+		lo = 0;
+	if (hi >= NAMED_MAX)
+		hi = NAMED_MAX - 1;
+	return any_in(named, lo, hi) || any_in(unnamed, lo, hi);
+}
+
 void pl_direct_named_gone(int lo, int hi)
 {
 	if (lo < 0)
 		lo = 0;
 	if (hi >= NAMED_MAX)
 		hi = NAMED_MAX - 1;
-	for (int fd = lo; fd <= hi; fd++)
-		if (is_named(fd))
-			__atomic_and_fetch(&named[fd / 32], ~(1u << (fd % 32)),
-					   __ATOMIC_RELAXED);
+	for (int fd = lo; fd <= hi; fd++) {
+		if (bit_of(named, fd))
+			bit_set(named, fd, 0);
+		if (bit_of(unnamed, fd))
+			bit_set(unnamed, fd, 0);
+	}
 }
 
 void pl_direct_named_copy(int oldfd, int newfd)
 {
-	if (is_named(oldfd) && newfd >= 0 && newfd < NAMED_MAX)
-		__atomic_or_fetch(&named[newfd / 32], 1u << (newfd % 32),
-				  __ATOMIC_RELAXED);
+	if (is_named(oldfd))
+		bit_set(named, newfd, 1);
+	if (bit_of(unnamed, oldfd))
+		bit_set(unnamed, newfd, 1);
 }
 
 /*
@@ -1988,7 +2016,7 @@ void pl_direct_listen(int fd)
 	socklen_t len = sizeof(ss), ol = sizeof(int);
 	struct gs_ctl_dreply rep;
 	struct stat st;
-	int reuse = 0, v6only = 1, ctl;
+	int reuse = 0, v6only = 1, ctl, r;
 
 	if (pl_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
 	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
@@ -2011,17 +2039,38 @@ void pl_direct_listen(int fd)
 	memcpy(req.dst, &ss, len);
 	req.ino = st.st_ino;
 	ctl = ctl_open(fd);
-	if (ctl < 0)
-		return;
-	if (ctl_ask(fd, ctl, &req, -1, &rep) == 0) {
+	r = ctl < 0 ? -1 : ctl_ask(fd, ctl, &req, -1, &rep);
+	if (r == 0) {
 		pl_log(rep.status ? PL_LOG_DEBUG : PL_LOG_INFO,
 		       "fd %d: listener named to gsockd for GPU clients' direct path: %s",
 		       fd, rep.status ? rep.msg : "ok");
-		if (!rep.status && fd < NAMED_MAX)
-			__atomic_or_fetch(&named[fd / 32], 1u << (fd % 32),
-					  __ATOMIC_RELAXED);
+		bit_set(named, fd, !rep.status);
 	}
-	pl_real.close(ctl);
+	/* no gsockd, or no answer: an accept on it asks again (a refusal stands) */
+	bit_set(unnamed, fd, r != 0);
+	if (ctl >= 0)
+		pl_real.close(ctl);
+}
+
+/*
+ * An accept on lfd, a listener that found no gsockd to be named to:
+ * name it now if none was tried for PL_RENAME_NS (its GPU clients from
+ * then on may take the direct path; this connection is the kernel's).
+ */
+static void rename_listener(int lfd)
+{
+	struct timespec ts;
+	uint64_t now, last = __atomic_load_n(&rename_ns, __ATOMIC_RELAXED);
+
+	if (!bit_of(unnamed, lfd))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (now - last < PL_RENAME_NS ||
+	    !__atomic_compare_exchange_n(&rename_ns, &last, now, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	pl_direct_listen(lfd);
 }
 
 int pl_direct_accepted(int fd, int lfd, struct pl_sock **sp_out)
@@ -2035,8 +2084,11 @@ int pl_direct_accepted(int fd, int lfd, struct pl_sock **sp_out)
 	struct pl_sock *s;
 	int sp[2], ctl, pend = 0, r;
 
-	if (!is_named(lfd) ||
-	    pl_real.getsockname(fd, (struct sockaddr *)&dst, &dlen) < 0 ||
+	if (!is_named(lfd)) {
+		rename_listener(lfd);
+		return 0;
+	}
+	if (pl_real.getsockname(fd, (struct sockaddr *)&dst, &dlen) < 0 ||
 	    (dst.ss_family != AF_INET && dst.ss_family != AF_INET6))
 		return 0;
 	/* sin_port and sin6_port lie at the same place */

@@ -6,7 +6,8 @@
 # direct_accept_ms passes (then the bridge carries it). Bytes come back
 # intact through a threaded and an epoll server, one accepting in forked
 # children, two sharing a port (SO_REUSEPORT; one without the preload
-# keeps the port bridged), through a pipe of the
+# keeps the port bridged), one started before gsockd (named at its first
+# accept after gsockd starts), through a pipe of the
 # server layer to a fake memcached, and on every fallback: a listener
 # that accepts late, one that is not preloaded, a pool used up, and
 # direct_accept_ms = 0. A killed server ends the GPU client's connection
@@ -16,7 +17,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 240
-plan 34
+plan 40
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 
@@ -156,6 +157,24 @@ start_helper echo-server 127.0.0.1:0 || exit 1
 client c6 -b 2 -n 1000 -i 20 "127.0.0.1:$HELPER_PORT"
 ok $? "a server without the preload: intact on the bridge"
 kill "$HELPER_PID"
+
+# A preloaded server that started before gsockd: its listener found none
+# to be named to, and is named at its first accept once gsockd runs.
+kill "$GSOCKD_PID"
+wait "$GSOCKD_PID" 2>/dev/null
+pre_helper early echo-server 127.0.0.1:0 || exit 1
+grep -q 'no gsockd at' "$TMP/early.err" && ! grep -q 'listener named' "$TMP/early.err"
+ok $? "a preloaded server started while no gsockd runs: its listener is not named"
+start_gsockd || exit 1
+client c12 -b 1 -n 1000 -i 20 "127.0.0.1:$HP"
+ok $? "gsockd started after it: the first GPU client's connection is intact on the bridge"
+is "$(accepted early)" 0 "that connection was not direct"
+grep -q 'listener named to gsockd.*: ok' "$TMP/early.err"
+ok $? "its accept named the listener to gsockd"
+client c13 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
+ok $? "GPU client -> it again: intact"
+is "$(accepted early)" 2 "those 2 connections were direct"
+kill "$HPID"
 
 # The server layer's pipe (face verification's memcached asks).
 if [ -x "$PROBE" ]; then
