@@ -1614,8 +1614,16 @@ static int readable_within(int fd, int ms)
 }
 
 /*
+ * Set by ctl_open's -1 where nothing listens at gsockd's control socket
+ * (none runs, or it is between a stop and a start), not where gsockd
+ * answered otherwise.
+ */
+static __thread int ctl_absent;
+
+/*
  * A control connection to gsockd, welcomed, whose pool is mapped: its
- * descriptor, or -1 (why in the log). fd names the caller's socket there.
+ * descriptor, or -1 (why in the log; ctl_absent). fd names the caller's
+ * socket there.
  */
 static int ctl_open(int fd)
 {
@@ -1632,6 +1640,7 @@ static int ctl_open(int fd)
 	int ctl, memfd = -1;
 	ssize_t n;
 
+	ctl_absent = 0;
 	if (strlen(path) >= sizeof(un.sun_path))
 		return -1;
 	strcpy(un.sun_path, path);
@@ -1639,6 +1648,7 @@ static int ctl_open(int fd)
 	if (ctl < 0)
 		return -1;
 	if (pl_real.connect(ctl, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		ctl_absent = errno == ENOENT || errno == ECONNREFUSED;
 		pl_log(PL_LOG_DEBUG, "fd %d: no gsockd at %s (%s): the kernel's path",
 		       fd, path, strerror(errno));
 		goto err;
@@ -1922,9 +1932,10 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
  * Descriptors of listeners named to gsockd (a bit each): only their
  * accepts ask. A number closed or duplicated over is forgotten, one
  * duplicated to gets the bit (preload.c); a forked child keeps its
- * parent's. The same for listeners that found no gsockd to name them to
- * (it had not started, or was restarting): their accepts try again, at
- * most once every PL_RENAME_NS in the process (pl_direct_accepted).
+ * parent's. The same for listeners that found nothing listening at
+ * gsockd's control socket (it had not started, or was restarting):
+ * their accepts try again, at most once every PL_RENAME_NS in the
+ * process (pl_direct_accepted). Any other failure or refusal stands.
  */
 #define NAMED_MAX 65536
 #define PL_RENAME_NS 1000000000ull
@@ -2016,7 +2027,8 @@ void pl_direct_listen(int fd)
 	socklen_t len = sizeof(ss), ol = sizeof(int);
 	struct gs_ctl_dreply rep;
 	struct stat st;
-	int reuse = 0, v6only = 1, ctl, r;
+	struct stat st2;
+	int reuse = 0, v6only = 1, ctl, r, absent;
 
 	if (pl_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
 	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
@@ -2039,17 +2051,25 @@ void pl_direct_listen(int fd)
 	memcpy(req.dst, &ss, len);
 	req.ino = st.st_ino;
 	ctl = ctl_open(fd);
+	absent = ctl < 0 && ctl_absent;
 	r = ctl < 0 ? -1 : ctl_ask(fd, ctl, &req, -1, &rep);
-	if (r == 0) {
+	if (ctl >= 0)
+		pl_real.close(ctl);
+	if (r == 0)
 		pl_log(rep.status ? PL_LOG_DEBUG : PL_LOG_INFO,
 		       "fd %d: listener named to gsockd for GPU clients' direct path: %s",
 		       fd, rep.status ? rep.msg : "ok");
-		bit_set(named, fd, !rep.status);
-	}
-	/* no gsockd, or no answer: an accept on it asks again (a refusal stands) */
-	bit_set(unnamed, fd, r != 0);
-	if (ctl >= 0)
-		pl_real.close(ctl);
+	/*
+	 * The bits are fd's only while fd is still this listener: a close
+	 * or dup2 during the exchange may have given the number to another.
+	 */
+	if (fstat(fd, &st2) < 0 || st2.st_ino != st.st_ino ||
+	    st2.st_dev != st.st_dev)
+		return;
+	if (r == 0 && !rep.status)
+		bit_set(named, fd, 1);
+	/* nothing listened at the control socket: an accept on it asks again */
+	bit_set(unnamed, fd, absent);
 }
 
 /*

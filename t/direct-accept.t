@@ -10,14 +10,15 @@
 # accept after gsockd starts), through a pipe of the
 # server layer to a fake memcached, and on every fallback: a listener
 # that accepts late, one that is not preloaded, a pool used up, and
-# direct_accept_ms = 0. A killed server ends the GPU client's connection
+# direct_accept_ms = 0; with direct = off the listener is not asked after
+# again at its accepts. A killed server ends the GPU client's connection
 # with an error, not a hang; a killed GPU client and a killed gsockd end
 # the server's, whose descriptors are closed.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 240
-plan 40
+plan 42
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 
@@ -231,5 +232,17 @@ ok $? "direct_accept_ms = 0: gsockd declines the listener, saying why"
 client c8 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
 ok $? "and the connections are intact on the bridge"
 is "$(accepted zero)" 0 "none of them direct"
+kill "$HPID"
+
+# gsockd with the direct path off offers no pool: the listener is not
+# named, and its accepts do not ask again (only a missing gsockd is asked
+# again), however long apart.
+printf 'direct = "off"\n' >"$TMP/off.conf"
+restart_gsockd "$TMP/off.conf" || exit 1
+pre_helper off echo-server 127.0.0.1:0 || exit 1
+client c9 -b 1 -n 100 -i 2 "127.0.0.1:$HP" && sleep 1.2 &&
+	client c10 -b 1 -n 100 -i 2 "127.0.0.1:$HP"
+ok $? "direct = off: connections a second apart are intact on the bridge"
+is "$(grep -c 'offers no direct pool' "$TMP/off.err")" 1 "the listener asked gsockd once, at listen, not again at its accepts"
 kill "$HPID"
 finish
