@@ -71,9 +71,12 @@
 #define IGG_BLAS_WS (32u << 20) /* cuBLAS's workspace, a branch */
 /*
  * Batch sizes, pixels (-G of them): 4 Ki up to the largest, which holds a
- * 1024x1024 picture, each a constant factor above the one before (1.41
- * for 17): a turn computes at most that factor more pixels than it took.
+ * 1024x1024 picture, each a constant factor above the one before (1.42
+ * for 17): a turn of more than 4 Ki pixels computes at most that factor
+ * more than it needs (what it took, and the room kept for the pictures
+ * that wait).
  */
+typedef char igg_sizes_fit[IGG_SIZES_DEFAULT >= 2 && IGG_SIZES_DEFAULT <= IGG_SIZES ? 1 : -1];
 static uint32_t igg_caps[IGG_SIZES];
 static int igg_nsizes = IGG_SIZES_DEFAULT;
 
