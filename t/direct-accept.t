@@ -10,8 +10,8 @@
 # accept after gsockd starts), through a pipe of the
 # server layer to a fake memcached, and on every fallback: a listener
 # that accepts late, one that is not preloaded, a pool used up, and
-# direct_accept_ms = 0; with direct = off the listener is not asked after
-# again at its accepts. A killed server ends the GPU client's connection
+# direct_accept_ms = 0; with direct = off its accepts do not ask gsockd
+# again. A killed server ends the GPU client's connection
 # with an error, not a hang; a killed GPU client and a killed gsockd end
 # the server's, whose descriptors are closed.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
