@@ -1146,14 +1146,14 @@ static void connect_cpu(struct br_sock *s, const struct sockaddr *dst,
 		return;
 	pthread_mutex_lock(&dp.lock);
 	/*
-	 * At most half the pool waits for accepts: a program that accepts
-	 * slowly or never leaves the rest to connections that move bytes.
+	 * At most half the pool (rounded up: a pool of one holds one)
+	 * waits for accepts: a program that accepts slowly or never leaves
+	 * the rest to connections that move bytes.
 	 */
 	if (!dp.nfree || !cls_all(dk, kino, n, uid) ||
 	    2 * (uint64_t)__atomic_load_n(
 			&GS_DPOOL_OF(dp.base, dp.nsegs, dp.dring)->cpu_pend,
-			__ATOMIC_RELAXED) >=
-		    (uint64_t)dp.nsegs + 1) {
+			__ATOMIC_RELAXED) >= (uint64_t)dp.nsegs) {
 		pthread_mutex_unlock(&dp.lock);
 		return;
 	}

@@ -9,7 +9,8 @@
 # keeps the port bridged), one started before gsockd (named at its first
 # accept after gsockd starts), through a pipe of the
 # server layer to a fake memcached, and on every fallback: a listener
-# that accepts late, one that is not preloaded, a pool used up, and
+# that accepts late, one that is not preloaded, a pool used up (and half
+# of it waiting for accepts), and
 # direct_accept_ms = 0; with direct = off its accepts do not ask gsockd
 # again. A killed server ends the GPU client's connection
 # with an error, not a hang; a killed GPU client and a killed gsockd end
@@ -18,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 240
-plan 42
+plan 44
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 
@@ -214,6 +215,17 @@ pre_helper one echo-server 127.0.0.1:0 || exit 1
 client c7 -b 3 -n 1000 -i 20 "127.0.0.1:$HP"
 ok $? "direct_conns = 1, 3 connections: intact"
 is "$(accepted one)" 1 "one of them was direct, the others bridged"
+kill "$HPID"
+
+# At most half the pool waits for accepts: of a pool of 2 segments, one
+# gconnect waits for a server that accepts 1.5 s late (within a 3 s
+# direct_accept_ms), the other is bridged at once.
+printf 'direct_conns = 2\ndirect_accept_ms = 3000\n' >"$TMP/half.conf"
+restart_gsockd "$TMP/half.conf" || exit 1
+pre_helper half late-echo-server 127.0.0.1:0 1.5 || exit 1
+client c14 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
+ok $? "direct_conns = 2, 2 connections to a server accepting 1.5 s late: intact"
+is "$(accepted half)" 1 "one waited and was direct, the other (past half the pool) bridged"
 kill "$HPID"
 
 # gsockd killed under a direct accepted connection: both ends learn it.
