@@ -670,7 +670,7 @@ static int igg_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 		      struct gsrv *s, struct gsrv *dev_s, unsigned blocks,
 		      unsigned threads)
 {
-	struct igg_arg args[IGG_SIZES];
+	struct igg_arg args[IGG_SIZES] = {}; /* the sizes past -G too: nothing unset copied */
 	struct cudaFuncAttributes fa;
 	cudaError_t e;
 	int status = 0;
