@@ -1941,6 +1941,19 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 #define PL_RENAME_NS 1000000000ull
 static uint32_t named[NAMED_MAX / 32], unnamed[NAMED_MAX / 32];
 static uint64_t rename_ns; /* the last try, CLOCK_MONOTONIC */
+/*
+ * gsockd's control socket file when a listener was last named (atomic),
+ * and when an accept last looked whether it is still that file: a gsockd
+ * started since knows none of our listeners (gsockd_moved).
+ */
+static uint64_t named_dev, named_ino, named_ctime, moved_ns;
+
+/* A file's identity for gsockd_moved: inode and change time (a new file may reuse the inode). */
+static uint64_t ctime_ns(const struct stat *st)
+{
+	return (uint64_t)st->st_ctim.tv_sec * 1000000000ull +
+	       (uint64_t)st->st_ctim.tv_nsec;
+}
 
 static int bit_of(const uint32_t *map, int fd)
 {
@@ -2011,6 +2024,25 @@ void pl_direct_named_copy(int oldfd, int newfd)
 }
 
 /*
+ * Every named listener unnamed: the gsockd they were named to has gone,
+ * and each is named to the one that runs at its next accept.
+ */
+static void unname_all(void)
+{
+	int any = 0;
+
+	for (int i = 0; i < NAMED_MAX / 32; i++) {
+		uint32_t w = __atomic_exchange_n(&named[i], 0, __ATOMIC_RELAXED);
+
+		if (w)
+			__atomic_or_fetch(&unnamed[i], w, __ATOMIC_RELAXED);
+		any |= w != 0;
+	}
+	if (any)
+		pl_log(PL_LOG_INFO, "gsockd's control socket is not the one our listeners were named at: each is named again at its next accept");
+}
+
+/*
  * The other way round: a GPU application's gconnect to a listener of
  * ours. gsockd holds such a gconnect only where every listener the
  * kernel has on the port was named to it (pl_direct_listen), and while
@@ -2066,8 +2098,24 @@ void pl_direct_listen(int fd)
 	if (fstat(fd, &st2) < 0 || st2.st_ino != st.st_ino ||
 	    st2.st_dev != st.st_dev)
 		return;
-	if (r == 0 && !rep.status)
+	if (r == 0 && !rep.status) {
+		struct stat cs;
+
+		if (stat(pl_route_control(), &cs) == 0) {
+			uint64_t d = __atomic_exchange_n(&named_dev, (uint64_t)cs.st_dev,
+							 __ATOMIC_RELAXED);
+			uint64_t i = __atomic_exchange_n(&named_ino, (uint64_t)cs.st_ino,
+							 __ATOMIC_RELAXED);
+			uint64_t c = __atomic_exchange_n(&named_ctime, ctime_ns(&cs),
+							 __ATOMIC_RELAXED);
+
+			/* the others were named to a gsockd that has gone */
+			if ((d || i) && (d != (uint64_t)cs.st_dev ||
+					 i != (uint64_t)cs.st_ino || c != ctime_ns(&cs)))
+				unname_all();
+		}
 		bit_set(named, fd, 1);
+	}
 	/* nothing listened at the control socket: an accept on it asks again */
 	bit_set(unnamed, fd, absent);
 }
@@ -2093,6 +2141,30 @@ static void rename_listener(int lfd)
 	pl_direct_listen(lfd);
 }
 
+/*
+ * An accept on a named listener: at most once every PL_RENAME_NS, whether
+ * gsockd's control socket is still the file it was when our listeners
+ * were named. If not (gsockd restarted, or stopped), the new gsockd knows
+ * none of them: every one is unnamed, to be named at its next accept.
+ */
+static void gsockd_moved(void)
+{
+	long long now = now_ns();
+	uint64_t last = __atomic_load_n(&moved_ns, __ATOMIC_RELAXED);
+	struct stat cs;
+
+	if ((uint64_t)now - last < PL_RENAME_NS ||
+	    !__atomic_compare_exchange_n(&moved_ns, &last, (uint64_t)now, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	if (stat(pl_route_control(), &cs) == 0 &&
+	    (uint64_t)cs.st_dev == __atomic_load_n(&named_dev, __ATOMIC_RELAXED) &&
+	    (uint64_t)cs.st_ino == __atomic_load_n(&named_ino, __ATOMIC_RELAXED) &&
+	    ctime_ns(&cs) == __atomic_load_n(&named_ctime, __ATOMIC_RELAXED))
+		return;
+	unname_all();
+}
+
 int pl_direct_accepted(int fd, int lfd, struct pl_sock **sp_out)
 {
 	struct gs_ctl_dconnect req = { .magic = GS_CTL_DACCEPT_MAGIC,
@@ -2104,6 +2176,8 @@ int pl_direct_accepted(int fd, int lfd, struct pl_sock **sp_out)
 	struct pl_sock *s;
 	int sp[2], ctl, pend = 0, r;
 
+	if (is_named(lfd))
+		gsockd_moved();
 	if (!is_named(lfd)) {
 		rename_listener(lfd);
 		return 0;

@@ -7,7 +7,8 @@
 # intact through a threaded and an epoll server, one accepting in forked
 # children, two sharing a port (SO_REUSEPORT; one without the preload
 # keeps the port bridged), one started before gsockd (named at its first
-# accept after gsockd starts), through a pipe of the
+# accept after gsockd starts, and again after gsockd restarts), through
+# a pipe of the
 # server layer to a fake memcached, and on every fallback: a listener
 # that accepts late, one that is not preloaded, a pool used up (and half
 # of it waiting for accepts), and
@@ -19,7 +20,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 240
-plan 44
+plan 48
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 
@@ -176,6 +177,21 @@ ok $? "its accept named the listener to gsockd"
 client c13 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
 ok $? "GPU client -> it again: intact"
 is "$(accepted early)" 2 "those 2 connections were direct"
+# gsockd restarts: the new one knows none of its listeners; an accept
+# (a second after the last look) finds the control socket is another
+# file and names the listener again.
+kill "$GSOCKD_PID"
+wait "$GSOCKD_PID" 2>/dev/null
+start_gsockd || exit 1
+sleep 1.1
+client c15 -b 1 -n 1000 -i 20 "127.0.0.1:$HP"
+ok $? "gsockd restarted: the next GPU client's connection is intact on the bridge"
+[ "$(accepted early)" = 2 ] && grep -q 'each is named again at its next accept' "$TMP/early.err" &&
+	[ "$(grep -c 'listener named to gsockd.*: ok' "$TMP/early.err")" = 2 ]
+ok $? "its accept saw the new gsockd and named the listener to it"
+client c16 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
+ok $? "GPU client -> it once more: intact"
+is "$(accepted early)" 4 "those 2 connections were direct"
 kill "$HPID"
 
 # The server layer's pipe (face verification's memcached asks).
