@@ -231,6 +231,9 @@ uint64_t br_direct_wakeups(void)
 void br_direct_fini(void)
 {
 	if (dp.base) {
+		/* preloaded programs name their listeners to the next gsockd */
+		__atomic_store_n(&GS_DPOOL_OF(dp.base, dp.nsegs, dp.dring)->closed,
+				 1, __ATOMIC_RELEASE);
 		br_info("direct: %llu wake-ups written to CPU programs' descriptors",
 			(unsigned long long)__atomic_load_n(&n_tokens,
 							    __ATOMIC_RELAXED));

@@ -370,6 +370,8 @@ struct gs_dctr {
  *                       moves
  *   cpu_pend    bridge  gconnects held for a preloaded program's accept
  *                       (gsock_ctl.h)
+ *   closed      bridge  set as gsockd stops: a preloaded program names
+ *                       its listeners named to it to the next gsockd
  *   pend_port   bridge  the same by destination port, modulo
  *                       GS_PEND_PORTS: while a listener's port's count
  *                       is not 0, the preload asks after the connections
@@ -379,8 +381,9 @@ struct gs_dctr {
 struct gs_dpool {
 	uint32_t listen_gen;
 	uint32_t cpu_pend;
+	uint32_t closed;
 	uint16_t pend_port[GS_PEND_PORTS];
-	uint8_t pad[GS_DSEG_HDR - 8 - 2 * GS_PEND_PORTS];
+	uint8_t pad[GS_DSEG_HDR - 12 - 2 * GS_PEND_PORTS];
 };
 
 /* The pool's bytes, and where its shared page lies. */

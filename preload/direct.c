@@ -1942,11 +1942,12 @@ int pl_direct_connect(int fd, struct pl_sock *s, const struct sockaddr *sa,
 static uint32_t named[NAMED_MAX / 32], unnamed[NAMED_MAX / 32];
 static uint64_t rename_ns; /* the last try, CLOCK_MONOTONIC */
 /*
- * gsockd's control socket file when a listener was last named (atomic),
- * and when an accept last looked whether it is still that file: a gsockd
- * started since knows none of our listeners (gsockd_moved).
+ * The pool's inode and gsockd's control socket file when a listener was
+ * last named (atomic), and when an accept last looked whether they are
+ * still so: a gsockd started since knows none of our listeners
+ * (gsockd_moved).
  */
-static uint64_t named_dev, named_ino, named_ctime, moved_ns;
+static uint64_t named_pool, named_dev, named_ino, named_ctime, moved_ns;
 
 /* A file's identity for gsockd_moved: inode and change time (a new file may reuse the inode). */
 static uint64_t ctime_ns(const struct stat *st)
@@ -2101,18 +2102,18 @@ void pl_direct_listen(int fd)
 	if (r == 0 && !rep.status) {
 		struct stat cs;
 
-		if (stat(pl_route_control(), &cs) == 0) {
-			uint64_t d = __atomic_exchange_n(&named_dev, (uint64_t)cs.st_dev,
-							 __ATOMIC_RELAXED);
-			uint64_t i = __atomic_exchange_n(&named_ino, (uint64_t)cs.st_ino,
-							 __ATOMIC_RELAXED);
-			uint64_t c = __atomic_exchange_n(&named_ctime, ctime_ns(&cs),
-							 __ATOMIC_RELAXED);
+		uint64_t pino, was;
 
-			/* the others were named to a gsockd that has gone */
-			if ((d || i) && (d != (uint64_t)cs.st_dev ||
-					 i != (uint64_t)cs.st_ino || c != ctime_ns(&cs)))
-				unname_all();
+		pthread_mutex_lock(&list_lock);
+		pino = pool.base ? (uint64_t)pool.ino : 0;
+		pthread_mutex_unlock(&list_lock);
+		was = __atomic_exchange_n(&named_pool, pino, __ATOMIC_RELAXED);
+		if (was && was != pino) /* the others were named to a gsockd that has gone */
+			unname_all();
+		if (stat(pl_route_control(), &cs) == 0) {
+			__atomic_store_n(&named_dev, (uint64_t)cs.st_dev, __ATOMIC_RELAXED);
+			__atomic_store_n(&named_ino, (uint64_t)cs.st_ino, __ATOMIC_RELAXED);
+			__atomic_store_n(&named_ctime, ctime_ns(&cs), __ATOMIC_RELAXED);
 		}
 		bit_set(named, fd, 1);
 	}
@@ -2142,26 +2143,73 @@ static void rename_listener(int lfd)
 }
 
 /*
- * An accept on a named listener: at most once every PL_RENAME_NS, whether
- * gsockd's control socket is still the file it was when our listeners
- * were named. If not (gsockd restarted, or stopped), the new gsockd knows
- * none of them: every one is unnamed, to be named at its next accept.
+ * Whether the gsockd at the control socket is the one whose pool we
+ * map, asked in a welcome (lfd names the asker in the log): 1 it is, 0
+ * another (its pool is mapped now), -1 none runs, -2 no clear answer.
  */
-static void gsockd_moved(void)
+static int same_gsockd(int lfd)
+{
+	uint64_t ino;
+	int ctl;
+
+	pthread_mutex_lock(&list_lock);
+	ino = pool.base ? (uint64_t)pool.ino : 0;
+	pthread_mutex_unlock(&list_lock);
+	ctl = ctl_open(lfd);
+	if (ctl < 0)
+		return ctl_absent ? -1 : -2;
+	pl_real.close(ctl);
+	pthread_mutex_lock(&list_lock);
+	ino = ino == (uint64_t)pool.ino;
+	pthread_mutex_unlock(&list_lock);
+	return (int)ino;
+}
+
+/*
+ * An accept on a named listener: at most once every PL_RENAME_NS, whether
+ * the gsockd our listeners were named to still runs. It marks its pool
+ * closed as it stops; one that died left its control socket's file to
+ * the next (inode and change time: a new file may reuse the inode), or,
+ * under socket activation, the same file, which this cannot tell. Where
+ * the file is another or gone, a welcome says whether its gsockd is
+ * ours. If not, every named listener is unnamed, to be named to the one
+ * that runs at its next accept.
+ */
+static void gsockd_moved(int lfd)
 {
 	long long now = now_ns();
 	uint64_t last = __atomic_load_n(&moved_ns, __ATOMIC_RELAXED);
 	struct stat cs;
+	int closed = 0, same;
 
 	if ((uint64_t)now - last < PL_RENAME_NS ||
 	    !__atomic_compare_exchange_n(&moved_ns, &last, (uint64_t)now, 0,
 					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return;
-	if (stat(pl_route_control(), &cs) == 0 &&
-	    (uint64_t)cs.st_dev == __atomic_load_n(&named_dev, __ATOMIC_RELAXED) &&
-	    (uint64_t)cs.st_ino == __atomic_load_n(&named_ino, __ATOMIC_RELAXED) &&
-	    ctime_ns(&cs) == __atomic_load_n(&named_ctime, __ATOMIC_RELAXED))
-		return;
+	pthread_mutex_lock(&list_lock);
+	if (pool.base)
+		closed = __atomic_load_n(&GS_DPOOL_OF(pool.base, pool.dsegs,
+						      pool.dring)->closed,
+					 __ATOMIC_ACQUIRE) != 0;
+	pthread_mutex_unlock(&list_lock);
+	if (!closed) {
+		int found = stat(pl_route_control(), &cs) == 0;
+
+		if (found &&
+		    (uint64_t)cs.st_dev == __atomic_load_n(&named_dev, __ATOMIC_RELAXED) &&
+		    (uint64_t)cs.st_ino == __atomic_load_n(&named_ino, __ATOMIC_RELAXED) &&
+		    ctime_ns(&cs) == __atomic_load_n(&named_ctime, __ATOMIC_RELAXED))
+			return;
+		same = found ? same_gsockd(lfd) : -1;
+		if (same == -2)
+			return; /* no clear answer: the next look asks again */
+		if (same == 1) { /* the file changed (a chmod), not gsockd */
+			__atomic_store_n(&named_dev, (uint64_t)cs.st_dev, __ATOMIC_RELAXED);
+			__atomic_store_n(&named_ino, (uint64_t)cs.st_ino, __ATOMIC_RELAXED);
+			__atomic_store_n(&named_ctime, ctime_ns(&cs), __ATOMIC_RELAXED);
+			return;
+		}
+	}
 	unname_all();
 }
 
@@ -2177,7 +2225,7 @@ int pl_direct_accepted(int fd, int lfd, struct pl_sock **sp_out)
 	int sp[2], ctl, pend = 0, r;
 
 	if (is_named(lfd))
-		gsockd_moved();
+		gsockd_moved(lfd);
 	if (!is_named(lfd)) {
 		rename_listener(lfd);
 		return 0;

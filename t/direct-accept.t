@@ -7,8 +7,9 @@
 # intact through a threaded and an epoll server, one accepting in forked
 # children, two sharing a port (SO_REUSEPORT; one without the preload
 # keeps the port bridged), one started before gsockd (named at its first
-# accept after gsockd starts, and again after gsockd restarts), through
-# a pipe of the
+# accept after gsockd starts, and again after gsockd is stopped, killed
+# or, socket-activated, restarted on the same socket; not after a touch
+# of the socket's file), through a pipe of the
 # server layer to a fake memcached, and on every fallback: a listener
 # that accepts late, one that is not preloaded, a pool used up (and half
 # of it waiting for accepts), and
@@ -20,7 +21,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 240
-plan 48
+plan 56
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 PROBE=$GSOCK_BUILD/t/srv-probe-$BACKEND
 
@@ -177,22 +178,79 @@ ok $? "its accept named the listener to gsockd"
 client c13 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
 ok $? "GPU client -> it again: intact"
 is "$(accepted early)" 2 "those 2 connections were direct"
-# gsockd restarts: the new one knows none of its listeners; an accept
-# (a second after the last look) finds the control socket is another
-# file and names the listener again.
-kill "$GSOCKD_PID"
-wait "$GSOCKD_PID" 2>/dev/null
-start_gsockd || exit 1
+# gsockd restarts: the new one knows none of its listeners. An accept (a
+# second after the last look) finds the old pool marked closed (a stop),
+# or the control socket another file whose gsockd is another (a kill -9),
+# and names the listener again; a file merely touched names nothing.
+# restarted SIGNAL N WHAT: gsockd ended by SIGNAL and started again; the
+# listener named for the Nth time, then 2 more direct connections.
+restarted() {
+	_n0=$(accepted early)
+	kill "-$1" "$GSOCKD_PID"
+	wait "$GSOCKD_PID" 2>/dev/null
+	start_gsockd || exit 1
+	sleep 1.1
+	client "r$1" -b 1 -n 1000 -i 20 "127.0.0.1:$HP" &&
+		[ "$(accepted early)" = "$_n0" ] &&
+		[ "$(grep -c 'listener named to gsockd.*: ok' "$TMP/early.err")" = "$2" ]
+	ok $? "$3: the next GPU connection is intact on the bridge, and its accept names the listener again"
+	client "r2$1" -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
+	ok $? "$3: then GPU clients are intact"
+	is "$(($(accepted early) - _n0))" 2 "$3: and direct"
+}
+restarted TERM 2 "gsockd stopped and started"
+restarted KILL 3 "gsockd killed (-9) and started"
+touch "$GSOCK_CONTROL"
 sleep 1.1
-client c15 -b 1 -n 1000 -i 20 "127.0.0.1:$HP"
-ok $? "gsockd restarted: the next GPU client's connection is intact on the bridge"
-[ "$(accepted early)" = 2 ] && grep -q 'each is named again at its next accept' "$TMP/early.err" &&
-	[ "$(grep -c 'listener named to gsockd.*: ok' "$TMP/early.err")" = 2 ]
-ok $? "its accept saw the new gsockd and named the listener to it"
-client c16 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
-ok $? "GPU client -> it once more: intact"
-is "$(accepted early)" 4 "those 2 connections were direct"
+client c17 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
+ok $? "gsockd's control socket touched: GPU clients intact"
+is "$(accepted early) $(grep -c 'listener named to gsockd.*: ok' "$TMP/early.err")" "8 3" \
+	"and direct, the listener not named again"
 kill "$HPID"
+
+# Under socket activation the control socket outlives gsockd: a stopped
+# gsockd's mark in its pool is what says the next one knows nothing.
+python3 - "$TMP/act.sock" "$GSOCKD" "$GSOCKD_CONF" "$WORKERS" >"$TMP/activator.out" 2>>"$TMP/gsockd.log" <<'PY' &
+import os, socket, sys
+path, gsockd, conf, workers = sys.argv[1:]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(path); os.chmod(path, 0o600); s.listen(64)
+for _ in range(2):  # like systemd: the socket stays, gsockd starts again
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(s.fileno(), 3)
+        os.set_inheritable(3, True)
+        os.environ.update(LISTEN_FDS="1", LISTEN_PID=str(os.getpid()))
+        os.environ.pop("GSOCK_CONTROL", None)
+        os.execv(gsockd, [gsockd, "--conf", conf, "--workers", workers])
+    print("gsockd", pid, flush=True)
+    os.waitpid(pid, 0)
+PY
+ACT=$!
+PIDS="$PIDS $ACT"
+act_pid() { # the Nth activated gsockd's pid, once it listens
+	for _ in $(seq 200); do
+		_p=$(sed -n "$1{s/^gsockd //p}" "$TMP/activator.out")
+		[ -n "$_p" ] && [ "$(grep -c 'from socket activation' "$TMP/gsockd.log")" -ge "$1" ] && { echo "$_p"; return; }
+		sleep 0.05
+	done
+}
+A1=$(act_pid 1)
+GSOCK_CONTROL=$TMP/act.sock pre_helper act echo-server 127.0.0.1:0 || exit 1
+GSOCK_CONTROL=$TMP/act.sock client c18 -b 2 -n 1000 -i 20 "127.0.0.1:$HP" && [ "$(accepted act)" = 2 ]
+ok $? "socket-activated gsockd: a preloaded server's GPU clients are direct"
+kill -TERM "$A1"
+A2=$(act_pid 2)
+sleep 1.1
+GSOCK_CONTROL=$TMP/act.sock client c19 -b 1 -n 1000 -i 20 "127.0.0.1:$HP" &&
+	[ "$(accepted act)" = 2 ] &&
+	[ "$(grep -c 'listener named to gsockd.*: ok' "$TMP/act.err")" = 2 ]
+ok $? "it restarted on the same socket: the next connection is bridged, and its accept names the listener again"
+GSOCK_CONTROL=$TMP/act.sock client c20 -b 2 -n 1000 -i 20 "127.0.0.1:$HP"
+ok $? "then GPU clients are intact"
+is "$(accepted act)" 4 "and direct"
+kill "$HPID" "$A2" 2>/dev/null
+wait "$ACT" 2>/dev/null
 
 # The server layer's pipe (face verification's memcached asks).
 if [ -x "$PROBE" ]; then
