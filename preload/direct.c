@@ -1949,6 +1949,19 @@ static uint64_t rename_ns; /* the last try, CLOCK_MONOTONIC */
  */
 static uint64_t named_pool, named_dev, named_ino, named_ctime, moved_ns;
 
+/*
+ * Whether PL_RENAME_NS have passed since *last (CLOCK_MONOTONIC ns), and
+ * this thread is the one that takes the turn (*last set to now).
+ */
+static int once_a_second(uint64_t *last)
+{
+	uint64_t now = (uint64_t)now_ns(), was = __atomic_load_n(last, __ATOMIC_RELAXED);
+
+	return now - was >= PL_RENAME_NS &&
+	       __atomic_compare_exchange_n(last, &was, now, 0, __ATOMIC_RELAXED,
+					   __ATOMIC_RELAXED);
+}
+
 /* A file's identity for gsockd_moved: inode and change time (a new file may reuse the inode). */
 static uint64_t ctime_ns(const struct stat *st)
 {
@@ -2128,18 +2141,8 @@ void pl_direct_listen(int fd)
  */
 static void rename_listener(int lfd)
 {
-	struct timespec ts;
-	uint64_t now, last = __atomic_load_n(&rename_ns, __ATOMIC_RELAXED);
-
-	if (!bit_of(unnamed, lfd))
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	if (now - last < PL_RENAME_NS ||
-	    !__atomic_compare_exchange_n(&rename_ns, &last, now, 0,
-					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		return;
-	pl_direct_listen(lfd);
+	if (bit_of(unnamed, lfd) && once_a_second(&rename_ns))
+		pl_direct_listen(lfd);
 }
 
 /*
@@ -2177,14 +2180,10 @@ static int same_gsockd(int lfd)
  */
 static void gsockd_moved(int lfd)
 {
-	long long now = now_ns();
-	uint64_t last = __atomic_load_n(&moved_ns, __ATOMIC_RELAXED);
 	struct stat cs;
 	int closed = 0, same;
 
-	if ((uint64_t)now - last < PL_RENAME_NS ||
-	    !__atomic_compare_exchange_n(&moved_ns, &last, (uint64_t)now, 0,
-					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+	if (!once_a_second(&moved_ns))
 		return;
 	pthread_mutex_lock(&list_lock);
 	if (pool.base)
