@@ -3,7 +3,8 @@
  * The g-calls: the socket API for code running on the device. One source
  * for both backends (see gsock_port.h). Every g-call is threadblock-
  * cooperative: all threads of a block call it with the same arguments,
- * thread 0 talks to gsockd through the arena, all threads copy data, and
+ * one thread talks to gsockd through the arena (thread 0; a send's
+ * publish, the block's last thread), all threads copy data, and
  * every thread gets the same result: >= 0 on success, a negative errno on
  * failure, 0 from grecv at end of stream.
  *
@@ -269,9 +270,20 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 	do {
 		long n = 0;
 		uint64_t tail = 0;
+		struct gs_want want = gs_want_late();
 		int lane;
 
 		GS_TRACE(0);
+		/*
+		 * The block's last thread publishes, and reads a CPU reader's
+		 * want first (gs_want_early): it copies nothing of a send
+		 * under 16 bytes a thread, so no load of its own waits behind
+		 * that read (a thread's loads complete in order), and a
+		 * barrier does not wait for a relaxed load
+		 * (bench/probes/load-barrier.cu).
+		 */
+		if (gs_tid() == gs_bdim() - 1)
+			want = gs_want_early(ls, (long)(len - done));
 		if (gs_tid() == 0) {
 			tail = ls->tx_tail;
 			n = gs_tx_wait_t0(gs, fd, ls,
@@ -288,8 +300,11 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 			gs_bcast2(&n, &t);
 			tail = (uint64_t)t;
 		}
-		if (n < 0)
+		if (n < 0) {
+			if (gs_tid() == gs_bdim() - 1)
+				gs_want_drop(ls, want);
 			return done ? (long)done : n;
+		}
 		GS_TRACE(2);
 		/*
 		 * A whole small send: its copy in the receiver's lane first.
@@ -307,9 +322,9 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 			     (uint8_t *)buf + done, (uint64_t)n, 1);
 		/*
 		 * No thread fences its own stores, into another GPU's memory
-		 * or host memory alike: the barrier orders them before thread
-		 * 0's system fence in gs_tx_publish_t0, which makes them
-		 * visible before the tail (the fence is cumulative).
+		 * or host memory alike: the barrier orders them before the
+		 * publishing thread's system fence in gs_tx_publish_t0, which
+		 * makes them visible before the tail (the fence is cumulative).
 		 */
 		gs_sync();
 		GS_TRACE(3);
@@ -317,15 +332,17 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 			ls->lane_seq = gs_lane_tag(ls->lane_seq);
 		/*
 		 * The block waits for the publish (a system fence: 2.2 us
-		 * into a peer GPU over NVLink). Leaving it to one thread while
+		 * into a peer GPU over NVLink) by its last thread (see above;
+		 * the barrier before orders every thread's copy before its
+		 * fence). Leaving it to one thread while
 		 * the others return was measured faster and broke callers:
 		 * code after a g-call may read block state at once, relying
 		 * on every thread having left the call together (the server
 		 * layer's gsrv_done does), and the late thread read it after
 		 * thread 0 had changed it.
 		 */
-		if (gs_sync_or(gs_tid() == 0 &&
-			       gs_tx_publish_t0(gs, fd, ls, tail, n)))
+		if (gs_sync_or(gs_tid() == gs_bdim() - 1 &&
+			       gs_tx_publish_t0(gs, fd, ls, tail, n, want)))
 			n = -ECONNABORTED;
 		GS_TRACE(4);
 		GS_TRACE(5);

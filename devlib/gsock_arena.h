@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define GS_ARENA_MAGIC 0x31636b6f7367ULL /* "gsock1" little-endian */
-#define GS_ARENA_VERSION 4
+#define GS_ARENA_VERSION 5
 #define GS_LINE 64
 
 #define GS_ADDR_MAX 128 /* sizeof(struct sockaddr_storage) */
@@ -211,6 +211,8 @@ struct gs_sock {
  *
  *   word     writer           meaning
  *   tail     sending side     bytes written into the pipe's ring
+ *   sending  GPU sending side 1 + the tail a send to a CPU side starts
+ *                             from, or 0: see want, below
  *   head     receiving side   bytes consumed from it (with lanes, below,
  *                             it may pass the tail for a moment)
  *   closed   bridge           GS_DC_SIDE(k) once side k closed or died:
@@ -261,10 +263,23 @@ struct gs_sock {
  * The segment's counters stay the whole truth, for gsockd and the CPU.
  *
  * A GPU side whose peer is a CPU side reads want after publishing its
- * tail (READER) or head (WRITER) and rings its doorbell when the bit is
- * set; the bridge then writes one byte into the CPU side's descriptor
- * (READER) or takes the spill back out (WRITER). Nothing of this is
- * looked at between two GPU sides.
+ * head (WRITER) and rings its doorbell when the bit is set; the bridge
+ * then takes the spill back out. For READER, a send of at most 64 KiB
+ * reads want before its copy, so that the read does not wait behind the
+ * tail: the sending thread first stores 1 + the tail it sends from in
+ * its pipe's sending word, fences, then reads want, and after its tail
+ * rings when READER was set then (or, where that read is older than
+ * 100 us at the tail, reads want again after it); the bridge then
+ * writes one byte into the CPU side's descriptor. A CPU side that sets
+ * READER and finds no bytes reads sending after its fence: while it
+ * says a send from at or past the tail is on its way (sending > tail),
+ * that send may have read want before READER came, so the CPU side
+ * waits for its tail (200 us at most, after which the sender's own late
+ * read sees READER) instead of sleeping. Both sides fence between their
+ * store and their load, so the sender sees READER or the CPU side sees
+ * the announce. A send that queues nothing (an error, or a full ring
+ * with MSG_DONTWAIT) stores 0 there again. Nothing of this is looked at
+ * between two GPU sides.
  *
  * Lanes. Where a pipe's ring lies in the receiver's pool (two GPU
  * sides), a send of at most GS_LANE_MAX bytes, made whole in one go, also
@@ -301,7 +316,8 @@ struct gs_sock {
  */
 struct gs_dpipe {
 	uint64_t tail;
-	uint8_t pad0[GS_LINE - 8];
+	uint64_t sending; /* a GPU sender's announce: see want, below */
+	uint8_t pad0[GS_LINE - 16];
 	uint64_t head;
 	uint8_t pad1[GS_LINE - 8];
 };
@@ -313,6 +329,12 @@ struct gs_dpipe {
 
 #define GS_DW_READER 0x1
 #define GS_DW_WRITER 0x2
+/*
+ * How long a CPU side that armed READER waits for an announced send's
+ * tail (sending, above), ns; the sender reads want again after its tail
+ * when its early read is older than half of it.
+ */
+#define GS_DW_FLIGHT_NS 200000
 
 #define GS_LANE_UNITS 64
 #define GS_LANE_HDR 2 /* header units before the bytes */

@@ -79,7 +79,7 @@
 
 #define GS_CTL_MAGIC 0x6c746367u /* "gctl" */
 #define GS_CTL_WELCOME_MAGIC 0x6c657767u /* "gwel" */
-#define GS_CTL_VERSION 9
+#define GS_CTL_VERSION 10
 
 struct gs_ctl_welcome {
 	uint32_t magic; /* GS_CTL_WELCOME_MAGIC */

@@ -15,9 +15,11 @@
  *
  * Readiness: the application's descriptor (A) is readable when a byte
  * sits in it, and the preload keeps that true of the ring: a reader that
- * finds the ring empty sets want's READER bit, looks again, and sleeps;
- * the GPU side rings gsockd on seeing the bit after publishing bytes,
- * and gsockd writes a byte into A (cpu_token in bridge/direct.c).
+ * finds the ring empty sets want's READER bit, looks again (waiting for
+ * a GPU send announced in the pipe's sending word: flight_landed), and
+ * sleeps; the GPU side rings gsockd on seeing the bit (before or after
+ * publishing bytes: gsock_arena.h), and gsockd writes a byte into A
+ * (cpu_token in bridge/direct.c).
  * Before every poll, select and epoll wait the preload sets the bit of
  * each connection (the bytes of a connection nobody reads from now still
  * make it readable) and writes the byte itself when bytes came in
@@ -67,6 +69,7 @@
 #include "../devlib/gsock_ctl.h"
 #include "../devlib/gsock_ring.h"
 #include "direct.h"
+#include "flight.h"
 #include "route.h"
 
 /* A direct connection, as this process sees it. */
@@ -495,6 +498,13 @@ static void drain_tokens(struct pl_dconn *c, int fd)
  */
 static __thread int trusted;
 
+/* After READER was set and fenced, with no bytes seen: see flight.h. */
+static int flight_landed(struct pl_dconn *c)
+{
+	return pl_flight_landed(&c->d->pipe[peer_of(c)], &c->d->closed,
+				GS_DC_SIDE(peer_of(c)));
+}
+
 /*
  * Set READER and look at the ring again. Returns whether bytes are
  * there (then A is made readable, by us, by gsockd, or by the byte
@@ -505,7 +515,7 @@ static int arm_rx(struct pl_dconn *c)
 	__atomic_fetch_or(&c->d->want[peer_of(c)], GS_DW_READER,
 			  __ATOMIC_SEQ_CST);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (!rx_avail(c))
+	if (!rx_avail(c) && !flight_landed(c))
 		return 0;
 	if (took(&c->d->want[peer_of(c)], GS_DW_READER)) {
 		if (!__atomic_load_n(&c->d->tokens[peer_of(c)],
@@ -765,6 +775,16 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 
 		if (rx_avail(c)) {
 			r = 0;
+		} else if (flight_landed(c)) {
+			/*
+			 * Bytes nobody rang for: another waiter that found
+			 * READER set and armed nothing wakes by our byte.
+			 */
+			r = 0;
+			if (took(&c->d->want[peer_of(c)], GS_DW_READER) &&
+			    !__atomic_load_n(&c->d->tokens[peer_of(c)],
+					     __ATOMIC_ACQUIRE))
+				self_token(c);
 		} else if (look > 0 && look < SLICE_MS * 1000000LL &&
 			   (ms < 0 || look < ms * 1000000LL)) {
 			__atomic_fetch_add(&looks_taken, 1, __ATOMIC_RELAXED);

@@ -22,18 +22,18 @@ import time
 CTL_MAGIC, WELCOME_MAGIC = 0x6C746367, 0x6C657767
 
 
-def _ctl_version():
-    """GS_CTL_VERSION, read from the header so the two never drift apart."""
-    h = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "devlib", "gsock_ctl.h")
+def _version(header, name):
+    """A protocol version, read from its header so the two never drift apart."""
+    h = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "devlib", header)
     with open(h) as f:
         for line in f:
-            if line.startswith("#define GS_CTL_VERSION "):
+            if line.startswith("#define " + name + " "):
                 return int(line.split()[2])
-    raise SystemExit("bad_arena: no GS_CTL_VERSION in " + h)
+    raise SystemExit("bad_arena: no " + name + " in " + h)
 
 
-CTL_VERSION = _ctl_version()
-ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, 4
+CTL_VERSION = _version("gsock_ctl.h", "GS_CTL_VERSION")
+ARENA_MAGIC, ARENA_VERSION = 0x31636B6F7367, _version("gsock_arena.h", "GS_ARENA_VERSION")
 HDR, CMD, SOCK, DBQ = 192, 384, 256, 64  # sizeof gs_arena_hdr, gs_cmd, gs_sock, gs_dbq (t/ring checks them)
 DB_CMD = 0x80000000
 OP_SOCKET, OP_CONNECT = 1, 5

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the preload's logic, linked directly (no LD_PRELOAD):
- * the fd table's references, and the route rules of gsock.conf (parse
+ * the fd table's references, the route rules of gsock.conf (parse
  * errors with their line, prefixes, port ranges, roles, programs, first
- * match wins, the default route).
+ * match wins, the default route), and a reader's wait for an announced
+ * GPU send on the direct path (flight.h), raced against a writer thread.
  */
 #include <config.h>
 
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 
 #include "../conf/gsconf.h"
 #include "../preload/fdtab.h"
+#include "../preload/flight.h"
 #include "tap.h"
 
 static char reported[1024];
@@ -67,6 +71,108 @@ static enum gs_route route(const struct gs_rules *r, const char *prog,
 	return gs_rules_match(r, prog, role, (struct sockaddr *)&a, line);
 }
 
+/* ---- pl_flight_landed: a reader's wait for an announced GPU send ---- */
+
+static struct gs_dpipe fp;
+static uint32_t fclosed;
+static volatile int fgo;
+static long fspin;
+
+/* The writer of the race: announce, a short while, then the tail. */
+static void *flight_writer(void *arg)
+{
+	long rounds = (long)arg;
+
+	for (long i = 0; i < rounds; i++) {
+		uint64_t t = __atomic_load_n(&fp.tail, __ATOMIC_RELAXED);
+
+		while (__atomic_load_n(&fgo, __ATOMIC_ACQUIRE) != 1)
+			sched_yield();
+		__atomic_store_n(&fp.sending, t + 1, __ATOMIC_RELEASE);
+		for (long k = 0; k < (i * 7919) % fspin; k++)
+			__asm__ volatile("" ::: "memory");
+		__atomic_store_n(&fp.tail, t + 64, __ATOMIC_RELEASE);
+		__atomic_store_n(&fgo, 2, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static void flight_tests(void)
+{
+	long long t0, d, early = 0, zeros = 0;
+	long rounds = 10000;
+	pthread_t w;
+	int r;
+
+	memset(&fp, 0, sizeof(fp));
+	fp.tail = fp.head = 1000;
+	t0 = pl_flight_now();
+	r = pl_flight_landed(&fp, &fclosed, 1);
+	ok(r == 0 && pl_flight_now() - t0 < 100000000LL,
+	   "flight: nothing announced, an empty ring: no bytes, no wait");
+	fp.tail = 1064;
+	ok(pl_flight_landed(&fp, &fclosed, 1) == 1,
+	   "flight: bytes in the ring: bytes");
+	fp.head = 1064;
+	fp.sending = 1001; /* the send from 1000 landed */
+	ok(pl_flight_landed(&fp, &fclosed, 1) == 0,
+	   "flight: an announce whose tail came: no bytes, no wait");
+	fp.sending = 1065; /* from 1064, never landing */
+	t0 = pl_flight_now();
+	r = pl_flight_landed(&fp, &fclosed, 1);
+	d = pl_flight_now() - t0;
+	ok(r == 0 && d >= GS_DW_FLIGHT_NS && d < 1000000000LL,
+	   "flight: an announce whose tail never comes: no bytes after %lld us (at least %d)",
+	   d / 1000, GS_DW_FLIGHT_NS / 1000);
+	fclosed = 2;
+	t0 = pl_flight_now();
+	r = pl_flight_landed(&fp, &fclosed, 1);
+	ok(r == 0 && pl_flight_now() - t0 >= GS_DW_FLIGHT_NS,
+	   "flight: the other side's close does not end the wait for this side's send");
+	t0 = pl_flight_now();
+	fclosed = 1;
+	r = pl_flight_landed(&fp, &fclosed, 1);
+	ok(r == 0 && pl_flight_now() - t0 < GS_DW_FLIGHT_NS,
+	   "flight: the sender gone: no bytes, at once");
+	fclosed = 0;
+	/*
+	 * The race: every round the writer announces a send and lands it a
+	 * little later; the reader, started on the announce, must say bytes,
+	 * unless its deadline passed first (the writer preempted that long).
+	 * A reader that decided on a second load of the tail said "nothing"
+	 * when the tail landed between its loads.
+	 */
+	memset(&fp, 0, sizeof(fp));
+	fspin = 4000;
+	if (pthread_create(&w, NULL, flight_writer, (void *)rounds)) {
+		ok(0, "flight: the writer thread starts");
+		return;
+	}
+	for (long i = 0; i < rounds; i++) {
+		uint64_t t = __atomic_load_n(&fp.tail, __ATOMIC_ACQUIRE);
+
+		__atomic_store_n(&fgo, 1, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&fp.sending, __ATOMIC_ACQUIRE) != t + 1)
+			sched_yield();
+		t0 = pl_flight_now();
+		r = pl_flight_landed(&fp, &fclosed, 1);
+		d = pl_flight_now() - t0;
+		if (!r) {
+			zeros++;
+			if (d < GS_DW_FLIGHT_NS)
+				early++;
+		}
+		while (__atomic_load_n(&fgo, __ATOMIC_ACQUIRE) != 2)
+			sched_yield();
+		__atomic_store_n(&fp.head, t + 64, __ATOMIC_RELAXED);
+		__atomic_store_n(&fgo, 0, __ATOMIC_RELEASE);
+	}
+	pthread_join(w, NULL);
+	ok(early == 0,
+	   "flight: %ld sends raced against their reader: %lld said no bytes before the deadline (%lld past it)",
+	   rounds, early, zeros - early);
+}
+
 int main(void)
 {
 	struct pl_sock *s = pl_sock_new(AF_INET), *t = pl_sock_new(AF_INET),
@@ -77,7 +183,7 @@ int main(void)
 	int fam, len, line;
 	cfg_t *cfg;
 
-	tap_plan(29);
+	tap_plan(36);
 
 	/* fd table */
 	ok(pl_fd_get(7) == NULL, "an unknown fd has no entry");
@@ -233,5 +339,6 @@ int main(void)
 		   rules.fallback == GS_ROUTE_OS,
 	   "no preload section: no rules, the kernel route");
 	cfg_free(cfg);
+	flight_tests();
 	tap_exit();
 }

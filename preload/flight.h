@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A CPU reader's wait for a GPU send announced in a direct pipe
+ * (gsock_arena.h: sending, want): the preload's (direct.c), here alone
+ * so that t/preload-units.c can race it against a writer thread.
+ */
+#ifndef PL_FLIGHT_H
+#define PL_FLIGHT_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "../devlib/gsock_arena.h"
+
+static inline long long pl_flight_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/*
+ * After READER was set on pipe p and fenced, with no bytes seen: whether
+ * bytes came after all. A GPU send announced in the pipe's sending word
+ * (1 + the tail it sends from) whose tail has not come may have read
+ * want before READER was there, and then rings nobody: wait for its
+ * tail, GS_DW_FLIGHT_NS at most (its sender reads want again after its
+ * tail past half that), or until the sender is gone (bit in *closed).
+ * Each decision rests on one load of the tail: a tail that lands between
+ * two loads is bytes, not "landed, nothing for us".
+ */
+static inline int pl_flight_landed(struct gs_dpipe *p, const uint32_t *closed,
+				   uint32_t bit)
+{
+	long long until = 0;
+
+	for (;;) {
+		uint64_t s = __atomic_load_n(&p->sending, __ATOMIC_ACQUIRE);
+		uint64_t t = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE);
+
+		if (t != __atomic_load_n(&p->head, __ATOMIC_RELAXED))
+			return 1;
+		if (!s || t >= s)
+			return 0; /* none announced, or it landed: nothing */
+		if ((__atomic_load_n(closed, __ATOMIC_ACQUIRE) & bit) ||
+		    (until && pl_flight_now() >= until))
+			/* gone, or past the deadline: one look after it */
+			return __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE) !=
+			       __atomic_load_n(&p->head, __ATOMIC_RELAXED);
+		if (!until)
+			until = pl_flight_now() + GS_DW_FLIGHT_NS;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
+}
+
+#endif /* PL_FLIGHT_H */
