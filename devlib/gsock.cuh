@@ -270,20 +270,24 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 	do {
 		long n = 0;
 		uint64_t tail = 0;
-		struct gs_want want = gs_want_late();
+		uint8_t *ring = ls->tx_ring;
+		uint32_t ring_size = ls->ring_size;
+		long lane_tx = 0;
+		struct gs_pub pub = { 0 };
 		int lane;
 
 		GS_TRACE(0);
 		/*
 		 * The block's last thread publishes, and reads a CPU reader's
-		 * want first (gs_want_early): it copies nothing of a send
-		 * under 16 bytes a thread, so no load of its own waits behind
-		 * that read (a thread's loads complete in order), and a
-		 * barrier does not wait for a relaxed load
-		 * (bench/probes/load-barrier.cu).
+		 * want first (gs_pub_begin): it copies nothing of a send
+		 * under 16 bytes a thread, and what it reads of ls until the
+		 * tail is read above and in gs_pub_begin, before want, so no
+		 * load of its own waits behind that read (a thread's loads
+		 * return in order), and a barrier does not wait for a relaxed
+		 * load (bench/probes/load-barrier.cu).
 		 */
 		if (gs_tid() == gs_bdim() - 1)
-			want = gs_want_early(ls, (long)(len - done));
+			pub = gs_pub_begin(ls, (long)(len - done));
 		if (gs_tid() == 0) {
 			tail = ls->tx_tail;
 			n = gs_tx_wait_t0(gs, fd, ls,
@@ -292,17 +296,18 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 				n = (long)(len - done);
 			if (ls->lane_tx == GS_LANE_TX_WAIT && len <= GS_LANE_MAX)
 				gs_lane_ask_t0(ls);
+			lane_tx = ls->lane_tx;
 		}
 		GS_TRACE(1);
 		{
 			long t = (long)tail;
 
-			gs_bcast2(&n, &t);
+			gs_bcast3(&n, &t, &lane_tx);
 			tail = (uint64_t)t;
 		}
 		if (n < 0) {
 			if (gs_tid() == gs_bdim() - 1)
-				gs_want_drop(ls, want);
+				gs_pub_drop(ls, pub);
 			return done ? (long)done : n;
 		}
 		GS_TRACE(2);
@@ -312,14 +317,14 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 * may have filled buf just before the call.
 		 */
 		lane = !done && n > 0 && (size_t)n == len && len <= GS_LANE_MAX &&
-		       ls->lane_tx == GS_LANE_TX_ON;
+		       lane_tx == GS_LANE_TX_ON;
 		if (lane) {
 			gs_lane_put(ls->tx_lane, gs_lane_tag(ls->lane_seq), tail,
 				    (const uint8_t *)buf, (uint32_t)n);
 			GS_TRACE(7);
 		}
-		gs_ring_copy(ls->ring_size, ls->tx_ring, tail,
-			     (uint8_t *)buf + done, (uint64_t)n, 1);
+		gs_ring_copy(ring_size, ring, tail, (uint8_t *)buf + done,
+			     (uint64_t)n, 1);
 		/*
 		 * No thread fences its own stores, into another GPU's memory
 		 * or host memory alike: the barrier orders them before the
@@ -342,7 +347,7 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 * thread 0 had changed it.
 		 */
 		if (gs_sync_or(gs_tid() == gs_bdim() - 1 &&
-			       gs_tx_publish_t0(gs, fd, ls, tail, n, want)))
+			       gs_tx_publish_t0(gs, fd, ls, tail, n, pub)))
 			n = -ECONNABORTED;
 		GS_TRACE(4);
 		GS_TRACE(5);

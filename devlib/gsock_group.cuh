@@ -367,7 +367,7 @@ GSOCK_DEVICE long gsend_group(struct gsock_dev gs, int fd, const void *buf,
 					  (uint64_t)n, 1,
 					  (ls->flags & GS_LS_DEV_TX) != 0);
 		if (n >= 0 && gs_tid() == 0 &&
-		    gs_tx_publish_t0(gs, fd, ls, tail, n, gs_want_late()))
+		    gs_tx_publish_t0(gs, fd, ls, tail, n, gs_pub_of(ls)))
 			n = -ECONNABORTED;
 		n = gs_bcast(n);
 		if (n < 0) {

@@ -289,19 +289,28 @@ GSOCK_DEVICE long gs_bcast(long v)
 	return v;
 }
 
-/* Thread 0's *a and *b, to every thread: two values, one barrier pair. */
-GSOCK_DEVICE void gs_bcast2(long *a, long *b)
+/* Thread 0's *a, *b and *c, to every thread: one barrier pair. */
+GSOCK_DEVICE void gs_bcast3(long *a, long *b, long *c)
 {
-	GS_SHARED long shared_ab[2];
+	GS_SHARED long shared_abc[3];
 
 	if (gs_tid() == 0) {
-		shared_ab[0] = *a;
-		shared_ab[1] = *b;
+		shared_abc[0] = *a;
+		shared_abc[1] = *b;
+		shared_abc[2] = *c;
 	}
 	gs_sync();
-	*a = shared_ab[0];
-	*b = shared_ab[1];
+	*a = shared_abc[0];
+	*b = shared_abc[1];
+	*c = shared_abc[2];
 	gs_sync();
+}
+
+GSOCK_DEVICE void gs_bcast2(long *a, long *b)
+{
+	long c = 0;
+
+	gs_bcast3(a, b, &c);
 }
 
 /* The sum of every thread's v, to every thread. */
@@ -1005,21 +1014,36 @@ GSOCK_DEVICE long gs_tx_wait_t0(struct gsock_dev gs, int fd,
 }
 
 /*
- * A CPU reader's want word read before the send's copy (gs_want_early),
- * or GS_WANT_LATE: read it after the tail as gs_wake_cpu_t0 does.
+ * What the thread that publishes a send holds: the socket's words the
+ * publish needs, read before the send begins, and a CPU reader's want
+ * word read early (gs_pub_begin) or GS_WANT_LATE (read it after the tail
+ * as gs_wake_cpu_t0 does). The words are read first so that none of the
+ * thread's later loads is issued behind the PCIe read of want: they come
+ * back after it (a thread's loads return in order), and the barrier
+ * after the copy would wait for them.
  */
-struct gs_want {
-	uint32_t v; /* the word as read, or GS_WANT_LATE */
+struct gs_pub {
+	uint64_t *tail_p, *tail_m;
+	uint64_t sgen;
+	uint32_t flags;
+	uint32_t want; /* the word as read, or GS_WANT_LATE */
 	uint64_t at; /* gs_now_ns() when read */
 };
 
 #define GS_WANT_LATE 0xffffffffu
 
-GSOCK_DEVICE struct gs_want gs_want_late(void)
+/* The words of ls the publish needs; want read after the tail. */
+GSOCK_DEVICE struct gs_pub gs_pub_of(const struct gs_lsock *ls)
 {
-	struct gs_want w = { GS_WANT_LATE, 0 };
+	struct gs_pub p;
 
-	return w;
+	p.tail_p = ls->tx_tail_p;
+	p.tail_m = ls->tx_tail_m;
+	p.sgen = ls->sgen;
+	p.flags = ls->flags;
+	p.want = GS_WANT_LATE;
+	p.at = 0;
+	return p;
 }
 
 /* Sends larger than this read want after their tail: their copy is long. */
@@ -1032,56 +1056,61 @@ GSOCK_DEVICE struct gs_want gs_want_late(void)
 #define GS_WANT_EARLY_NS (GS_DW_FLIGHT_NS / 2)
 
 /*
- * The thread that will publish a send of at most n bytes to a CPU
- * reader, as the send begins: the reader's want word, read now so that
- * the PCIe read travels beside the copy instead of after the tail (a
- * fence and a read of host memory, 2.5 us of a 64 B send on an H100).
- * The send is announced first (gsock_arena.h): a reader that arms after
- * this read sees it and waits for our tail rather than sleep unrung.
- * gs_want_drop withdraws the announce of a send that queues nothing.
+ * The thread that will publish a send of at most n bytes, as the send
+ * begins: gs_pub_of's words and, to a CPU reader, the reader's want word,
+ * read now so that the PCIe read travels beside the copy instead of
+ * after the tail (a fence and a read of host memory, 2.5 us of a 64 B
+ * send on an H100). The send is announced first (gsock_arena.h): a
+ * reader that arms after this read sees it and waits for our tail rather
+ * than sleep unrung. gs_pub_drop withdraws the announce of a send that
+ * queues nothing.
  */
-GSOCK_DEVICE struct gs_want gs_want_early(const struct gs_lsock *ls, long n)
+GSOCK_DEVICE struct gs_pub gs_pub_begin(const struct gs_lsock *ls, long n)
 {
-	struct gs_want w = gs_want_late();
+	struct gs_pub p = gs_pub_of(ls);
+	uint64_t *sending = ls->sending_p;
+	uint32_t *want = ls->want_tx_p;
+	uint64_t from = ls->tx_tail + 1;
 
-	if ((ls->flags & (GS_LS_DIRECT | GS_LS_CPU_PEER)) ==
+	if ((p.flags & (GS_LS_DIRECT | GS_LS_CPU_PEER)) ==
 		    (GS_LS_DIRECT | GS_LS_CPU_PEER) &&
 	    n > 0 && n <= GS_WANT_EARLY_MAX) {
-		gs_st_plain64(ls->sending_p, ls->tx_tail + 1);
+		gs_st_plain64(sending, from);
 		gs_fence();
-		w.v = gs_peek32(ls->want_tx_p);
-		w.at = gs_now_ns();
+		p.want = gs_peek32(want);
+		p.at = gs_now_ns();
 	}
-	return w;
+	return p;
 }
 
-GSOCK_DEVICE void gs_want_drop(const struct gs_lsock *ls, struct gs_want w)
+GSOCK_DEVICE void gs_pub_drop(const struct gs_lsock *ls, struct gs_pub p)
 {
-	if (w.v != GS_WANT_LATE)
+	if (p.want != GS_WANT_LATE)
 		gs_st_plain64(ls->sending_p, 0);
 }
 
 /*
  * One thread (gsend's last, gsend_group's thread 0), after a barrier that
  * follows the block's copy: publish n bytes queued at tail and tell
- * whoever reads them; want is gs_want_early's (GS_WANT_LATE: none). 0,
- * or -ECONNABORTED when the doorbell cannot be rung.
+ * whoever reads them, from p (gs_pub_begin's or gs_pub_of's) and no other
+ * load of ls before the tail. 0, or -ECONNABORTED when the doorbell
+ * cannot be rung.
  */
 GSOCK_DEVICE int gs_tx_publish_t0(struct gsock_dev gs, int fd,
 				  struct gs_lsock *ls, uint64_t tail, long n,
-				  struct gs_want want)
+				  struct gs_pub p)
 {
-	ls->tx_tail = tail + (uint64_t)n;
-	gs_st64(ls->tx_tail_p, ls->tx_tail);
-	if (ls->tx_tail_m) /* after the fence gs_st64 paid */
-		gs_st_plain64(ls->tx_tail_m,
-			      ls->sgen | (ls->tx_tail & GS_DCTR_MASK));
+	uint64_t t = tail + (uint64_t)n;
+
+	ls->tx_tail = t;
+	gs_st64(p.tail_p, t);
+	if (p.tail_m) /* after the fence gs_st64 paid */
+		gs_st_plain64(p.tail_m, p.sgen | (t & GS_DCTR_MASK));
 	/* Direct: the receiver looks at the tail itself. */
-	if (!(ls->flags & GS_LS_DIRECT))
+	if (!(p.flags & GS_LS_DIRECT))
 		return gs_ring_doorbell(gs, ls->db_queue, (uint32_t)fd);
-	if (want.v != GS_WANT_LATE &&
-	    gs_now_ns() - want.at < GS_WANT_EARLY_NS)
-		return want.v & GS_DW_READER ?
+	if (p.want != GS_WANT_LATE && gs_now_ns() - p.at < GS_WANT_EARLY_NS)
+		return p.want & GS_DW_READER ?
 			       gs_ring_doorbell(gs, ls->db_queue,
 						(uint32_t)fd) :
 			       0;
