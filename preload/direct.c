@@ -290,21 +290,6 @@ int pl_direct_active(void)
 	return __atomic_load_n(&nconns, __ATOMIC_RELAXED) > 0;
 }
 
-static long long now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static void relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 /* ---- the segment ---- */
 
 static void pipe_lock(uint32_t *l)
@@ -315,7 +300,7 @@ static void pipe_lock(uint32_t *l)
 		if (++spins % 256 == 0)
 			sched_yield();
 		else
-			relax();
+			pl_relax();
 	}
 }
 
@@ -405,7 +390,7 @@ static long long look_in(struct pl_dconn *c, long long now)
 static void owe(struct pl_dconn *c)
 {
 	long long t = __atomic_load_n(&c->out_ns, __ATOMIC_RELAXED);
-	long long now = now_ns();
+	long long now = pl_now_ns();
 
 	if (t && now - t <= nap_win_ns)
 		return;
@@ -427,7 +412,7 @@ static void answered(struct pl_dconn *c)
 
 	if (!t || !__atomic_exchange_n(&c->out_ns, 0, __ATOMIC_RELAXED))
 		return;
-	d = now_ns() - t;
+	d = pl_now_ns() - t;
 	if (d > nap_win_ns) {
 		__atomic_store_n(&miss_rate, m + (256 - m) / 8,
 				 __ATOMIC_RELAXED);
@@ -691,7 +676,7 @@ static int tcp_due(struct pl_dconn *c)
 	if (__atomic_load_n(&c->d->tokens[peer_of(c)], __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&c->dead_seen, __ATOMIC_ACQUIRE))
 		return 1;
-	now = now_ns();
+	now = pl_now_ns();
 	t = __atomic_load_n(&c->tcp_look_ns, __ATOMIC_RELAXED);
 	if (t && now - t < TCP_LOOK_NS)
 		return 0;
@@ -769,7 +754,7 @@ static int sleep_on(struct pl_dconn *c, int fd, short events, int ms)
 		 * clear and bytes that come later unannounced; the caller
 		 * looks at the ring after each slice.
 		 */
-		long long look = look_in(c, now_ns());
+		long long look = look_in(c, pl_now_ns());
 		struct timespec ts = { (time_t)(look / 1000000000LL),
 				       (long)(look % 1000000000LL) };
 
@@ -952,7 +937,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		end = rx_end(c, 0);
 		armed = 0;
 		if (!end && (nonblocking(c, fd, flags, &nb) || !spin_ns ||
-			     (spin_until && now_ns() >= spin_until))) {
+			     (spin_until && pl_now_ns() >= spin_until))) {
 			/*
 			 * About to say EAGAIN or sleep: A must tell the truth.
 			 * An EAGAIN arms c only while another waiter sleeps on
@@ -984,11 +969,11 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			break;
 		}
 		if (!spin_until) {
-			spin_until = now_ns() + spin_ns;
+			spin_until = pl_now_ns() + spin_ns;
 			continue;
 		}
 		if (!armed) { /* spinning; sleep only right after arming */
-			relax();
+			pl_relax();
 			continue;
 		}
 		/*
@@ -997,7 +982,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 		 */
 		ms = timeout_of(c, SO_RCVTIMEO);
 		if (ms >= 0) {
-			long long now = now_ns();
+			long long now = pl_now_ns();
 
 			if (!rcv_end)
 				rcv_end = now + ms * 1000000LL;
@@ -1012,7 +997,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			return -1; /* EINTR */
 		}
 		pipe_lock(&c->d->lock[peer_of(c)]);
-		if (ms >= 0 && now_ns() >= rcv_end && !rx_avail(c) &&
+		if (ms >= 0 && pl_now_ns() >= rcv_end && !rx_avail(c) &&
 		    !rx_end(c, 1)) {
 			struct pollfd q = { fd, POLLIN, 0 };
 
@@ -1097,24 +1082,24 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			break;
 		}
 		if (!spin_until)
-			spin_until = now_ns() + spin_ns;
-		if (now_ns() < spin_until) {
-			relax();
+			spin_until = pl_now_ns() + spin_ns;
+		if (pl_now_ns() < spin_until) {
+			pl_relax();
 			continue;
 		}
 		if (arm_tx(c, fd))
 			continue;
 		if (!deadline) {
 			ms = timeout_of(c, SO_SNDTIMEO);
-			deadline = ms < 0 ? -1 : now_ns() + ms * 1000000LL;
+			deadline = ms < 0 ? -1 : pl_now_ns() + ms * 1000000LL;
 		}
-		if (deadline > 0 && now_ns() >= deadline) {
+		if (deadline > 0 && pl_now_ns() >= deadline) {
 			if (!done)
 				err = EAGAIN; /* SO_SNDTIMEO */
 			break;
 		}
 		ms = deadline < 0 ? -1 :
-				    (int)((deadline - now_ns()) / 1000000 + 1);
+				    (int)((deadline - pl_now_ns()) / 1000000 + 1);
 		pipe_unlock(&c->d->lock[c->side]);
 		if (sleep_on(c, fd, POLLOUT, ms) < 0) {
 			if (done)
@@ -1471,7 +1456,7 @@ static void local_refresh(void)
 	struct ifaddrs *ifs, *i;
 
 	local.n = 0;
-	local.at_ns = now_ns();
+	local.at_ns = pl_now_ns();
 	if (getifaddrs(&ifs) < 0)
 		return;
 	for (i = ifs; i && local.n < 64; i = i->ifa_next) {
@@ -1509,7 +1494,7 @@ static int addr_local(const struct sockaddr *sa)
 	if ((!memcmp(a, mapped, 12) && a[12] == 127) || !memcmp(a, loop6, 16))
 		return 1;
 	pthread_mutex_lock(&list_lock);
-	if (!local.at_ns || now_ns() - local.at_ns > 1000000000LL)
+	if (!local.at_ns || pl_now_ns() - local.at_ns > 1000000000LL)
 		local_refresh();
 	for (int i = 0; i < local.n && !found; i++)
 		found = !memcmp(local.a[i], a, 16);
@@ -1586,7 +1571,7 @@ static int same_dst(const struct sockaddr_storage *a, socklen_t alen,
 /* Whether gsockd said no to sa and its listeners have not moved since. */
 static int nope_known(const struct sockaddr *sa, socklen_t len)
 {
-	long long now = now_ns();
+	long long now = pl_now_ns();
 	int r = 0;
 
 	pthread_mutex_lock(&list_lock);
@@ -1618,7 +1603,7 @@ static void nope_add(const struct sockaddr *sa, socklen_t len, uint32_t gen)
 	memcpy(&nope[i].a, sa, len);
 	nope[i].len = len;
 	nope[i].gen = gen;
-	nope[i].at = now_ns();
+	nope[i].at = pl_now_ns();
 	pthread_mutex_unlock(&list_lock);
 }
 
@@ -1975,7 +1960,7 @@ static uint64_t named_pool, named_dev, named_ino, named_ctime, moved_ns;
  */
 static int once_a_second(uint64_t *last)
 {
-	uint64_t now = (uint64_t)now_ns(), was = __atomic_load_n(last, __ATOMIC_RELAXED);
+	uint64_t now = (uint64_t)pl_now_ns(), was = __atomic_load_n(last, __ATOMIC_RELAXED);
 
 	return now - was >= PL_RENAME_NS &&
 	       __atomic_compare_exchange_n(last, &was, now, 0, __ATOMIC_RELAXED,
@@ -2489,7 +2474,7 @@ static int owes_f(struct pl_dconn *c)
 /* Whether a connection sc covers owes an answer within the window. */
 static int owes(struct pl_dscope *sc)
 {
-	owes_now = now_ns();
+	owes_now = pl_now_ns();
 	return each(sc, owes_f) > 0;
 }
 
@@ -2640,7 +2625,7 @@ static long long wait_of(struct pl_dscope *sc)
 
 	if (__atomic_load_n(&miss_rate, __ATOMIC_RELAXED) >= 192)
 		return 0;
-	due_now = now = now_ns();
+	due_now = now = pl_now_ns();
 	due_first = due_last = 0;
 	due_disarm = none_unseen();
 	/*
@@ -2680,8 +2665,8 @@ static long long wait_of(struct pl_dscope *sc)
 		return 0;
 	until = now + SPIN_TURN_NS < sc->spin_until ? now + SPIN_TURN_NS :
 						      sc->spin_until;
-	while (!look(sc) && now_ns() < until)
-		relax();
+	while (!look(sc) && pl_now_ns() < until)
+		pl_relax();
 	return -1;
 }
 
@@ -2706,7 +2691,7 @@ static int look_slice(struct pl_dscope *sc, int timeout_ms, int can_nap,
 {
 	long long w, ms;
 
-	look_now = now_ns();
+	look_now = pl_now_ns();
 	look_min = 0;
 	each_looked(sc, look_f);
 	w = look_min;
@@ -2782,7 +2767,7 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 	int ready;
 
 	if (sc->nap_end) /* back from a nap: its timer ended it (see PL_WAIT) */
-		nap_over(sc, now_ns());
+		nap_over(sc, pl_now_ns());
 	sc->nap_ns = 0;
 	sc->nrdy = 0;
 	/* No direct descriptor in this wait (an exact set may gain some). */
@@ -2818,10 +2803,10 @@ int pl_direct_prewait(struct pl_dscope *sc, int timeout_ms, int can_nap)
 			return 0;
 		}
 	}
-	until = now_ns() + spin_ns;
-	while (!ready && timeout_ms && spin_ns && !can_nap && now_ns() < until) {
+	until = pl_now_ns() + spin_ns;
+	while (!ready && timeout_ms && spin_ns && !can_nap && pl_now_ns() < until) {
 		ready = look(sc);
-		relax();
+		pl_relax();
 	}
 	if (sc->nrdy) { /* the wait reports them: the kernel's part at once */
 		arm_unlooked(sc);

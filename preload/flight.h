@@ -8,17 +8,9 @@
 #define PL_FLIGHT_H
 
 #include <stdint.h>
-#include <time.h>
 
 #include "../devlib/gsock_arena.h"
-
-static inline long long pl_flight_now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
+#include "clock.h"
 
 /*
  * After READER was set on pipe p and fenced, with no bytes seen: whether
@@ -44,15 +36,13 @@ static inline int pl_flight_landed(struct gs_dpipe *p, const uint32_t *closed,
 		if (!s || t >= s)
 			return 0; /* none announced, or it landed: nothing */
 		if ((__atomic_load_n(closed, __ATOMIC_ACQUIRE) & bit) ||
-		    (until && pl_flight_now() >= until))
+		    (until && pl_now_ns() >= until))
 			/* gone, or past the deadline: one look after it */
 			return __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE) !=
 			       __atomic_load_n(&p->head, __ATOMIC_RELAXED);
 		if (!until)
-			until = pl_flight_now() + GS_DW_FLIGHT_NS;
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#endif
+			until = pl_now_ns() + GS_DW_FLIGHT_NS;
+		pl_relax();
 	}
 }
 

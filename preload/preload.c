@@ -33,6 +33,7 @@
 #include <linux/kcmp.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "direct.h"
 #include "fdtab.h"
 #include "real.h"
@@ -481,7 +482,7 @@ static void pl_wait_cancelled(void *arg)
 #define PL_WAIT(timeout, can_nap, scope, before, call)                       \
 	({                                                                   \
 		int left_ = (timeout), r_;                                   \
-		long long end_ = left_ > 0 ? pl_now_ns_() + left_ * 1000000LL : 0; \
+		long long end_ = left_ > 0 ? pl_now_ns() + left_ * 1000000LL : 0; \
 		struct pl_dscope sc_;                                        \
 		struct pl_wait_state w_ = { &sc_, 0 };                       \
 		int cs_;                                                     \
@@ -523,7 +524,7 @@ static void pl_wait_cancelled(void *arg)
 			if (!sc_.nap_ns)                                     \
 				pl_direct_slice_over(&sc_);                  \
 			if (left_ > 0) {                                     \
-				long long d_ = end_ - pl_now_ns_();          \
+				long long d_ = end_ - pl_now_ns();          \
                                                                              \
 				left_ = d_ > 0 ? ns_ms(d_) : 0;              \
 			}                                                    \
@@ -533,14 +534,6 @@ static void pl_wait_cancelled(void *arg)
 		pthread_setcancelstate(cs_, NULL);                           \
 		r_;                                                          \
 	})
-
-static long long pl_now_ns_(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 /*
  * Milliseconds of a timespec or timeval, rounded up as the kernel rounds

@@ -106,9 +106,9 @@ static void flight_tests(void)
 
 	memset(&fp, 0, sizeof(fp));
 	fp.tail = fp.head = 1000;
-	t0 = pl_flight_now();
+	t0 = pl_now_ns();
 	r = pl_flight_landed(&fp, &fclosed, 1);
-	ok(r == 0 && pl_flight_now() - t0 < 100000000LL,
+	ok(r == 0 && pl_now_ns() - t0 < 100000000LL,
 	   "flight: nothing announced, an empty ring: no bytes, no wait");
 	fp.tail = 1064;
 	ok(pl_flight_landed(&fp, &fclosed, 1) == 1,
@@ -118,21 +118,21 @@ static void flight_tests(void)
 	ok(pl_flight_landed(&fp, &fclosed, 1) == 0,
 	   "flight: an announce whose tail came: no bytes, no wait");
 	fp.sending = 1065; /* from 1064, never landing */
-	t0 = pl_flight_now();
+	t0 = pl_now_ns();
 	r = pl_flight_landed(&fp, &fclosed, 1);
-	d = pl_flight_now() - t0;
+	d = pl_now_ns() - t0;
 	ok(r == 0 && d >= GS_DW_FLIGHT_NS && d < 1000000000LL,
 	   "flight: an announce whose tail never comes: no bytes after %lld us (at least %d)",
 	   d / 1000, GS_DW_FLIGHT_NS / 1000);
 	fclosed = 2;
-	t0 = pl_flight_now();
+	t0 = pl_now_ns();
 	r = pl_flight_landed(&fp, &fclosed, 1);
-	ok(r == 0 && pl_flight_now() - t0 >= GS_DW_FLIGHT_NS,
+	ok(r == 0 && pl_now_ns() - t0 >= GS_DW_FLIGHT_NS,
 	   "flight: the other side's close does not end the wait for this side's send");
-	t0 = pl_flight_now();
+	t0 = pl_now_ns();
 	fclosed = 1;
 	r = pl_flight_landed(&fp, &fclosed, 1);
-	ok(r == 0 && pl_flight_now() - t0 < GS_DW_FLIGHT_NS,
+	ok(r == 0 && pl_now_ns() - t0 < GS_DW_FLIGHT_NS,
 	   "flight: the sender gone: no bytes, at once");
 	fclosed = 0;
 	/*
@@ -154,9 +154,9 @@ static void flight_tests(void)
 		__atomic_store_n(&fgo, 1, __ATOMIC_RELEASE);
 		while (__atomic_load_n(&fp.sending, __ATOMIC_ACQUIRE) != t + 1)
 			sched_yield();
-		t0 = pl_flight_now();
+		t0 = pl_now_ns();
 		r = pl_flight_landed(&fp, &fclosed, 1);
-		d = pl_flight_now() - t0;
+		d = pl_now_ns() - t0;
 		if (!r) {
 			zeros++;
 			if (d < GS_DW_FLIGHT_NS)
