@@ -263,6 +263,7 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 			size_t len, int flags)
 {
 	struct gs_lsock *ls = gs_lsock_of(gs, fd);
+	GS_SHARED struct gs_pubw pubw; /* the last thread's: gs_pub_begin */
 	size_t done = 0;
 
 	if (!ls)
@@ -273,7 +274,7 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		uint8_t *ring = ls->tx_ring;
 		uint32_t ring_size = ls->ring_size;
 		long lane_tx = 0;
-		struct gs_pub pub = { 0 };
+		struct gs_pub pub = gs_pub_late();
 		int lane;
 
 		GS_TRACE(0);
@@ -281,13 +282,14 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 * The block's last thread publishes, and reads a CPU reader's
 		 * want first (gs_pub_begin): it copies nothing of a send
 		 * under 16 bytes a thread, and what it reads of ls until the
-		 * tail is read above and in gs_pub_begin, before want, so no
-		 * load of its own waits behind that read (a thread's loads
-		 * return in order), and a barrier does not wait for a relaxed
-		 * load (bench/probes/load-barrier.cu).
+		 * tail is read above and in gs_pub_begin, before want (but
+		 * for the lane's words, and where the block is one thread),
+		 * so no load of its own waits behind that read (a thread's
+		 * loads return in order), and a barrier does not wait for a
+		 * relaxed load (bench/probes/load-barrier.cu).
 		 */
 		if (gs_tid() == gs_bdim() - 1)
-			pub = gs_pub_begin(ls, (long)(len - done));
+			pub = gs_pub_begin(ls, &pubw, (long)(len - done));
 		if (gs_tid() == 0) {
 			tail = ls->tx_tail;
 			n = gs_tx_wait_t0(gs, fd, ls,
@@ -347,7 +349,8 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 * thread 0 had changed it.
 		 */
 		if (gs_sync_or(gs_tid() == gs_bdim() - 1 &&
-			       gs_tx_publish_t0(gs, fd, ls, tail, n, pub)))
+			       gs_tx_publish_t0(gs, fd, ls, &pubw, tail, n,
+					pub)))
 			n = -ECONNABORTED;
 		GS_TRACE(4);
 		GS_TRACE(5);

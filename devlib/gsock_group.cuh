@@ -366,9 +366,14 @@ GSOCK_DEVICE long gsend_group(struct gsock_dev gs, int fd, const void *buf,
 					  tail, (uint8_t *)buf + done,
 					  (uint64_t)n, 1,
 					  (ls->flags & GS_LS_DEV_TX) != 0);
-		if (n >= 0 && gs_tid() == 0 &&
-		    gs_tx_publish_t0(gs, fd, ls, tail, n, gs_pub_of(ls)))
-			n = -ECONNABORTED;
+		if (n >= 0 && gs_tid() == 0) {
+			struct gs_pubw w;
+
+			gs_pubw_of(ls, &w);
+			if (gs_tx_publish_t0(gs, fd, ls, &w, tail, n,
+					     gs_pub_late()))
+				n = -ECONNABORTED;
+		}
 		n = gs_bcast(n);
 		if (n < 0) {
 			res = done ? (long)done : n;
