@@ -1090,6 +1090,36 @@ GSOCK_DEVICE void gsrv_wake_at(struct gsock_dev gs, const struct gsrv *s,
 }
 
 /*
+ * A request's deadline, for the connection being served: pending says
+ * whether bytes of a request wait (a head begun, a body awaited), and
+ * *since (the connection's own word, 0 at first) keeps when they began
+ * to wait (0: none wait). Returns 1 once they have waited past
+ * timeout_us (the handler answers 408, say); else 0, with a wake-up
+ * (gsrv_wake_at) set for when they will have, since a client gone quiet
+ * brings no bytes to wake the block. Every thread of the block calls it.
+ */
+GSOCK_DEVICE int gsrv_late(struct gsock_dev gs, const struct gsrv *s,
+			   uint64_t *since, int pending, long timeout_us)
+{
+	long late = 0, due = 0;
+
+	if (gs_tid() == 0) {
+		uint64_t now = gs_now_ns();
+
+		if (!pending)
+			*since = 0;
+		else if (!*since)
+			*since = now;
+		late = *since && now - *since > timeout_us * 1000ull;
+		due = *since ? (long)(*since + timeout_us * 1000ull + 1) : 0;
+	}
+	if (gs_bcast(late))
+		return 1;
+	gsrv_wake_at(gs, s, (uint64_t)gs_bcast(due));
+	return 0;
+}
+
+/*
  * What became of the connection gsrv_next() handed out: r > 0 (a request
  * served; bytes, a count, anything positive) or -EAGAIN (nothing was
  * there after all) keeps it; 0 (its end) or another negative errno
@@ -1227,6 +1257,21 @@ GSOCK_DEVICE long gsrv_send_by(struct gsock_dev gs, int fd, const void *buf,
 			return r;
 	}
 	return (long)n;
+}
+
+/*
+ * Send all n bytes within timeout_us plus n bytes at rate bytes a second
+ * (> 0), for answers that a reader which takes a byte now and then must
+ * not hold the block's other connections behind: n or a negative errno
+ * (-ETIMEDOUT: too slow).
+ */
+GSOCK_DEVICE long gsrv_send_rate(struct gsock_dev gs, int fd, const void *buf,
+				 uint64_t n, long timeout_us, uint32_t rate)
+{
+	uint64_t by = (uint64_t)gs_bcast((long)gs_now_ns()) +
+		      timeout_us * 1000ull + n * (1000000000ull / rate);
+
+	return gsrv_send_by(gs, fd, buf, n, timeout_us, by);
 }
 
 /*

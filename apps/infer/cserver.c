@@ -473,11 +473,9 @@ int main(int argc, char **argv)
 	timeout_ns = (uint64_t)timeout_ms * 1000000ull;
 	ops.stall_ns = timeout_ns;
 	idle_ns = (uint64_t)idle_ms * 1000000ull;
-	p = espcn_weights_load(weights, err, sizeof(err));
-	if (!p) {
-		fprintf(stderr, "%s: %s: %s\n", prog, weights, err);
-		return EX_DATAERR;
-	}
+	p = espcn_weights_open(prog, weights, &r);
+	if (!p)
+		return r;
 	wk = calloc((size_t)threads, sizeof(*wk));
 	if (!wk)
 		return EX_OSERR;

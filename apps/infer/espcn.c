@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sysexits.h>
 
 #include "espcn.h"
 
@@ -156,6 +157,21 @@ float *espcn_weights_load(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory for the weights");
 	}
 	fclose(f);
+	return p;
+}
+
+float *espcn_weights_open(const char *prog, const char *path, int *status)
+{
+	char err[256];
+	float *p = path ? espcn_weights_load(path, err, sizeof(err)) : NULL;
+
+	if (!p) {
+		fprintf(stderr, "%s: %s%s%s\n", prog,
+			path ? path : "-w WEIGHTS is required",
+			path ? ": " : " (infer-ref weights writes one)",
+			path ? err : "");
+		*status = path ? EX_DATAERR : EX_USAGE;
+	}
 	return p;
 }
 

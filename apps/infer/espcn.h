@@ -70,6 +70,12 @@ int espcn_weights_write(const char *path, const float *p, char *err,
  * bytes after the end, a value that is not finite).
  */
 float *espcn_weights_load(const char *path, char *err, size_t errlen);
+/*
+ * A server's weights: espcn_weights_load(path), or NULL with why said on
+ * stderr after "prog: " and *status its exit status (<sysexits.h>:
+ * EX_USAGE where path is NULL, not given; EX_DATAERR).
+ */
+float *espcn_weights_open(const char *prog, const char *path, int *status);
 
 /*
  * The model on this CPU thread, straight from the definition above (the

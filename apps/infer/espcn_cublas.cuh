@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "espcn.h"
 
@@ -291,6 +292,80 @@ static inline void ecb_load(void)
 	cudaFuncGetAttributes(&fa, (const void *)ecb_act);
 	cudaFuncGetAttributes(&fa, (const void *)ecb_im2col);
 	cudaFuncGetAttributes(&fa, (const void *)ecb_shuffle);
+}
+
+/*
+ * The streams, cuBLAS handles and events ecb_model runs n ranges on: st[0]
+ * is the caller's (the stream a capture begins on), the others and every
+ * handle ecb_branches_open's, each handle with its part of ws (ws_each
+ * bytes: none may be allocated in a capture).
+ */
+#define ECB_BRANCHES_MAX 8
+struct ecb_branches {
+	int n;
+	cudaStream_t st[ECB_BRANCHES_MAX];
+	cublasHandle_t h[ECB_BRANCHES_MAX];
+	cudaEvent_t ev[3 * ECB_BRANCHES_MAX];
+};
+
+/* Close what ecb_branches_open made (a half-made set too). */
+static inline void ecb_branches_close(struct ecb_branches *b)
+{
+	for (int k = 0; k < ECB_BRANCHES_MAX; k++) {
+		if (b->h[k])
+			cublasDestroy(b->h[k]);
+		if (k && b->st[k])
+			cudaStreamDestroy(b->st[k]);
+	}
+	for (int i = 0; i < 3 * ECB_BRANCHES_MAX; i++)
+		if (b->ev[i])
+			cudaEventDestroy(b->ev[i]);
+	memset(b, 0, sizeof(*b));
+}
+
+/* n branches from st0 (b zeroed): 0, or -1 with what was made closed. */
+static inline int ecb_branches_open(struct ecb_branches *b, int n,
+				    cudaStream_t st0, void *ws, size_t ws_each)
+{
+	if (n < 1 || n > ECB_BRANCHES_MAX)
+		return -1;
+	b->n = n;
+	b->st[0] = st0;
+	for (int k = 0; k < n; k++)
+		if ((k && cudaStreamCreateWithFlags(&b->st[k], cudaStreamNonBlocking)) ||
+		    cublasCreate(&b->h[k]) != CUBLAS_STATUS_SUCCESS ||
+		    cublasSetStream(b->h[k], b->st[k]) != CUBLAS_STATUS_SUCCESS ||
+		    cublasSetWorkspace(b->h[k], (char *)ws + (size_t)k * ws_each,
+				       ws_each) != CUBLAS_STATUS_SUCCESS)
+			goto fail;
+	for (int i = 0; i < 3 * n; i++)
+		if (cudaEventCreateWithFlags(&b->ev[i], cudaEventDisableTiming))
+			goto fail;
+	return 0;
+fail:
+	ecb_branches_close(b);
+	return -1;
+}
+
+/*
+ * Outside a capture: the kernels loaded and cuBLAS's choice of its
+ * kernels for each range of a batch of cap pixels made, so that a
+ * capture of ecb_model over cap loads nothing.
+ */
+static inline int ecb_warm(const struct ecb_branches *br,
+			   const struct ecb_batch *m, uint32_t cap)
+{
+	int r = 0;
+
+	ecb_load();
+	for (int k = 0; k < br->n && !r; k++) {
+		uint32_t lo, hi;
+
+		ecb_part(cap, br->n, k, &lo, &hi);
+		for (int l = 0; l < 3 && hi > lo && !r; l++)
+			r = ecb_sgemm(br->h[k], m, lo, hi, l);
+	}
+	return r;
 }
 
 #endif

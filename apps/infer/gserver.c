@@ -18,6 +18,9 @@
 #include "ghttp.cuh"
 #include "gsock.h"
 
+/* The slowest a reader may take an answer (bytes a second): past it the block moves on. */
+#define IG_SEND_RATE (1u << 20)
+
 struct ig_conf {
 	const float *weights; /* device memory */
 	long timeout_us; /* bound on a request's arrival, an answer's send */
@@ -61,7 +64,8 @@ GSOCK_DEVICE long ig_refuse(struct gsock_dev gs, struct gsrv *s, int fd,
 	gs_sync();
 	if (gs_tid() == 0)
 		n = infer_error(b->head, e);
-	ig_send(gs, fd, c->timeout_us, b->head, (uint64_t)gs_bcast(n));
+	gsrv_send_rate(gs, fd, b->head, (uint64_t)gs_bcast(n), c->timeout_us,
+		       IG_SEND_RATE);
 	return -EPROTO;
 }
 
@@ -85,7 +89,8 @@ GSOCK_DEVICE long ig_head(struct gsock_dev gs, struct gsrv *s, int fd,
 	if (gs_bcast(e))
 		return ig_refuse(gs, s, fd, c, (int)e);
 	if (k->q.expect_continue && k->q.minor >= 1) /* RFC 9110 10.1.1 */
-		ig_send(gs, fd, c->timeout_us, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1);
+		gsrv_send_rate(gs, fd, INFER_CONTINUE, sizeof(INFER_CONTINUE) - 1,
+			       c->timeout_us, IG_SEND_RATE);
 	gs_sync();
 	if (gs_tid() == 0)
 		k->body = 1;
@@ -131,8 +136,8 @@ GSOCK_DEVICE long ig_request(struct gsock_dev gs, struct gsrv *s, int fd,
 		ig_refuse(gs, s, fd, c, INFER_E_UNAVAILABLE);
 		return r;
 	}
-	r = ig_send(gs, fd, c->timeout_us, b->out + INFER_REPLY_HEAD_MAX - hl,
-		    hl + 9ull * w * h);
+	r = gsrv_send_rate(gs, fd, b->out + INFER_REPLY_HEAD_MAX - hl,
+			   hl + 9ull * w * h, c->timeout_us, IG_SEND_RATE);
 	return r < 0 ? r : k->q.keep_alive ? 1 : 0;
 }
 
@@ -147,7 +152,7 @@ GSOCK_DEVICE long ig_serve(struct gsock_dev gs, struct gsrv *s, int fd,
 		served = 1;
 	if (r != -EAGAIN)
 		return r;
-	if (ig_late(gs, s, &k->since, k->body || k->lb.have != k->lb.off,
+	if (gsrv_late(gs, s, &k->since, k->body || k->lb.have != k->lb.off,
 		    c->timeout_us))
 		return ig_refuse(gs, s, fd, c, INFER_E_TIMEOUT);
 	return served ? 1 : -EAGAIN;
@@ -200,7 +205,7 @@ static int option(struct gsrv_app *app, int opt, const char *arg)
 static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
 	int status;
-	float *p = ig_weights(app->name, weights_path, &status);
+	float *p = espcn_weights_open(app->name, weights_path, &status);
 
 	if (!p)
 		return status;
