@@ -1094,9 +1094,11 @@ GSOCK_DEVICE void gsrv_wake_at(struct gsock_dev gs, const struct gsrv *s,
  * whether bytes of a request wait (a head begun, a body awaited), and
  * *since (the connection's own word, 0 at first) keeps when they began
  * to wait (0: none wait). Returns 1 once they have waited past
- * timeout_us (the handler answers 408, say); else 0, with a wake-up
- * (gsrv_wake_at) set for when they will have, since a client gone quiet
- * brings no bytes to wake the block. Every thread of the block calls it.
+ * timeout_us (the handler answers 408, say); else 0, with the
+ * connection's wake-up (gsrv_wake_at) set for when they will have,
+ * since a client gone quiet brings no bytes to wake the block, or
+ * cleared when none wait. timeout_us < 0: never late, no wake-up.
+ * Every thread of the block calls it.
  */
 GSOCK_DEVICE int gsrv_late(struct gsock_dev gs, const struct gsrv *s,
 			   uint64_t *since, int pending, long timeout_us)
@@ -1110,8 +1112,11 @@ GSOCK_DEVICE int gsrv_late(struct gsock_dev gs, const struct gsrv *s,
 			*since = 0;
 		else if (!*since)
 			*since = now;
-		late = *since && now - *since > timeout_us * 1000ull;
-		due = *since ? (long)(*since + timeout_us * 1000ull + 1) : 0;
+		late = *since && timeout_us >= 0 &&
+		       now - *since > timeout_us * 1000ull;
+		due = *since && timeout_us >= 0 ?
+			      (long)(*since + timeout_us * 1000ull + 1) :
+			      0;
 	}
 	if (gs_bcast(late))
 		return 1;
@@ -1260,18 +1265,21 @@ GSOCK_DEVICE long gsrv_send_by(struct gsock_dev gs, int fd, const void *buf,
 }
 
 /*
- * Send all n bytes within timeout_us plus n bytes at rate bytes a second
- * (> 0), for answers that a reader which takes a byte now and then must
- * not hold the block's other connections behind: n or a negative errno
- * (-ETIMEDOUT: too slow).
+ * Send all n bytes within timeout_us plus n bytes at rate bytes a second,
+ * for answers that a reader which takes a byte now and then must not
+ * hold the block's other connections behind: n or a negative errno
+ * (-ETIMEDOUT: too slow). timeout_us < 0: no bound at all (as
+ * gsrv_send_all); rate 0: no time for the bytes, timeout_us alone.
  */
 GSOCK_DEVICE long gsrv_send_rate(struct gsock_dev gs, int fd, const void *buf,
 				 uint64_t n, long timeout_us, uint32_t rate)
 {
 	uint64_t by = (uint64_t)gs_bcast((long)gs_now_ns()) +
-		      timeout_us * 1000ull + n * (1000000000ull / rate);
+		      (uint64_t)timeout_us * 1000u;
 
-	return gsrv_send_by(gs, fd, buf, n, timeout_us, by);
+	if (rate) /* n / rate seconds, without overflow */
+		by += n / rate * 1000000000u + n % rate * 1000000000u / rate;
+	return gsrv_send_by(gs, fd, buf, n, timeout_us, timeout_us < 0 ? 0 : by);
 }
 
 /*

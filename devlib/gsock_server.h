@@ -245,7 +245,10 @@ struct gsrv_app {
 		     struct gsrv *s);
 	/*
 	 * After the kernels ended, before the contexts go: free what setup
-	 * allocated, report. Called for every GPU whose setup was called.
+	 * allocated, report. Called for every GPU whose struct gsrv was
+	 * made, in the reverse order of the GPUs, whether or not its setup
+	 * ran or succeeded: it must cope with nothing set up, and with
+	 * another GPU's setup having made what it sees.
 	 */
 	void (*teardown)(struct gsrv_app *app, struct gsock_ctx *ctx,
 			 struct gsrv *s);

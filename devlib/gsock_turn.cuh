@@ -51,6 +51,7 @@
 #include <string.h>
 #include <sysexits.h>
 
+#include "gsock.h"
 #include "gsock_server.cuh"
 
 #define GSRV_TURN_SIZES 32 /* graph sizes at most */
@@ -219,12 +220,14 @@ GSOCK_DEVICE void gs_turn_oldest_t0(struct gsrv_turns *t, uint32_t wt,
  * A request of `units` units of the connection handed out (fd): a job
  * of the batch if this graph's size still holds it, its index returned
  * (the job's at says where its units begin; the application fills what
- * the compute needs of it); else -1, and it waits (gsrv_turn_conn.wait):
- * the next turn's graph holds it, and the receive node offers it again
- * (the read function sees wait set and calls this again). Room goes by
- * age: a new request leaves t->reserved free for the ones that waited,
- * and one that waited leaves t->reserved_old free for the ones that
- * have waited longest. Every thread of the block calls it.
+ * the compute needs of it); else -1, and it waits (gsrv_turn_conn.wait)
+ * for a later turn, whose graph is chosen to hold it: the receive node
+ * offers the connection again (the read function sees wait set and
+ * calls this again). Room goes by age: a new request leaves t->reserved
+ * free for the ones that waited, and one that waited leaves
+ * t->reserved_old free for the ones that have waited longest. units
+ * from 1 to the largest size (cap_max): -EMSGSIZE for others, no job
+ * made. Every thread of the block calls it.
  */
 GSOCK_DEVICE long gsrv_turn_take(struct gsock_dev gs,
 				 const struct gsrv_turn_arg *a, int fd,
@@ -236,6 +239,8 @@ GSOCK_DEVICE long gsrv_turn_take(struct gsock_dev gs,
 	int waited = k->wait != 0;
 	long i = -1;
 
+	if (!units || units > t->cap[t->sizes - 1])
+		return -EMSGSIZE;
 	if (waited && k->wt != t->oldest)
 		kept = t->reserved_old;
 	if (!waited || k->wt != t->oldest)
@@ -448,17 +453,23 @@ struct gsrv_turn_host {
 	 * The compute of a batch of cap units, enqueued on st, which is being
 	 * captured (the work of several streams forks from st and joins it):
 	 * 0, or a negative errno. Kernels read how many units are in use as
-	 * they run (gsrv_turn_setup's units).
+	 * they run (units_p).
 	 */
 	int (*capture)(void *data, cudaStream_t st, uint32_t cap);
 	void *data; /* the application's, for prepare and capture */
 	/* the layer's, set by gsrv_turn_setup */
+	struct gsock_ctx *ctx; /* the GPU's whose turns these are */
 	struct gsrv_turns *t; /* device memory, as the next three */
 	struct gsrv_job *job;
 	uint32_t *njobs;
 	const uint32_t *units_p; /* device memory: the units taken this turn */
 	struct gsrv_turn_arg *args; /* device memory, one a size */
-	cudaStream_t st; /* launches the first turn, captures, waits */
+	/*
+	 * Launches the first turn, captures (capture's st), waits. What the
+	 * application binds to it (a library handle) it releases before
+	 * gsrv_turn_teardown destroys it.
+	 */
+	cudaStream_t st;
 	uint32_t cap[GSRV_TURN_SIZES];
 	cudaGraphExec_t exec[GSRV_TURN_SIZES];
 };
@@ -466,7 +477,8 @@ struct gsrv_turn_host {
 /*
  * From the application's setup: the turns' memory for s (its blocks,
  * per_block jobs a block) and the layer's stream, s->conn_size at least
- * a struct gsrv_turn_conn. 0, or a <sysexits.h> status (said on stderr).
+ * a struct gsrv_turn_conn. 0, or a <sysexits.h> status (said on stderr;
+ * a second GPU is refused: the turns are one GPU's).
  */
 static inline int gsrv_turn_setup(struct gsrv_turn_host *h, const char *name,
 				  struct gsock_ctx *ctx, struct gsrv *s)
@@ -494,6 +506,7 @@ static inline int gsrv_turn_setup(struct gsrv_turn_host *h, const char *name,
 	t.sizes = h->sizes;
 	t.clock.recv0 = t.clock.send0 = ~0ull;
 	t.oldest_next = ~0ull;
+	h->ctx = ctx;
 	h->t = (struct gsrv_turns *)gsock_dev_alloc(ctx, sizeof(t));
 	h->job = t.job = (struct gsrv_job *)gsock_dev_alloc(ctx, sizeof(*t.job) * jobs);
 	h->njobs = t.njobs = (uint32_t *)gsock_dev_alloc(ctx, 4 * s->blocks);
@@ -512,12 +525,17 @@ static inline int gsrv_turn_setup(struct gsrv_turn_host *h, const char *name,
 	return 0;
 }
 
-/* From the application's teardown: what gsrv_turn_setup and the launch made. */
+/*
+ * From the application's teardown (any GPU's: only the one whose setup
+ * made the turns frees them): what gsrv_turn_setup and the launch made.
+ */
 static inline void gsrv_turn_teardown(struct gsrv_turn_host *h,
 				      struct gsock_ctx *ctx)
 {
 	void *mem[] = { h->t, h->job, h->njobs, h->args };
 
+	if (ctx != h->ctx) /* a GPU whose setup was refused, or none made */
+		return;
 	for (int k = 0; k < GSRV_TURN_SIZES; k++)
 		if (h->exec[k])
 			cudaGraphExecDestroy(h->exec[k]);
@@ -526,6 +544,7 @@ static inline void gsrv_turn_teardown(struct gsrv_turn_host *h,
 		gsock_dev_free(ctx, mem[i]);
 	if (h->st)
 		cudaStreamDestroy(h->st);
+	h->ctx = NULL;
 	h->t = NULL;
 	h->job = NULL;
 	h->njobs = NULL;
@@ -601,7 +620,7 @@ static inline int gsrv_turn_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 	for (unsigned k = 0; k < h->sizes; k++)
 		args[k] = (struct gsrv_turn_arg){ dev_s, h->t, h->cap[k], 0 };
 	if (gsock_memcpy(ctx, h->args, args, sizeof(args)))
-		return EX_OSERR;
+		goto out_copy;
 	/* every kernel loaded before the captures (lazy loading) */
 	cudaFuncGetAttributes(&fa, h->receive);
 	cudaFuncGetAttributes(&fa, h->send);
@@ -609,7 +628,7 @@ static inline int gsrv_turn_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 		if (gs_turn_capture(h, app->name, ctx, blocks, threads, (int)k))
 			return EX_SOFTWARE;
 	if (gsock_memcpy(ctx, h->t->exec, h->exec, sizeof(h->exec)))
-		return EX_OSERR;
+		goto out_copy;
 	/*
 	 * gsock_memcpy copies on stream 0 (cudaMemcpy, which may return
 	 * before a pageable copy lands), which h->st does not wait for:
@@ -624,6 +643,9 @@ static inline int gsrv_turn_launch(struct gsrv_app *app, struct gsock_ctx *ctx,
 		return EX_SOFTWARE;
 	}
 	return 0;
+out_copy:
+	fprintf(stderr, "%s: cannot copy the turns' graphs to the device\n", app->name);
+	return EX_OSERR;
 }
 
 /*
@@ -645,8 +667,10 @@ static inline int gsrv_turn_wait(struct gsrv_app *app, struct gsock_ctx *ctx,
 			cudaGetErrorString(e));
 		return EX_SOFTWARE;
 	}
-	if (gsock_memcpy(ctx, &t, h->t, sizeof(t)))
+	if (gsock_memcpy(ctx, &t, h->t, sizeof(t))) {
+		fprintf(stderr, "%s: cannot read the turns' counters\n", app->name);
 		return EX_OSERR;
+	}
 	printf("%s: %llu turns\n", app->name, (unsigned long long)t.turns);
 	n = k->timed ? (double)k->timed : 1;
 	if (k->timed)

@@ -44,10 +44,11 @@ funcs=$(grep -o 'gsock_[a-z_]*(' "$GSOCK_SRC/devlib/gsock.h" | tr -d '(' | sort 
 ok $? "gsock.h declares libgsock's functions ($(echo $funcs | wc -w))"
 is "$(missing libgsock.3 $funcs)" "" "libgsock(3) documents every function of gsock.h"
 
-srv=$( (sed -n 's/^GSOCK_\(DEVICE\|HD\) [a-z0-9_ ]*[ *]\(gsrv_[a-z_]*\)(.*/\2/p' "$GSOCK_SRC/devlib/gsock_server.cuh" "$GSOCK_SRC/devlib/gsock_pipe.cuh" "$GSOCK_SRC/devlib/gsock_http.cuh"
+srv=$( (sed -n 's/^GSOCK_\(DEVICE\|HD\) [a-z0-9_ ]*[ *]\(gsrv_[a-z_]*\)(.*/\2/p' "$GSOCK_SRC/devlib/gsock_server.cuh" "$GSOCK_SRC/devlib/gsock_pipe.cuh" "$GSOCK_SRC/devlib/gsock_http.cuh" "$GSOCK_SRC/devlib/gsock_turn.cuh"
+	sed -n 's/^static inline [a-z0-9_ ]*[ *]\(gsrv_[a-z_]*\)(.*/\1/p' "$GSOCK_SRC/devlib/gsock_turn.cuh"
 	grep -o 'gsrv_[a-z_]*(' "$GSOCK_SRC/devlib/gsock_server.h" | tr -d '(') | sort -u)
 [ "$(echo $srv | wc -w)" -ge 15 ]
-ok $? "gsock_server.cuh and gsock_server.h declare the server layer ($(echo $srv | wc -w) calls)"
+ok $? "gsock_server.cuh, gsock_turn.cuh and gsock_server.h declare the server layer ($(echo $srv | wc -w) calls)"
 is "$(missing gsock-server.3 $srv)" "" "gsock-server(3) documents every call of the server layer"
 
 # No example program calls an internal: every gs_ name the apps use is

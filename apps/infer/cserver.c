@@ -473,9 +473,11 @@ int main(int argc, char **argv)
 	timeout_ns = (uint64_t)timeout_ms * 1000000ull;
 	ops.stall_ns = timeout_ns;
 	idle_ns = (uint64_t)idle_ms * 1000000ull;
-	p = espcn_weights_open(prog, weights, &r);
-	if (!p)
+	p = espcn_weights_open(weights, err, sizeof(err), &r);
+	if (!p) {
+		fprintf(stderr, "%s: %s\n", prog, err);
 		return r;
+	}
 	wk = calloc((size_t)threads, sizeof(*wk));
 	if (!wk)
 		return EX_OSERR;

@@ -160,16 +160,17 @@ float *espcn_weights_load(const char *path, char *err, size_t errlen)
 	return p;
 }
 
-float *espcn_weights_open(const char *prog, const char *path, int *status)
+float *espcn_weights_open(const char *path, char *err, size_t errlen,
+			  int *status)
 {
-	char err[256];
-	float *p = path ? espcn_weights_load(path, err, sizeof(err)) : NULL;
+	char why[256];
+	float *p = path ? espcn_weights_load(path, why, sizeof(why)) : NULL;
 
 	if (!p) {
-		fprintf(stderr, "%s: %s%s%s\n", prog,
-			path ? path : "-w WEIGHTS is required",
-			path ? ": " : " (infer-ref weights writes one)",
-			path ? err : "");
+		if (path)
+			snprintf(err, errlen, "%s: %s", path, why);
+		else
+			snprintf(err, errlen, "-w WEIGHTS is required (infer-ref weights writes one)");
 		*status = path ? EX_DATAERR : EX_USAGE;
 	}
 	return p;

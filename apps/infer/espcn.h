@@ -71,11 +71,13 @@ int espcn_weights_write(const char *path, const float *p, char *err,
  */
 float *espcn_weights_load(const char *path, char *err, size_t errlen);
 /*
- * A server's weights: espcn_weights_load(path), or NULL with why said on
- * stderr after "prog: " and *status its exit status (<sysexits.h>:
- * EX_USAGE where path is NULL, not given; EX_DATAERR).
+ * A server's weights: espcn_weights_load(path), or NULL with why in err
+ * (a sentence that names the file, or that -w WEIGHTS is required where
+ * path is NULL) and *status the exit status (<sysexits.h>: EX_USAGE for
+ * a path not given, EX_DATAERR).
  */
-float *espcn_weights_open(const char *prog, const char *path, int *status);
+float *espcn_weights_open(const char *path, char *err, size_t errlen,
+			  int *status);
 
 /*
  * The model on this CPU thread, straight from the definition above (the

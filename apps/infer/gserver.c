@@ -204,11 +204,14 @@ static int option(struct gsrv_app *app, int opt, const char *arg)
 /* The weights into device memory; the buffer for the group's scratch. */
 static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
+	char err[300];
 	int status;
-	float *p = espcn_weights_open(app->name, weights_path, &status);
+	float *p = espcn_weights_open(weights_path, err, sizeof(err), &status);
 
-	if (!p)
+	if (!p) {
+		fprintf(stderr, "%s: %s\n", app->name, err);
 		return status;
+	}
 	conf.weights = (const float *)gsock_dev_alloc(ctx, 4 * (size_t)ESPCN_NPARAMS);
 	if (!conf.weights ||
 	    gsock_memcpy(ctx, (void *)conf.weights, p, 4 * (size_t)ESPCN_NPARAMS)) {

@@ -41,6 +41,7 @@
 #ifndef IGG_BRANCHES
 #define IGG_BRANCHES 4
 #endif
+typedef char igg_branches_fit[IGG_BRANCHES >= 1 && IGG_BRANCHES <= ECB_BRANCHES_MAX ? 1 : -1];
 #define IGG_BLAS_WS (32u << 20) /* cuBLAS's workspace, a branch */
 
 /* The application's part of struct gsrv (s->app); every pointer device memory. */
@@ -75,8 +76,8 @@ GSOCK_DEVICE long igg_picture(struct gsock_dev gs, const struct gsrv_turn_arg *a
 	long i = gsrv_turn_take(gs, a, fd, IGG_GAP + k->pw * k->ph);
 	struct gsrv_job *j = &a->t->job[i < 0 ? 0 : i];
 
-	if (i < 0)
-		return -EAGAIN;
+	if (i < 0) /* it waits for room (-1), or cannot fit (none here can) */
+		return i == -1 ? -EAGAIN : i;
 	if (gs_tid() == 0) {
 		struct ecb_pic *p = &c->m.pics[i];
 		char head[INFER_REPLY_HEAD_MAX];
@@ -217,9 +218,11 @@ static int igg_capture(void *data, cudaStream_t st, uint32_t cap)
 	return ecb_model(br.h, br.st, br.ev, br.n, &conf.m, cap);
 }
 
-static struct gsrv_turn_host turns = { (const void *)igg_recv, (const void *)igg_send,
-				       IGG_SIZES_DEFAULT, 1u << 12, ECB_PIXELS_MAX,
-				       "pixels", igg_prepare, igg_capture };
+static struct gsrv_turn_host turns = {
+	.receive = (const void *)igg_recv, .send = (const void *)igg_send,
+	.sizes = IGG_SIZES_DEFAULT, .cap_min = 1u << 12, .cap_max = ECB_PIXELS_MAX,
+	.units = "pixels", .prepare = igg_prepare, .capture = igg_capture
+};
 
 static int option(struct gsrv_app *app, int opt, const char *arg)
 {
@@ -248,13 +251,16 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
 	uint32_t jobs = s->blocks * s->per_block;
 	int status = gsrv_turn_setup(&turns, app->name, ctx, s);
+	char err[300];
 	float *p;
 
 	if (status)
 		return status;
-	p = espcn_weights_open(app->name, weights_path, &status);
-	if (!p)
+	p = espcn_weights_open(weights_path, err, sizeof(err), &status);
+	if (!p) {
+		fprintf(stderr, "%s: %s\n", app->name, err);
 		return status;
+	}
 	model = gsock_dev_alloc(ctx, ecb_size(ECB_PIXELS_MAX, jobs));
 	blas_ws = gsock_dev_alloc(ctx, (size_t)IGG_BLAS_WS * IGG_BRANCHES);
 	if (model) {
@@ -279,13 +285,17 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 	return 0;
 }
 
+/* The GPU whose setup made them: cuBLAS's branches before the layer's stream. */
 static void teardown(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 {
 	(void)app, (void)s;
+	if (ctx != turns.ctx)
+		return;
 	ecb_branches_close(&br);
 	gsrv_turn_teardown(&turns, ctx);
 	gsock_dev_free(ctx, model);
 	gsock_dev_free(ctx, blas_ws);
+	model = blas_ws = NULL;
 }
 
 int main(int argc, char **argv)
