@@ -155,30 +155,20 @@ static int nconns; /* atomic for readers without the lock */
 static long spin_ns = -1;
 static long long nap_win_ns = -1; /* GSOCK_DIRECT_NAP_US */
 /*
- * The process's estimates, each updated by every thread; racy updates
- * lose a sample now and then, no more:
- * - answer_ns: how long an answer takes (an average, ns), and miss_rate:
- *   how many of 256 owed answers came after the window (one that never
- *   comes is not counted);
- * - nap_late_ns: how late a nap's wake-up comes, on average (ns): a
- *   kernel timer fires when asked, but an idle core takes its time to run
- *   the thread again (tens of microseconds on some virtual machines). A
- *   nap ends that much earlier, and a wait spins instead where the nap
- *   would be shorter than NAP_MIN_NS;
- * - slow_ns: below.
- * They have a cache line of their own, away from the settings that every
- * call reads, and a thread folds its answers in EST_BATCH at a time:
- * stored on every answer, by 8 client threads making 2 million requests
- * a second, the line kept moving between their cores.
+ * The process's answers: how long one takes (an average, ns), and how
+ * many of 256 owed answers came after the window (one that never comes
+ * is not counted). Racy updates lose a sample now and then, no more.
  */
-#define EST_BATCH 8
-static struct __attribute__((aligned(64))) {
-	long long answer_ns, nap_late_ns, slow_ns;
-	unsigned miss_rate;
-} est = { 20000, 0, 1000000, 0 };
-/* This thread's answers within the window not yet folded in: their sum, count. */
-static __thread long long est_sum;
-static __thread unsigned est_n;
+static long long answer_ns = 20000;
+static unsigned miss_rate;
+/*
+ * How late a nap's wake-up comes, on average (ns): a kernel timer fires
+ * when asked, but an idle core takes its time to run the thread again
+ * (tens of microseconds on some virtual machines). A nap ends that much
+ * earlier, and a wait spins instead where the nap would be shorter than
+ * NAP_MIN_NS. Racy updates lose a sample now and then, no more.
+ */
+static long long nap_late_ns;
 static unsigned long naps_taken; /* said at exit, GSOCK_LOG=debug */
 /*
  * Answers later than the nap window (a GPU that computes before it
@@ -198,6 +188,7 @@ static unsigned long naps_taken; /* said at exit, GSOCK_LOG=debug */
  */
 #define LOOK_MIN_NS 20000LL
 #define LOOK_HORIZON_NS 20000000LL
+static long long slow_ns = 1000000;
 /* said at exit, GSOCK_LOG=debug: sleeps that looked, looks that found bytes */
 static unsigned long looks_taken, looks_found;
 static unsigned long quiet_reports; /* pl_direct_epoll_merge's, said at exit */
@@ -362,7 +353,7 @@ static int unwatched(struct pl_dconn *c)
 static void slow_answer(struct pl_dconn *c, long long d)
 {
 	unsigned r = __atomic_load_n(&c->slow_rate, __ATOMIC_RELAXED);
-	long long a = __atomic_load_n(&est.slow_ns, __ATOMIC_RELAXED);
+	long long a = __atomic_load_n(&slow_ns, __ATOMIC_RELAXED);
 
 	if (d > LOOK_HORIZON_NS) {
 		__atomic_store_n(&c->slow_rate, r + (256 - r) / 8,
@@ -370,7 +361,7 @@ static void slow_answer(struct pl_dconn *c, long long d)
 		return;
 	}
 	__atomic_store_n(&c->slow_rate, r - r / 8, __ATOMIC_RELAXED);
-	__atomic_store_n(&est.slow_ns, a + (d - a) / 8, __ATOMIC_RELAXED);
+	__atomic_store_n(&slow_ns, a + (d - a) / 8, __ATOMIC_RELAXED);
 }
 
 /*
@@ -387,7 +378,7 @@ static long long look_in(struct pl_dconn *c, long long now)
 	e = now - t;
 	if (e >= LOOK_HORIZON_NS)
 		return 0;
-	first = __atomic_load_n(&est.slow_ns, __ATOMIC_RELAXED) * 3 / 4 - e;
+	first = __atomic_load_n(&slow_ns, __ATOMIC_RELAXED) * 3 / 4 - e;
 	e = e / 4 > LOOK_MIN_NS ? e / 4 : LOOK_MIN_NS;
 	return first > e ? first : e;
 }
@@ -416,29 +407,21 @@ static void owe(struct pl_dconn *c)
 static void answered(struct pl_dconn *c)
 {
 	long long t = __atomic_load_n(&c->out_ns, __ATOMIC_RELAXED), d;
-	long long a = __atomic_load_n(&est.answer_ns, __ATOMIC_RELAXED);
-	unsigned m = __atomic_load_n(&est.miss_rate, __ATOMIC_RELAXED);
+	long long a = __atomic_load_n(&answer_ns, __ATOMIC_RELAXED);
+	unsigned m = __atomic_load_n(&miss_rate, __ATOMIC_RELAXED);
 
 	if (!t || !__atomic_exchange_n(&c->out_ns, 0, __ATOMIC_RELAXED))
 		return;
 	d = pl_now_ns() - t;
 	if (d > nap_win_ns) {
-		__atomic_store_n(&est.miss_rate, m + (256 - m) / 8,
+		__atomic_store_n(&miss_rate, m + (256 - m) / 8,
 				 __ATOMIC_RELAXED);
 		if (nap_win_ns)
 			slow_answer(c, d);
 		return;
 	}
-	est_sum += d;
-	if (++est_n < EST_BATCH)
-		return;
-	/* EST_BATCH answers at once: about what as many steps of 1/8 do */
-	if (m)
-		__atomic_store_n(&est.miss_rate, m / 3, __ATOMIC_RELAXED);
-	__atomic_store_n(&est.answer_ns, a + (est_sum / EST_BATCH - a) * 2 / 3,
-			 __ATOMIC_RELAXED);
-	est_sum = 0;
-	est_n = 0;
+	__atomic_store_n(&miss_rate, m - m / 8, __ATOMIC_RELAXED);
+	__atomic_store_n(&answer_ns, a + (d - a) / 8, __ATOMIC_RELAXED);
 }
 
 /*
@@ -2580,7 +2563,7 @@ static int due_f(struct pl_dconn *c)
 		return 0;
 	if (due_disarm)
 		disarm(c);
-	due = t + __atomic_load_n(&est.answer_ns, __ATOMIC_RELAXED) * 3 / 4;
+	due = t + __atomic_load_n(&answer_ns, __ATOMIC_RELAXED) * 3 / 4;
 	if (!due_first || due < due_first)
 		due_first = due;
 	if (t + nap_win_ns > due_last)
@@ -2595,10 +2578,10 @@ __attribute__((destructor)) static void naps_said(void)
 		return;
 	pl_log(PL_LOG_DEBUG,
 	       "direct: answers came in %lld us on average; naps woke %lld us late; %u of 256 answers came after the nap window; slow answers in %lld us; %lu sleeps looked for one, %lu found it; %lu naps taken; %lu epoll events reported without a wake-up byte",
-	       __atomic_load_n(&est.answer_ns, __ATOMIC_RELAXED) / 1000,
-	       __atomic_load_n(&est.nap_late_ns, __ATOMIC_RELAXED) / 1000,
-	       __atomic_load_n(&est.miss_rate, __ATOMIC_RELAXED),
-	       __atomic_load_n(&est.slow_ns, __ATOMIC_RELAXED) / 1000,
+	       __atomic_load_n(&answer_ns, __ATOMIC_RELAXED) / 1000,
+	       __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED) / 1000,
+	       __atomic_load_n(&miss_rate, __ATOMIC_RELAXED),
+	       __atomic_load_n(&slow_ns, __ATOMIC_RELAXED) / 1000,
 	       __atomic_load_n(&looks_taken, __ATOMIC_RELAXED),
 	       __atomic_load_n(&looks_found, __ATOMIC_RELAXED),
 	       __atomic_load_n(&naps_taken, __ATOMIC_RELAXED),
@@ -2614,11 +2597,11 @@ __attribute__((destructor)) static void naps_said(void)
 static void nap_over(struct pl_dscope *sc, long long now)
 {
 	long long d = now - sc->nap_end;
-	long long l = __atomic_load_n(&est.nap_late_ns, __ATOMIC_RELAXED);
+	long long l = __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED);
 
 	sc->nap_end = 0;
 	d = d < 0 ? 0 : d > NAP_LATE_MAX ? NAP_LATE_MAX : d;
-	__atomic_store_n(&est.nap_late_ns, l + (d - l) / 8, __ATOMIC_RELAXED);
+	__atomic_store_n(&nap_late_ns, l + (d - l) / 8, __ATOMIC_RELAXED);
 }
 
 /*
@@ -2635,13 +2618,12 @@ static void nap_over(struct pl_dscope *sc, long long now)
  * then arms and sleeps, and gsockd wakes it.
  */
 #define SPIN_TURN_NS 2000LL
-static __thread unsigned est_decays; /* waits that took no nap, this thread's */
 
 static long long wait_of(struct pl_dscope *sc)
 {
 	long long now, until;
 
-	if (__atomic_load_n(&est.miss_rate, __ATOMIC_RELAXED) >= 192)
+	if (__atomic_load_n(&miss_rate, __ATOMIC_RELAXED) >= 192)
 		return 0;
 	due_now = now = pl_now_ns();
 	due_first = due_last = 0;
@@ -2655,7 +2637,7 @@ static long long wait_of(struct pl_dscope *sc)
 	if (!each_looked(sc, due_f))
 		return 0;
 	if (!sc->napped) {
-		long long late = __atomic_load_n(&est.nap_late_ns, __ATOMIC_RELAXED);
+		long long late = __atomic_load_n(&nap_late_ns, __ATOMIC_RELAXED);
 
 		sc->napped = 1;
 		/*
@@ -2669,11 +2651,8 @@ static long long wait_of(struct pl_dscope *sc)
 			__atomic_fetch_add(&naps_taken, 1, __ATOMIC_RELAXED);
 			return sc->nap_end - now;
 		}
-		if (late && !(++est_decays % EST_BATCH)) /* 8 steps of 1/32 */
-			__atomic_store_n(&est.nap_late_ns,
-					 late > EST_BATCH ?
-						 late - late / 4 - EST_BATCH :
-						 0,
+		if (late)
+			__atomic_store_n(&nap_late_ns, late - late / 32 - 1,
 					 __ATOMIC_RELAXED);
 	}
 	if (!sc->spin_until) {
