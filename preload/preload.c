@@ -1206,6 +1206,8 @@ static void range_done(unsigned lo, unsigned hi, struct pl_fd_taken *taken,
 #ifdef HAVE_RDMACM
 	if (closed && !pl_busy && pl_route_rdma_possible() && !shares_parent_vm())
 		pl_rs_epoll_forget_range(lo, hi);
+#else
+	(void)lo, (void)hi; /* only rsocket's epoll sets keep descriptors */
 #endif
 	for (int i = 0; i < n; i++) {
 		if (!closed)
