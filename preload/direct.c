@@ -149,7 +149,14 @@ static size_t step_of(const struct pl_dconn *c)
 #define SPILL_SNDBUF 4096
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t hint_lock = PTHREAD_MUTEX_INITIALIZER; /* below */
+/*
+ * hint_lock (below): written by epoll_ctl, epoll_create, closes and
+ * forks; read by every epoll wait (several times), whose own words under
+ * it (a set's waiters, a hint's from and turn) are atomic. A mutex there
+ * made the client threads of one process take turns at every wait.
+ * Writers first, so that a busy process's epoll_ctl is not starved.
+ */
+static pthread_rwlock_t hint_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static struct pl_dconn *conns;
 static int nconns; /* atomic for readers without the lock */
 static long spin_ns = -1;
@@ -249,7 +256,7 @@ static void list_lock_fork(void)
 {
 	in_fork = 1;
 	pthread_mutex_lock(&list_lock);
-	pthread_mutex_lock(&hint_lock); /* never taken with list_lock held otherwise */
+	pthread_rwlock_wrlock(&hint_lock); /* never taken with list_lock held otherwise */
 }
 
 static void made_fork(void);
@@ -260,7 +267,25 @@ static void list_unlock_fork(void)
 	if (conns || __atomic_load_n(&publishing, __ATOMIC_SEQ_CST))
 		__atomic_store_n(&forked, 1, __ATOMIC_RELAXED);
 	made_fork();
-	pthread_mutex_unlock(&hint_lock);
+	pthread_rwlock_unlock(&hint_lock);
+	pthread_mutex_unlock(&list_lock);
+	in_fork = 0;
+}
+
+/*
+ * The child's side: hint_lock made anew, not unlocked. glibc knows a
+ * write lock's holder by its thread id, which the child's one thread does
+ * not share with its parent, so an unlock there would be taken for a
+ * reader's and leave the lock held (nginx's workers hung).
+ */
+static void list_unlock_fork_child(void)
+{
+	pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
+	if (conns || __atomic_load_n(&publishing, __ATOMIC_SEQ_CST))
+		__atomic_store_n(&forked, 1, __ATOMIC_RELAXED);
+	made_fork();
+	hint_lock = fresh;
 	pthread_mutex_unlock(&list_lock);
 	in_fork = 0;
 }
@@ -270,7 +295,7 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static void fork_setup(void)
 {
-	pthread_atfork(list_lock_fork, list_unlock_fork, list_unlock_fork);
+	pthread_atfork(list_lock_fork, list_unlock_fork, list_unlock_fork_child);
 }
 
 static void setup_once(void)
@@ -3153,7 +3178,7 @@ void pl_direct_epoll_made(int epfd)
 	if (epfd < 0 || in_fork)
 		return;
 	pthread_once(&fork_once, fork_setup);
-	pthread_mutex_lock(&hint_lock);
+	pthread_rwlock_wrlock(&hint_lock);
 	m = made_of(epfd); /* an entry the close of its number missed */
 	if (!m && nmades == mades_cap) {
 		int cap = mades_cap ? 2 * mades_cap : 8;
@@ -3170,7 +3195,7 @@ void pl_direct_epoll_made(int epfd)
 	}
 	if (m)
 		*m = (struct ep_made){ epfd, 0, ++made_ids };
-	pthread_mutex_unlock(&hint_lock);
+	pthread_rwlock_unlock(&hint_lock);
 }
 
 void pl_direct_epoll_taint(int fd)
@@ -3179,11 +3204,11 @@ void pl_direct_epoll_taint(int fd)
 
 	if (!__atomic_load_n(&nmades, __ATOMIC_ACQUIRE) || in_fork)
 		return;
-	pthread_mutex_lock(&hint_lock);
+	pthread_rwlock_wrlock(&hint_lock);
 	m = made_of(fd);
 	if (m)
 		made_drop(m);
-	pthread_mutex_unlock(&hint_lock);
+	pthread_rwlock_unlock(&hint_lock);
 }
 
 /* A wait that covered exact set id (numbered epfd) is over. */
@@ -3191,11 +3216,11 @@ static void made_unwait(int epfd, unsigned long long id)
 {
 	struct ep_made *m;
 
-	pthread_mutex_lock(&hint_lock);
+	pthread_rwlock_rdlock(&hint_lock);
 	m = made_of(epfd);
 	if (m && m->id == id)
-		m->waiters--;
-	pthread_mutex_unlock(&hint_lock);
+		__atomic_fetch_sub(&m->waiters, 1, __ATOMIC_SEQ_CST);
+	pthread_rwlock_unlock(&hint_lock);
 }
 
 /* 1: fd is an epoll set, 0: it is not, -1: the kernel cannot say. */
@@ -3235,9 +3260,9 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 	/* A set put inside an exact set hides its members from the preload. */
 	if (op == EPOLL_CTL_ADD && !s &&
 	    __atomic_load_n(&nmades, __ATOMIC_ACQUIRE)) {
-		pthread_mutex_lock(&hint_lock);
+		pthread_rwlock_rdlock(&hint_lock);
 		m = made_of(epfd);
-		pthread_mutex_unlock(&hint_lock);
+		pthread_rwlock_unlock(&hint_lock);
 		if (m && is_epoll(fd))
 			pl_direct_epoll_taint(epfd);
 	}
@@ -3246,7 +3271,7 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 	if (op == EPOLL_CTL_ADD ? !c :
 			       !__atomic_load_n(&nhints, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&hint_lock);
+	pthread_rwlock_wrlock(&hint_lock);
 	m = made_of(epfd);
 	/*
 	 * A direct member added (to any set: a wait may cover the set
@@ -3257,7 +3282,7 @@ void pl_direct_epoll_ctl(int epfd, int op, int fd, const struct pl_sock *s,
 	arm = c && ev && (ev->events & EPOLLIN) &&
 	      (op == EPOLL_CTL_ADD ||
 	       (op == EPOLL_CTL_MOD &&
-		((m && m->waiters > 0) ||
+		((m && __atomic_load_n(&m->waiters, __ATOMIC_SEQ_CST) > 0) ||
 		 __atomic_load_n(&pl_plain_waits, __ATOMIC_SEQ_CST))));
 	h = hint_of(epfd);
 	if (!h && op == EPOLL_CTL_ADD) {
@@ -3310,7 +3335,7 @@ miss: /* the set's members are not all known here: not exact */
 	if (m)
 		made_drop(m);
 out:
-	pthread_mutex_unlock(&hint_lock);
+	pthread_rwlock_unlock(&hint_lock);
 	/*
 	 * A wait on the set may be asleep over the members it found (the
 	 * epoll_ctl came after): c's bytes must still wake it, so c is
@@ -3341,7 +3366,7 @@ void pl_direct_epoll_forget(int lo, int hi)
 {
 	if (!pl_direct_epoll_tracked())
 		return; /* close is called often */
-	pthread_mutex_lock(&hint_lock);
+	pthread_rwlock_wrlock(&hint_lock);
 	for (int i = 0; i < nhints;) {
 		if (hints[i].epfd < lo || hints[i].epfd > hi) {
 			i++;
@@ -3357,7 +3382,7 @@ void pl_direct_epoll_forget(int lo, int hi)
 		else
 			made_drop(&mades[i]);
 	}
-	pthread_mutex_unlock(&hint_lock);
+	pthread_rwlock_unlock(&hint_lock);
 }
 
 /* Whether s is still the connection of serial *arg. */
@@ -3373,7 +3398,7 @@ static void hint_prune(int epfd, const int *fd, const uint64_t *sn, int n)
 {
 	struct ep_hint *h;
 
-	pthread_mutex_lock(&hint_lock);
+	pthread_rwlock_wrlock(&hint_lock);
 	h = hint_of(epfd);
 	for (int i = 0; h && h->n > 0 && i < n; i++)
 		for (int j = 0; j < h->n; j++)
@@ -3381,7 +3406,7 @@ static void hint_prune(int epfd, const int *fd, const uint64_t *sn, int n)
 				h->m[j] = h->m[--h->n];
 				break;
 			}
-	pthread_mutex_unlock(&hint_lock);
+	pthread_rwlock_unlock(&hint_lock);
 }
 
 /*
@@ -3438,11 +3463,11 @@ int pl_direct_epoll_room(struct pl_dscope *sc, int n)
 		return n - sc->nrdy;
 	if (n > 1)
 		return n / 2;
-	pthread_mutex_lock(&hint_lock);
+	pthread_rwlock_rdlock(&hint_lock);
 	h = hint_of(sc->epfd);
 	if (h)
-		t = h->turn++;
-	pthread_mutex_unlock(&hint_lock);
+		t = __atomic_fetch_add(&h->turn, 1, __ATOMIC_RELAXED);
+	pthread_rwlock_unlock(&hint_lock);
 	return t % 2;
 }
 
@@ -3454,10 +3479,12 @@ int pl_direct_epoll_merge(struct pl_dscope *sc, struct epoll_event *e, int n,
 
 	if (r < 0 || !sc->nrdy)
 		return r;
-	pthread_mutex_lock(&hint_lock);
+	pthread_rwlock_rdlock(&hint_lock);
 	h = hint_of(sc->epfd);
+	unsigned from = h ? __atomic_load_n(&h->from, __ATOMIC_RELAXED) : 0;
+
 	for (int t = 0; h && t < h->n; t++) {
-		int at = (int)((h->from + (unsigned)t) % (unsigned)h->n);
+		int at = (int)((from + (unsigned)t) % (unsigned)h->n);
 		const struct ep_member *m = &h->m[at];
 		int j = 0, k = 0;
 
@@ -3480,9 +3507,9 @@ int pl_direct_epoll_merge(struct pl_dscope *sc, struct epoll_event *e, int n,
 			__atomic_fetch_add(&quiet_reports, 1, __ATOMIC_RELAXED);
 		}
 	}
-	if (h && last >= 0)
-		h->from = (unsigned)last + 1;
-	pthread_mutex_unlock(&hint_lock);
+	if (h && last >= 0) /* racing waits: one of their turns wins */
+		__atomic_store_n(&h->from, (unsigned)last + 1, __ATOMIC_RELAXED);
+	pthread_rwlock_unlock(&hint_lock);
 	sc->nrdy = 0;
 	return r;
 }
@@ -3501,16 +3528,16 @@ void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 		return;
 	sc->all = 1;
 	full = ++waits % HINT_FULL_EVERY == 0;
-	pthread_mutex_lock(&hint_lock);
+	pthread_rwlock_rdlock(&hint_lock);
 	h = hint_of(epfd);
 	m = made_of(epfd);
 	exact = m && (!h || h->n >= 0);
 	if (full && !exact) {
-		pthread_mutex_unlock(&hint_lock);
+		pthread_rwlock_unlock(&hint_lock);
 		return;
 	}
 	if (exact) { /* counted before its members are read: see waiters */
-		m->waiters++;
+		__atomic_fetch_add(&m->waiters, 1, __ATOMIC_SEQ_CST);
 		sc->exact = 1;
 		sc->epfd = epfd;
 		sc->set_id = m->id;
@@ -3537,7 +3564,7 @@ void pl_direct_scope_epoll(struct pl_dscope *sc, int epfd)
 			nlt += pass == 1;
 		}
 	nomem = h && h->n > 0 && (!fd || !sn); /* h is not ours after this */
-	pthread_mutex_unlock(&hint_lock);
+	pthread_rwlock_unlock(&hint_lock);
 	if (nomem)
 		goto cover_all;
 	if (n > sc->cap) {
