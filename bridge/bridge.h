@@ -456,11 +456,10 @@ bool br_direct_hold(struct br_sock *s, bool give_up);
 void br_direct_event(struct br_ev *e, uint32_t events);
 /*
  * gsock-stat: s's byte counts from its segment. 0: not direct; 1:
- * direct; 2: direct, a ring of it in a receiver's GPU memory. *lane_in:
- * whether s takes its peer's small sends from a lane (gsock_arena.h).
+ * direct; 2: direct, a ring of it in a receiver's GPU memory.
  */
 int br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
-		     uint64_t *rxq, uint64_t *txq, uint32_t *lane_in);
+		     uint64_t *rxq, uint64_t *txq);
 
 /* sock.c */
 void br_sock_io_done(struct br_sock *s, unsigned op, int res);

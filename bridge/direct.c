@@ -1399,7 +1399,7 @@ void br_direct_close(struct br_sock *s)
 }
 
 int br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
-		     uint64_t *rxq, uint64_t *txq, uint32_t *lane_in)
+		     uint64_t *rxq, uint64_t *txq)
 {
 	const struct gs_dseg *d;
 	const struct gs_dpipe *in, *out;
@@ -1417,9 +1417,6 @@ int br_direct_counts(const struct br_sock *s, uint64_t *rx, uint64_t *tx,
 	*rxq = pipe_unread(in);
 	*tx = __atomic_load_n(&out->tail, __ATOMIC_RELAXED);
 	*txq = pipe_unread(out);
-	*lane_in = __atomic_load_n(&d->lane_ok[s->dside ^ 1], __ATOMIC_RELAXED) ==
-		   GS_LANE_OK(__atomic_load_n(&d->sgen, __ATOMIC_RELAXED) &
-			      GS_SGEN_MASK);
 	return devmem ? 2 : 1;
 }
 

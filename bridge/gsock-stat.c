@@ -287,7 +287,7 @@ static void print_json(const struct sample *p, const struct sample *s,
 			json_str(r->u.sock.local, sizeof(r->u.sock.local));
 			printf(",\"peer\":");
 			json_str(r->u.sock.peer, sizeof(r->u.sock.peer));
-			printf(",\"rx_bytes\":%llu,\"tx_bytes\":%llu,\"rx_queued\":%llu,\"tx_queued\":%llu,\"idle_ms\":%llu,\"worker\":%u,\"poll_slot\":%u,\"error\":%d,\"eof\":%s,\"path\":\"%s\",\"lane_in\":%s",
+			printf(",\"rx_bytes\":%llu,\"tx_bytes\":%llu,\"rx_queued\":%llu,\"tx_queued\":%llu,\"idle_ms\":%llu,\"worker\":%u,\"poll_slot\":%u,\"error\":%d,\"eof\":%s,\"path\":\"%s\"",
 			       (unsigned long long)r->u.sock.rx_bytes,
 			       (unsigned long long)r->u.sock.tx_bytes,
 			       (unsigned long long)r->u.sock.rx_queued,
@@ -295,8 +295,7 @@ static void print_json(const struct sample *p, const struct sample *s,
 			       (unsigned long long)r->u.sock.idle_ms, r->u.sock.worker,
 			       r->u.sock.poll_slot, r->u.sock.error,
 			       r->u.sock.status & GS_ST_RX_EOF ? "true" : "false",
-			       path_name(r, "bridge"),
-			       r->u.sock.lane_in ? "true" : "false");
+			       path_name(r, "bridge"));
 			if (rate) {
 				rates(p, s, r, &in, &out);
 				json_rate("rx_rate", in);

@@ -244,8 +244,7 @@ void br_sock_stat(struct br_app *a, struct br_stat *st)
 		r.u.sock.direct = br_direct_counts(s, &r.u.sock.rx_bytes,
 						   &r.u.sock.tx_bytes,
 						   &r.u.sock.rx_queued,
-						   &r.u.sock.tx_queued,
-						   &r.u.sock.lane_in);
+						   &r.u.sock.tx_queued);
 		r.u.sock.idle_ms = now > s->last_ns ? (now - s->last_ns) / 1000000 : 0;
 		len = sizeof(ss);
 		if (s->fd < 0 || getsockname(s->fd, (struct sockaddr *)&ss, &len) < 0)

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define GS_ARENA_MAGIC 0x31636b6f7367ULL /* "gsock1" little-endian */
-#define GS_ARENA_VERSION 6
+#define GS_ARENA_VERSION 5
 #define GS_LINE 64
 
 #define GS_ADDR_MAX 128 /* sizeof(struct sockaddr_storage) */
@@ -311,16 +311,6 @@ struct gs_sock {
  *
  *   lane_ok   receiving side   per pipe, above
  *
- * A pipe from a CPU side into a GPU side whose ring lies in the segment
- * has its lane in the segment too (lane[k], host memory): the GPU
- * receiver polls it across PCIe, one read where the ring costs two.
- * The CPU side writes its copies there as above, each unit one 8-byte
- * store, under the pipe's lock, and counts its tags in the segment
- * (lane_seq[k]) so that its threads and forked processes share them.
- *
- *   lane_seq  CPU side         per pipe, the tag of its last copy
- *   lane      sending side     per pipe, a CPU side's lane (above)
- *
  * Segment layout: gs_dseg (one page), ring 0, ring 1; the segments lie
  * GS_DSEG_STRIDE() bytes apart from the pool's start.
  */
@@ -366,11 +356,7 @@ struct gs_dseg {
 	uint32_t lock[2];
 	uint64_t spill_in[2], spill_out[2];
 	uint64_t lane_ok[2];
-	uint32_t lane_seq[2];
-	uint8_t pad1[GS_LINE - 8];
-	uint64_t lane[2][GS_LANE_UNITS];
-	uint8_t pad2[GS_DSEG_HDR - 7 * GS_LINE -
-		     2 * GS_LANE_UNITS * sizeof(uint64_t)];
+	uint8_t pad1[GS_DSEG_HDR - 6 * GS_LINE];
 };
 
 /* Bytes from one segment's start to the next's. */

@@ -387,22 +387,18 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 
 /*
  * Thread 0, fd direct (gs_direct_t0 below): its lanes (gsock_arena.h),
- * where a pipe's ring lies in its receiver's pool, and the lane in the
- * segment of a pipe from a CPU side. Ours we zero first and then say so
- * in lane_ok, as the sender writes there only after.
+ * where a pipe's ring lies in its receiver's pool. Ours we zero first and
+ * then say so in lane_ok, as the sender writes there only after.
  */
 GSOCK_DEVICE void gs_lane_setup_t0(struct gsock_dev gs, struct gs_lsock *ls,
 				   struct gs_dseg *g, uint32_t seg,
 				   uint32_t side, uint32_t dev, uint8_t *peer)
 {
-	uint64_t *l = 0;
-
 	ls->lane_ok_v = GS_LANE_OK(gs_ld32(&g->sgen) & GS_SGEN_MASK);
-	if (dev & GS_DC_SIDE(side ^ 1))
-		l = GS_RXPOOL_CTR(gs.rxpool, gs.dsegs, gs.dring_size, seg)->lane;
-	else if (ls->flags & GS_LS_CPU_PEER)
-		l = g->lane[side ^ 1];
-	if (l) {
+	if (dev & GS_DC_SIDE(side ^ 1)) {
+		uint64_t *l = GS_RXPOOL_CTR(gs.rxpool, gs.dsegs, gs.dring_size,
+					    seg)->lane;
+
 		for (unsigned u = 0; u < GS_LANE_UNITS; u++)
 			gs_st_unit(l + u, 0);
 		gs_st64(&g->lane_ok[side ^ 1], ls->lane_ok_v); /* after a fence */
@@ -897,18 +893,43 @@ GSOCK_DEVICE void gs_lane_ask_t0(struct gs_lsock *ls)
 }
 
 /*
+ * The tag after seq: 0 never (a zeroed unit is no copy's); every 65536th
+ * (1, 65537, ...) writes every unit (gs_lane_put).
+ */
+GSOCK_DEVICE uint32_t gs_lane_tag(uint32_t seq)
+{
+	return seq + 1 ? seq + 1 : 1;
+}
+
+/*
  * Every thread: the copy of a whole send of n <= GS_LANE_MAX bytes of buf,
- * at stream position pos, into lane with tag (gs_lane_unit). No fence:
- * the units carry their own validity, and the ring's copy and tail follow
- * as always.
+ * at stream position pos, into lane with tag. No fence: the units carry
+ * their own validity, and the ring's copy and tail follow as always.
+ * Every 65536th copy writes every unit: a unit past the copies between
+ * keeps a tag at most 65535 copies old, never one that comes round again
+ * (a reader that sees the new header beside old units sees other tags).
  */
 GSOCK_DEVICE void gs_lane_put(uint64_t *lane, uint32_t tag, uint64_t pos,
 			      const uint8_t *buf, uint32_t n)
 {
-	unsigned end = gs_lane_units(tag, n);
+	unsigned end = (tag & 0xffff) == 1 ? GS_LANE_UNITS :
+					     GS_LANE_HDR + (n + 3) / 4;
 
-	for (unsigned u = gs_tid(); u < end; u += gs_bdim())
-		gs_st_unit(lane + u, gs_lane_unit(tag, pos, buf, n, u));
+	for (unsigned u = gs_tid(); u < end; u += gs_bdim()) {
+		uint32_t w = 0;
+
+		if (u == 0) {
+			w = (uint32_t)pos;
+		} else if (u == 1) {
+			w = n | (uint32_t)(pos >> 32 & 0xffff) << 16;
+		} else {
+			uint32_t o = (u - GS_LANE_HDR) * 4;
+
+			for (uint32_t b = 0; b < 4 && o + b < n; b++)
+				w |= (uint32_t)buf[o + b] << 8 * b;
+		}
+		gs_st_unit(lane + u, (uint64_t)tag << 32 | w);
+	}
 }
 
 /* Thread 0: after a command that returned a new descriptor. */

@@ -106,7 +106,6 @@ struct pl_dconn {
 	/* atomic: of 256 answers owed past the nap window, how many came late or never (look_in) */
 	unsigned slow_rate;
 	int sleepers; /* atomic: this process's threads asleep on its READER */
-	int lane; /* atomic: 1 once our pipe's GPU receiver takes lane copies (lane_on) */
 	struct pl_dconn *prev, *next;
 };
 
@@ -549,18 +548,11 @@ static void unspill(struct pl_dconn *c)
 				   __ATOMIC_RELEASE);
 }
 
-/*
- * Free bytes in our ring. Outside the pipe's lock a GPU receiver's head
- * may be past the tail we read (a copy taken from our lane before its
- * tail came): the ring is empty then.
- */
 static uint64_t tx_room(const struct pl_dconn *c)
 {
-	uint64_t used =
-		__atomic_load_n(&c->d->pipe[c->side].tail, __ATOMIC_RELAXED) -
-		__atomic_load_n(&c->d->pipe[c->side].head, __ATOMIC_ACQUIRE);
-
-	return (int64_t)used > 0 ? c->ring - used : c->ring;
+	return c->ring -
+	       (__atomic_load_n(&c->d->pipe[c->side].tail, __ATOMIC_RELAXED) -
+		__atomic_load_n(&c->d->pipe[c->side].head, __ATOMIC_ACQUIRE));
 }
 
 /*
@@ -913,54 +905,6 @@ static void ring_copy(uint8_t *ring, uint32_t size, uint64_t pos,
 	}
 }
 
-/*
- * Whether our pipe's GPU receiver takes small sends from the lane in the
- * segment (gsock_arena.h): it zeroed the lane and said so in lane_ok for
- * this use of the segment, and then it stays so.
- */
-static int lane_on(struct pl_dconn *c)
-{
-	uint32_t sgen;
-
-	if (__atomic_load_n(&c->lane, __ATOMIC_RELAXED))
-		return 1;
-	sgen = __atomic_load_n(&c->d->sgen, __ATOMIC_RELAXED) & GS_SGEN_MASK;
-	if (__atomic_load_n(&c->d->lane_ok[c->side], __ATOMIC_ACQUIRE) !=
-	    GS_LANE_OK(sgen))
-		return 0;
-	__atomic_store_n(&c->lane, 1, __ATOMIC_RELAXED);
-	return 1;
-}
-
-/*
- * Under the pipe's lock, before the ring's copy and the tail: the copy of
- * a whole send of len <= GS_LANE_MAX bytes of iov, at stream position
- * pos, in our lane, each unit one 8-byte store. The GPU then finds and
- * brings the bytes with one read across PCIe where the ring costs two.
- */
-static void lane_put(struct pl_dconn *c, uint64_t pos, const struct iovec *iov,
-		     int iovcnt, size_t len)
-{
-	uint8_t b[GS_LANE_MAX];
-	uint64_t *lane = c->d->lane[c->side];
-	uint32_t *seq = &c->d->lane_seq[c->side];
-	uint32_t tag = gs_lane_tag(__atomic_load_n(seq, __ATOMIC_RELAXED));
-	unsigned end = gs_lane_units(tag, (uint32_t)len);
-	size_t o = 0;
-
-	for (int i = 0; i < iovcnt && o < len; i++) {
-		size_t k = iov[i].iov_len < len - o ? iov[i].iov_len : len - o;
-
-		memcpy(b + o, iov[i].iov_base, k);
-		o += k;
-	}
-	for (unsigned u = 0; u < end; u++)
-		__atomic_store_n(&lane[u],
-				 gs_lane_unit(tag, pos, b, (uint32_t)len, u),
-				 __ATOMIC_RELAXED);
-	__atomic_store_n(seq, tag, __ATOMIC_RELAXED);
-}
-
 static ssize_t fail(int e)
 {
 	errno = e;
@@ -1139,14 +1083,10 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 				n = len - done;
 			if (n > step_of(c))
 				n = step_of(c); /* published at once: see step_of */
-			if (!done) { /* before the bytes show: see answered */
-				owe(c);
-				if (n == len && len <= GS_LANE_MAX &&
-				    lane_on(c))
-					lane_put(c, tail, iov, iovcnt, len);
-			}
 			ring_copy(c->tx, c->ring, tail, iov, iovcnt, done, n,
 				  1);
+			if (!done) /* before the bytes show: see answered */
+				owe(c);
 			__atomic_store_n(&p->tail, tail + n, __ATOMIC_RELEASE);
 			done += n;
 			/*

@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 66
+plan 63
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -56,15 +56,6 @@ direct_socks() {
 import json, sys
 d = json.load(open(sys.argv[1]))
 print(sum(s["path"] == "direct" for a in d["applications"] for s in a["socket_list"] if s["state"] == "connected"))
-PY
-}
-
-# lane_socks FILE: those of them that take the client's small sends from a lane.
-lane_socks() {
-	python3 - "$1" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-print(sum(s["path"] == "direct" and s["lane_in"] for a in d["applications"] for s in a["socket_list"] if s["state"] == "connected"))
 PY
 }
 
@@ -124,7 +115,6 @@ wait_connected "$TMP/st1"
 sleep 0.5
 "$STAT" -j >"$TMP/st1.json"
 is "$(direct_socks "$TMP/st1.json")" 1 "gsock-stat: the server's end of a preloaded client's connection is direct"
-is "$(lane_socks "$TMP/st1.json")" 1 "... and takes the client's small sends from its lane in the segment"
 kill -9 "$sp"
 wait "$sp" 2>/dev/null
 gone=no
@@ -276,26 +266,6 @@ wait "$SERVER_PID" "$GSOCKD_PID" 2>/dev/null
 GSOCKD_CONF=$TMP/gsock.conf
 : >"$GSOCKD_CONF"
 start_gsockd || exit 1
-
-# GSOCK_DIRECT_LANE=off in the server's environment: direct, no lane, intact.
-export GSOCK_DIRECT_LANE=off
-start_server -l 127.0.0.1:0 -b 2 || exit 1
-unset GSOCK_DIRECT_LANE
-bgpre "$TMP/lo" python3 "$DC" stream "$PORT" 60
-lp=$!
-PIDS="$PIDS $lp"
-wait_connected "$TMP/lo"
-"$STAT" -j >"$TMP/lo.json"
-echo "$(direct_socks "$TMP/lo.json") $(lane_socks "$TMP/lo.json")" | grep -qx '1 0'
-ok $? "a server with GSOCK_DIRECT_LANE=off: its end is direct, with no lane"
-kill "$lp" 2>/dev/null
-wait "$lp" 2>/dev/null
-pre timeout 60 "$GSOCK_BUILD/bench/loadgen" -c 2 -s 64 -d 1 -w 0 127.0.0.1 "$PORT" >"$TMP/lo.lg" 2>&1
-grep -q 'errors=0' "$TMP/lo.lg" && ! grep -q 'reqs=0 ' "$TMP/lo.lg"
-ok $? "... and loadgen's 64 B round trips through it are intact"
-kill "$SERVER_PID" 2>/dev/null
-wait "$SERVER_PID" 2>/dev/null
-
 start_server -l 127.0.0.1:0 -b 4 -m 4 || exit 1
 LOADGEN=$GSOCK_BUILD/bench/loadgen
 # mplex NAME LOADGEN-ARGS...: loadgen on 12 connections under the preload
