@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define GS_ARENA_MAGIC 0x31636b6f7367ULL /* "gsock1" little-endian */
-#define GS_ARENA_VERSION 5
+#define GS_ARENA_VERSION 6
 #define GS_LINE 64
 
 #define GS_ADDR_MAX 128 /* sizeof(struct sockaddr_storage) */
@@ -311,6 +311,17 @@ struct gs_sock {
  *
  *   lane_ok   receiving side   per pipe, above
  *
+ * A pipe from a GPU side to a CPU side has its lane in the segment
+ * (lane[k], host memory), written as above across PCIe, where the CPU
+ * side finds the bytes as soon as they land: the GPU's stores are
+ * posted, so the copy comes a system fence and a store sooner than the
+ * tail. The CPU side zeroes the lane and sets lane_ok[k] when it
+ * learns the segment, and looks there, under the pipe's lock, when the
+ * ring seems empty. (The other way, a GPU polling a CPU side's lane
+ * across PCIe found the bytes later than the tail and the ring did.)
+ *
+ *   lane      GPU sending side  per pipe, its lane to a CPU side (above)
+ *
  * Segment layout: gs_dseg (one page), ring 0, ring 1; the segments lie
  * GS_DSEG_STRIDE() bytes apart from the pool's start.
  */
@@ -356,7 +367,9 @@ struct gs_dseg {
 	uint32_t lock[2];
 	uint64_t spill_in[2], spill_out[2];
 	uint64_t lane_ok[2];
-	uint8_t pad1[GS_DSEG_HDR - 6 * GS_LINE];
+	uint64_t lane[2][GS_LANE_UNITS];
+	uint8_t pad1[GS_DSEG_HDR - 6 * GS_LINE -
+		     2 * GS_LANE_UNITS * sizeof(uint64_t)];
 };
 
 /* Bytes from one segment's start to the next's. */

@@ -387,26 +387,31 @@ GSOCK_DEVICE void gs_lsock_reset_t0(struct gsock_dev gs, int fd, uint32_t flags)
 
 /*
  * Thread 0, fd direct (gs_direct_t0 below): its lanes (gsock_arena.h),
- * where a pipe's ring lies in its receiver's pool. Ours we zero first and
- * then say so in lane_ok, as the sender writes there only after.
+ * where a pipe's ring lies in its receiver's pool, and the lane in the
+ * segment of our pipe to a CPU side. Ours we zero first and then say so
+ * in lane_ok, as the sender writes there only after.
  */
 GSOCK_DEVICE void gs_lane_setup_t0(struct gsock_dev gs, struct gs_lsock *ls,
 				   struct gs_dseg *g, uint32_t seg,
 				   uint32_t side, uint32_t dev, uint8_t *peer)
 {
-	ls->lane_ok_v = GS_LANE_OK(gs_ld32(&g->sgen) & GS_SGEN_MASK);
-	if (dev & GS_DC_SIDE(side ^ 1)) {
-		uint64_t *l = GS_RXPOOL_CTR(gs.rxpool, gs.dsegs, gs.dring_size,
-					    seg)->lane;
+	uint64_t *l = 0;
 
+	ls->lane_ok_v = GS_LANE_OK(gs_ld32(&g->sgen) & GS_SGEN_MASK);
+	if (dev & GS_DC_SIDE(side ^ 1))
+		l = GS_RXPOOL_CTR(gs.rxpool, gs.dsegs, gs.dring_size, seg)->lane;
+	if (l) {
 		for (unsigned u = 0; u < GS_LANE_UNITS; u++)
 			gs_st_unit(l + u, 0);
 		gs_st64(&g->lane_ok[side ^ 1], ls->lane_ok_v); /* after a fence */
 		ls->rx_lane = l;
 	}
-	if (dev & GS_DC_SIDE(side)) {
+	if (dev & GS_DC_SIDE(side))
 		ls->tx_lane = GS_RXPOOL_CTR(peer, gs.dsegs, gs.dring_size,
 					    seg)->lane;
+	else if (ls->flags & GS_LS_CPU_PEER)
+		ls->tx_lane = g->lane[side];
+	if (ls->tx_lane) {
 		ls->lane_ok_p = &g->lane_ok[side];
 		ls->lane_tx = GS_LANE_TX_WAIT;
 	}
@@ -735,26 +740,12 @@ GSOCK_DEVICE int gs_rx_consume_t0(struct gsock_dev gs, int fd,
 #define GS_LANE_SLOTS (GS_LANE_UNITS / GS_LANE_W) /* units a reader holds */
 #define GS_LANE_WAVE 32 /* units of the first wave */
 
-/*
- * Thread 0: the lane's header units h0 and h1, if they name a copy that
- * starts where we stand: tag << 32 | length; else 0. Bytes taken ahead of
- * the tail seen stay within half a ring (an honest sender publishes each
- * copy's tail right after it; a lying one only stalls its own stream).
- */
+/* Thread 0: gs_lane_hdr where we stand. */
 GSOCK_DEVICE long gs_lane_hdr_t0(const struct gs_lsock *ls, uint64_t h0,
 				 uint64_t h1)
 {
-	uint32_t tag = (uint32_t)(h0 >> 32), w = (uint32_t)h1;
-	uint32_t n = w & 0xffff;
-
-	if (!tag || (uint32_t)(h1 >> 32) != tag ||
-	    (uint32_t)h0 != (uint32_t)ls->rx_head ||
-	    w >> 16 != (uint32_t)(ls->rx_head >> 32 & 0xffff) || !n ||
-	    n > GS_LANE_MAX ||
-	    (int64_t)(ls->rx_head + n - ls->rx_tail_seen) >
-		    (int64_t)(ls->ring_size / 2))
-		return 0;
-	return (long)((uint64_t)tag << 32 | n);
+	return (long)gs_lane_hdr(h0, h1, ls->rx_head, ls->rx_tail_seen,
+				 ls->ring_size);
 }
 
 /*
@@ -893,43 +884,18 @@ GSOCK_DEVICE void gs_lane_ask_t0(struct gs_lsock *ls)
 }
 
 /*
- * The tag after seq: 0 never (a zeroed unit is no copy's); every 65536th
- * (1, 65537, ...) writes every unit (gs_lane_put).
- */
-GSOCK_DEVICE uint32_t gs_lane_tag(uint32_t seq)
-{
-	return seq + 1 ? seq + 1 : 1;
-}
-
-/*
  * Every thread: the copy of a whole send of n <= GS_LANE_MAX bytes of buf,
- * at stream position pos, into lane with tag. No fence: the units carry
- * their own validity, and the ring's copy and tail follow as always.
- * Every 65536th copy writes every unit: a unit past the copies between
- * keeps a tag at most 65535 copies old, never one that comes round again
- * (a reader that sees the new header beside old units sees other tags).
+ * at stream position pos, into lane with tag (gs_lane_unit). No fence:
+ * the units carry their own validity, and the ring's copy and tail follow
+ * as always.
  */
 GSOCK_DEVICE void gs_lane_put(uint64_t *lane, uint32_t tag, uint64_t pos,
 			      const uint8_t *buf, uint32_t n)
 {
-	unsigned end = (tag & 0xffff) == 1 ? GS_LANE_UNITS :
-					     GS_LANE_HDR + (n + 3) / 4;
+	unsigned end = gs_lane_units(tag, n);
 
-	for (unsigned u = gs_tid(); u < end; u += gs_bdim()) {
-		uint32_t w = 0;
-
-		if (u == 0) {
-			w = (uint32_t)pos;
-		} else if (u == 1) {
-			w = n | (uint32_t)(pos >> 32 & 0xffff) << 16;
-		} else {
-			uint32_t o = (u - GS_LANE_HDR) * 4;
-
-			for (uint32_t b = 0; b < 4 && o + b < n; b++)
-				w |= (uint32_t)buf[o + b] << 8 * b;
-		}
-		gs_st_unit(lane + u, (uint64_t)tag << 32 | w);
-	}
+	for (unsigned u = gs_tid(); u < end; u += gs_bdim())
+		gs_st_unit(lane + u, gs_lane_unit(tag, pos, buf, n, u));
 }
 
 /* Thread 0: after a command that returned a new descriptor. */

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "gsock_arena.h"
 #include "gsock_port.h"
 
 /* Bytes in the ring; a value above size means the counters are corrupt. */
@@ -88,6 +89,66 @@ GSOCK_HD uint32_t gs_poll_word(uint32_t slot)
 GSOCK_HD uint32_t gs_poll_slot(uint32_t word)
 {
 	return word - 1;
+}
+
+/*
+ * A direct pipe's lane (gsock_arena.h): the tag after seq, 0 never (a
+ * zeroed unit is no copy's).
+ */
+GSOCK_HD uint32_t gs_lane_tag(uint32_t seq)
+{
+	return seq + 1 ? seq + 1 : 1;
+}
+
+/*
+ * How many units a copy of n bytes with tag writes: every 65536th copy
+ * (tags 1, 65537, ...) writes all GS_LANE_UNITS, so a unit past the
+ * copies between keeps a tag at most 65535 copies old, never one that
+ * comes round again (a reader that sees the new header beside old units
+ * sees other tags).
+ */
+GSOCK_HD unsigned gs_lane_units(uint32_t tag, uint32_t n)
+{
+	return (tag & 0xffff) == 1 ? GS_LANE_UNITS : GS_LANE_HDR + (n + 3) / 4;
+}
+
+/* Unit u of the copy of buf[0, n) at stream position pos, with tag. */
+GSOCK_HD uint64_t gs_lane_unit(uint32_t tag, uint64_t pos, const uint8_t *buf,
+			       uint32_t n, unsigned u)
+{
+	uint32_t w = 0;
+
+	if (u == 0) {
+		w = (uint32_t)pos;
+	} else if (u == 1) {
+		w = n | (uint32_t)(pos >> 32 & 0xffff) << 16;
+	} else {
+		uint32_t o = (u - GS_LANE_HDR) * 4;
+
+		for (uint32_t b = 0; b < 4 && o + b < n; b++)
+			w |= (uint32_t)buf[o + b] << 8 * b;
+	}
+	return (uint64_t)tag << 32 | w;
+}
+
+/*
+ * The lane's header units h0 and h1, if they name a copy that starts at
+ * stream position head and would leave the bytes taken ahead of the tail
+ * seen (tail) within half a ring of size bytes: tag << 32 | length; else
+ * 0. (An honest sender publishes each copy's tail right after it; a
+ * lying one only stalls its own stream.)
+ */
+GSOCK_HD uint64_t gs_lane_hdr(uint64_t h0, uint64_t h1, uint64_t head,
+			      uint64_t tail, uint32_t size)
+{
+	uint32_t tag = (uint32_t)(h0 >> 32), w = (uint32_t)h1;
+	uint32_t n = w & 0xffff;
+
+	if (!tag || (uint32_t)(h1 >> 32) != tag || (uint32_t)h0 != (uint32_t)head ||
+	    w >> 16 != (uint32_t)(head >> 32 & 0xffff) || !n ||
+	    n > GS_LANE_MAX || (int64_t)(head + n - tail) > (int64_t)(size / 2))
+		return 0;
+	return (uint64_t)tag << 32 | n;
 }
 
 #endif /* GSOCK_RING_H */

@@ -106,6 +106,7 @@ struct pl_dconn {
 	/* atomic: of 256 answers owed past the nap window, how many came late or never (look_in) */
 	unsigned slow_rate;
 	int sleepers; /* atomic: this process's threads asleep on its READER */
+	uint64_t lane_bytes; /* atomic: bytes taken from the peer's lane (lane_take) */
 	struct pl_dconn *prev, *next;
 };
 
@@ -161,6 +162,7 @@ static struct pl_dconn *conns;
 static int nconns; /* atomic for readers without the lock */
 static long spin_ns = -1;
 static long long nap_win_ns = -1; /* GSOCK_DIRECT_NAP_US */
+static int lane_off; /* GSOCK_DIRECT_LANE=off: no lane offered to a GPU sender */
 /*
  * The process's answers: how long one takes (an average, ns), and how
  * many of 256 owed answers came after the window (one that never comes
@@ -307,6 +309,10 @@ static void setup_once(void)
 	e = secure_getenv("GSOCK_DIRECT_NAP_US");
 	us = e && *e ? strtol(e, NULL, 10) : NAP_US_DEFAULT;
 	nap_win_ns = (us < 0 ? 0 : us > 100000 ? 100000 : us) * 1000LL;
+	e = secure_getenv("GSOCK_DIRECT_LANE");
+	lane_off = e && !strcmp(e, "off");
+	if (e && *e && !lane_off && strcmp(e, "on"))
+		pl_log(PL_LOG_WARN, "GSOCK_DIRECT_LANE=%s is not on or off; on", e);
 	pthread_once(&fork_once, fork_setup);
 }
 
@@ -341,10 +347,17 @@ static int took(uint32_t *want, uint32_t bit)
 	       (__atomic_fetch_and(want, ~bit, __ATOMIC_ACQ_REL) & bit);
 }
 
+/*
+ * Bytes in the peer's ring: none while bytes taken from its lane are
+ * ahead of the tail (lane_take). More than the ring: a broken peer.
+ */
 static uint64_t rx_avail(const struct pl_dconn *c)
 {
-	return __atomic_load_n(&c->d->pipe[peer_of(c)].tail, __ATOMIC_ACQUIRE) -
-	       __atomic_load_n(&c->d->pipe[peer_of(c)].head, __ATOMIC_RELAXED);
+	uint64_t d =
+		__atomic_load_n(&c->d->pipe[peer_of(c)].tail, __ATOMIC_ACQUIRE) -
+		__atomic_load_n(&c->d->pipe[peer_of(c)].head, __ATOMIC_RELAXED);
+
+	return (int64_t)d > 0 ? d : 0;
 }
 
 /* A sleep of the calling thread on c begins (1) or ends (-1). */
@@ -905,6 +918,53 @@ static void ring_copy(uint8_t *ring, uint32_t size, uint64_t pos,
 	}
 }
 
+/*
+ * Under the peer's pipe lock, its ring empty as far as the tail says: a
+ * GPU sender's copy of a small send in the lane (gsock_arena.h) that
+ * starts at head, whole (every unit of one tag). Its bytes go to iov from
+ * its byte off (at most n of them) and are consumed; the head may pass
+ * the tail until the sender publishes it. Returns the bytes taken, or 0.
+ */
+static size_t lane_take(struct pl_dconn *c, uint64_t head, uint64_t tail,
+			const struct iovec *iov, int iovcnt, size_t off,
+			size_t n)
+{
+	const uint64_t *lane = c->d->lane[peer_of(c)];
+	uint8_t b[GS_LANE_MAX];
+	uint64_t hdr = gs_lane_hdr(__atomic_load_n(&lane[0], __ATOMIC_ACQUIRE),
+				   __atomic_load_n(&lane[1], __ATOMIC_RELAXED),
+				   head, tail, c->ring);
+	uint32_t tag = (uint32_t)(hdr >> 32), len = (uint32_t)hdr;
+	size_t k = len < n ? len : n, done = 0;
+
+	if (!hdr)
+		return 0;
+	for (unsigned u = GS_LANE_HDR; u < GS_LANE_HDR + (len + 3) / 4; u++) {
+		uint64_t v = __atomic_load_n(&lane[u], __ATOMIC_RELAXED);
+
+		if ((uint32_t)(v >> 32) != tag)
+			return 0; /* the sender is mid-write */
+		for (unsigned i = 0; i < 4; i++)
+			b[(u - GS_LANE_HDR) * 4 + i] = (uint8_t)(v >> 8 * i);
+	}
+	for (int i = 0; i < iovcnt && done < k; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		l = l - off < k - done ? l - off : k - done;
+		memcpy((uint8_t *)iov[i].iov_base + off, b + done, l);
+		done += l;
+		off = 0;
+	}
+	__atomic_store_n(&c->d->pipe[peer_of(c)].head, head + k,
+			 __ATOMIC_RELEASE);
+	__atomic_add_fetch(&c->lane_bytes, k, __ATOMIC_RELAXED);
+	return k;
+}
+
 static ssize_t fail(int e)
 {
 	errno = e;
@@ -926,8 +986,8 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 	pipe_lock(&c->d->lock[peer_of(c)]);
 	for (;;) {
 		uint64_t head = __atomic_load_n(&p->head, __ATOMIC_RELAXED);
-		uint64_t avail = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE) -
-				 head;
+		uint64_t tail = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE);
+		uint64_t avail = (int64_t)(tail - head) > 0 ? tail - head : 0;
 		int end, ms;
 
 		if (avail > c->ring) {
@@ -958,6 +1018,21 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 				break;
 			spin_until = 0; /* progress: the next wait spins afresh */
 			continue;
+		}
+		/* The ring is empty: a GPU sender's copy may be here sooner. */
+		if (!(flags & (MSG_PEEK | MSG_TRUNC))) {
+			size_t n = lane_take(c, head, tail, iov, iovcnt, got,
+					     want - got);
+
+			if (n) {
+				if (!got)
+					answered(c);
+				got += n;
+				if (got == want || !(flags & MSG_WAITALL))
+					break;
+				spin_until = 0;
+				continue;
+			}
 		}
 		end = rx_end(c, 0);
 		armed = 0;
@@ -1850,6 +1925,21 @@ static int attach(int fd, struct pl_sock *s, struct pl_dconn *c, int seg,
 	c->rx = (uint8_t *)c->d + GS_DSEG_HDR +
 		(uint64_t)peer_of(c) * pool.dring;
 	c->ring = pool.dring;
+	/*
+	 * The GPU sender's lane to us: zeroed, then offered for this use of
+	 * the segment; it writes no copy before it reads that.
+	 */
+	if (!lane_off) {
+		uint64_t *l = c->d->lane[peer_of(c)];
+
+		for (unsigned u = 0; u < GS_LANE_UNITS; u++)
+			__atomic_store_n(&l[u], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->d->lane_ok[peer_of(c)],
+				 GS_LANE_OK(__atomic_load_n(&c->d->sgen,
+							    __ATOMIC_RELAXED) &
+					    GS_SGEN_MASK),
+				 __ATOMIC_RELEASE);
+	}
 	fl = pl_real.fcntl(fd, F_GETFL);
 	fdfl = pl_real.fcntl(fd, F_GETFD);
 	pl_real.setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
@@ -2357,6 +2447,9 @@ void pl_direct_release(struct pl_sock *s)
 	 * may read them yet), which gsockd tells from the socketpair, not
 	 * this process: no SO_LINGER on the shared kernel socket here.
 	 */
+	pl_log(PL_LOG_DEBUG, "direct connection closed: %llu bytes came by its lane",
+	       (unsigned long long)__atomic_load_n(&c->lane_bytes,
+						   __ATOMIC_RELAXED));
 	pl_real.close(c->tcp);
 	pl_real.close(c->pair);
 	free(c);

@@ -31,15 +31,18 @@ static inline int pl_flight_landed(struct gs_dpipe *p, const uint32_t *closed,
 		uint64_t s = __atomic_load_n(&p->sending, __ATOMIC_ACQUIRE);
 		uint64_t t = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE);
 
-		if (t != __atomic_load_n(&p->head, __ATOMIC_RELAXED))
+		/* a head past the tail: bytes taken from the lane early */
+		if ((int64_t)(t - __atomic_load_n(&p->head, __ATOMIC_RELAXED)) > 0)
 			return 1;
 		if (!s || t >= s)
 			return 0; /* none announced, or it landed: nothing */
 		if ((__atomic_load_n(closed, __ATOMIC_ACQUIRE) & bit) ||
 		    (until && pl_now_ns() >= until))
 			/* gone, or past the deadline: one look after it */
-			return __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE) !=
-			       __atomic_load_n(&p->head, __ATOMIC_RELAXED);
+			return (int64_t)(__atomic_load_n(&p->tail,
+							 __ATOMIC_ACQUIRE) -
+					 __atomic_load_n(&p->head,
+							 __ATOMIC_RELAXED)) > 0;
 		if (!until)
 			until = pl_now_ns() + GS_DW_FLIGHT_NS;
 		pl_relax();

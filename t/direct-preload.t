@@ -19,7 +19,7 @@
 need_backend
 [ -f "$PRELOAD" ] || skip_all "libgsock-preload.so is not built"
 time_limit 300
-plan 63
+plan 66
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
 printf 'direct_conns = 3\n' >"$TMP/small.conf"
@@ -68,6 +68,17 @@ ok $? "3 concurrent connections of random sizes: intact"
 pre timeout 60 "$GSOCK_BUILD/bench/rtt-client" 127.0.0.1 "$PORT" 64 20000 >"$TMP/rtt" 2>&1
 ok $? "rtt-client (blocking send and recv): 20,000 round trips of 64 B"
 sed 's/^/# /' "$TMP/rtt"
+# lane_bytes FILE: what the preload's debug log says came by the lane.
+lane_bytes() { sed -n 's/.*: \([0-9]*\) bytes came by its lane.*/\1/p' "$1" | head -1; }
+pre env GSOCK_LOG=debug timeout 60 "$GSOCK_BUILD/bench/rtt-client" 127.0.0.1 "$PORT" 64 2000 >"$TMP/rl" 2>"$TMP/rl.err"
+l=$(lane_bytes "$TMP/rl.err")
+[ "${l:-0}" -gt 0 ]
+ok $? "the server's 64 B answers come by the lane ($l bytes, warm-up rounds included; the rest by the ring)"
+pre env GSOCK_LOG=debug GSOCK_DIRECT_LANE=off timeout 60 "$GSOCK_BUILD/bench/rtt-client" 127.0.0.1 "$PORT" 64 2000 >"$TMP/rl" 2>"$TMP/rl.err"
+is "$(lane_bytes "$TMP/rl.err")" 0 "GSOCK_DIRECT_LANE=off in the client: no lane"
+pre env GSOCK_DIRECT_LANE=off timeout 60 "$GSOCK_BUILD/bench/loadgen" -c 2 -s 64 -d 1 -w 0 127.0.0.1 "$PORT" >"$TMP/lo.lg" 2>&1
+grep -q 'errors=0' "$TMP/lo.lg" && ! grep -q 'reqs=0 ' "$TMP/lo.lg"
+ok $? "... and loadgen's round trips without it are intact"
 pre timeout 60 "$GSOCK_BUILD/bench/loadgen" -c 2 -s 100 -d 1 -w 0 127.0.0.1 "$PORT" >"$TMP/lg" 2>&1
 grep -q 'errors=0' "$TMP/lg" && ! grep -q 'reqs=0 ' "$TMP/lg"
 ok $? "loadgen (epoll, every byte checked): no errors"
