@@ -297,17 +297,21 @@ struct gs_sock {
  *
  *   unit 0   the stream position (the tail before) of the first byte,
  *            low 32 bits
- *   unit 1   the length | position bits 32..47 << 16
+ *   unit 1   the length | position bits 32..55 << 8
  *   unit 2.. the bytes, 4 a unit, little-endian
  *
  * The tag counts the pipe's copies from 1 (0 never: a zeroed unit is
  * no copy's); a receiver takes a copy when both header units and every
  * unit of the bytes carry one tag and its position is where the
  * receiver stands. Every 65536th copy (tags 1, 65537, ...) writes every
- * unit, so no unit keeps a tag that comes round again. The receiver
+ * unit, so no unit keeps a tag that comes round again. A copy names its
+ * position modulo 2^56: a stream that moved a multiple of 2^56 bytes
+ * (over 8 days at 100 GB/s) since its last small send, and finds its ring
+ * empty just then, would take that copy again. The receiver
  * zeroes its lane when it learns the segment, then sets lane_ok[k] to
  * GS_LANE_OK(sgen) (below); the sender writes no copy before it has read
- * that.
+ * that. (A segment with a CPU side keeps sgen 0; gsockd zeroes the whole
+ * gs_dseg, lane_ok with it, each time it hands the segment out.)
  *
  *   lane_ok   receiving side   per pipe, above
  *

@@ -206,7 +206,7 @@ struct gs_stat_rec {
 			int32_t error; /* the socket's error (negative errno), or 0 */
 			uint32_t poll_slot; /* 1 + the command slot (block) polling it, or 0 */
 			uint32_t direct; /* 1: bytes move through a direct segment, not gsockd; 2: and a ring of it is in GPU memory */
-			uint32_t lane_in; /* 1: direct, its peer's small sends come by a lane */
+			uint32_t pad2;
 			uint64_t rx_bytes, tx_bytes; /* received into / sent from its rings */
 			uint64_t rx_queued, tx_queued; /* in the rings: unread, unsent */
 			uint64_t idle_ms; /* since bytes last moved (or it was made) */

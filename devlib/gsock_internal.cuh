@@ -810,7 +810,7 @@ GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 		}
 		if (hdr) {
 			uint32_t tag = (uint32_t)((uint64_t)hdr >> 32);
-			uint32_t n = (uint32_t)hdr & 0xffff;
+			uint32_t n = (uint32_t)hdr & 0xff;
 			unsigned end = GS_LANE_HDR + (n + 3) / 4;
 			size_t k = n < len ? n : len;
 			int bad = 0;

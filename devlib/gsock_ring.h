@@ -121,7 +121,7 @@ GSOCK_HD uint64_t gs_lane_unit(uint32_t tag, uint64_t pos, const uint8_t *buf,
 	if (u == 0) {
 		w = (uint32_t)pos;
 	} else if (u == 1) {
-		w = n | (uint32_t)(pos >> 32 & 0xffff) << 16;
+		w = n | (uint32_t)(pos >> 32 & 0xffffff) << 8;
 	} else {
 		uint32_t o = (u - GS_LANE_HDR) * 4;
 
@@ -142,10 +142,10 @@ GSOCK_HD uint64_t gs_lane_hdr(uint64_t h0, uint64_t h1, uint64_t head,
 			      uint64_t tail, uint32_t size)
 {
 	uint32_t tag = (uint32_t)(h0 >> 32), w = (uint32_t)h1;
-	uint32_t n = w & 0xffff;
+	uint32_t n = w & 0xff;
 
 	if (!tag || (uint32_t)(h1 >> 32) != tag || (uint32_t)h0 != (uint32_t)head ||
-	    w >> 16 != (uint32_t)(head >> 32 & 0xffff) || !n ||
+	    w >> 8 != (uint32_t)(head >> 32 & 0xffffff) || !n ||
 	    n > GS_LANE_MAX || (int64_t)(head + n - tail) > (int64_t)(size / 2))
 		return 0;
 	return (uint64_t)tag << 32 | n;

@@ -347,17 +347,13 @@ static int took(uint32_t *want, uint32_t bit)
 	       (__atomic_fetch_and(want, ~bit, __ATOMIC_ACQ_REL) & bit);
 }
 
-/*
- * Bytes in the peer's ring: none while bytes taken from its lane are
- * ahead of the tail (lane_take). More than the ring: a broken peer.
- */
+/* Bytes in the peer's ring (pl_unread). More than the ring: a broken peer. */
 static uint64_t rx_avail(const struct pl_dconn *c)
 {
-	uint64_t d =
-		__atomic_load_n(&c->d->pipe[peer_of(c)].tail, __ATOMIC_ACQUIRE) -
-		__atomic_load_n(&c->d->pipe[peer_of(c)].head, __ATOMIC_RELAXED);
-
-	return (int64_t)d > 0 ? d : 0;
+	return pl_unread(
+		__atomic_load_n(&c->d->pipe[peer_of(c)].tail, __ATOMIC_ACQUIRE),
+		__atomic_load_n(&c->d->pipe[peer_of(c)].head, __ATOMIC_RELAXED),
+		c->ring);
 }
 
 /* A sleep of the calling thread on c begins (1) or ends (-1). */
@@ -525,7 +521,7 @@ static __thread int trusted;
 static int flight_landed(struct pl_dconn *c)
 {
 	return pl_flight_landed(&c->d->pipe[peer_of(c)], &c->d->closed,
-				GS_DC_SIDE(peer_of(c)));
+				GS_DC_SIDE(peer_of(c)), c->ring);
 }
 
 /*
@@ -987,7 +983,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 	for (;;) {
 		uint64_t head = __atomic_load_n(&p->head, __ATOMIC_RELAXED);
 		uint64_t tail = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE);
-		uint64_t avail = (int64_t)(tail - head) > 0 ? tail - head : 0;
+		uint64_t avail = pl_unread(tail, head, c->ring);
 		int end, ms;
 
 		if (avail > c->ring) {
@@ -1020,7 +1016,7 @@ static ssize_t recv_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 			continue;
 		}
 		/* The ring is empty: a GPU sender's copy may be here sooner. */
-		if (!(flags & (MSG_PEEK | MSG_TRUNC))) {
+		if (!lane_off && !(flags & (MSG_PEEK | MSG_TRUNC))) {
 			size_t n = lane_take(c, head, tail, iov, iovcnt, got,
 					     want - got);
 

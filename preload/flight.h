@@ -13,6 +13,22 @@
 #include "clock.h"
 
 /*
+ * Bytes a pipe of ring bytes holds unread, from its tail and head. The
+ * head may lead the tail for a moment (bytes taken from a GPU sender's
+ * lane before their tail came, half a ring at most: gs_lane_hdr): none
+ * then. A head further ahead is a broken peer's tail: more than the ring,
+ * which readers take for a corrupt ring (EIO).
+ */
+static inline uint64_t pl_unread(uint64_t tail, uint64_t head, uint32_t ring)
+{
+	uint64_t d = tail - head;
+
+	if ((int64_t)d >= 0 || head - tail > ring / 2)
+		return d;
+	return 0;
+}
+
+/*
  * After READER was set on pipe p and fenced, with no bytes seen: whether
  * bytes came after all. A GPU send announced in the pipe's sending word
  * (1 + the tail it sends from) whose tail has not come may have read
@@ -23,7 +39,7 @@
  * two loads is bytes, not "landed, nothing for us".
  */
 static inline int pl_flight_landed(struct gs_dpipe *p, const uint32_t *closed,
-				   uint32_t bit)
+				   uint32_t bit, uint32_t ring)
 {
 	long long until = 0;
 
@@ -31,18 +47,19 @@ static inline int pl_flight_landed(struct gs_dpipe *p, const uint32_t *closed,
 		uint64_t s = __atomic_load_n(&p->sending, __ATOMIC_ACQUIRE);
 		uint64_t t = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE);
 
-		/* a head past the tail: bytes taken from the lane early */
-		if ((int64_t)(t - __atomic_load_n(&p->head, __ATOMIC_RELAXED)) > 0)
+		if (pl_unread(t, __atomic_load_n(&p->head, __ATOMIC_RELAXED),
+			      ring))
 			return 1;
 		if (!s || t >= s)
 			return 0; /* none announced, or it landed: nothing */
 		if ((__atomic_load_n(closed, __ATOMIC_ACQUIRE) & bit) ||
 		    (until && pl_now_ns() >= until))
 			/* gone, or past the deadline: one look after it */
-			return (int64_t)(__atomic_load_n(&p->tail,
-							 __ATOMIC_ACQUIRE) -
+			return pl_unread(__atomic_load_n(&p->tail,
+							 __ATOMIC_ACQUIRE),
 					 __atomic_load_n(&p->head,
-							 __ATOMIC_RELAXED)) > 0;
+							 __ATOMIC_RELAXED),
+					 ring) != 0;
 		if (!until)
 			until = pl_now_ns() + GS_DW_FLIGHT_NS;
 		pl_relax();

@@ -107,34 +107,48 @@ static void flight_tests(void)
 	memset(&fp, 0, sizeof(fp));
 	fp.tail = fp.head = 1000;
 	t0 = pl_now_ns();
-	r = pl_flight_landed(&fp, &fclosed, 1);
+	r = pl_flight_landed(&fp, &fclosed, 1, 4096);
 	ok(r == 0 && pl_now_ns() - t0 < 100000000LL,
 	   "flight: nothing announced, an empty ring: no bytes, no wait");
 	fp.tail = 1064;
-	ok(pl_flight_landed(&fp, &fclosed, 1) == 1,
+	ok(pl_flight_landed(&fp, &fclosed, 1, 4096) == 1,
 	   "flight: bytes in the ring: bytes");
 	fp.head = 1064;
 	fp.sending = 1001; /* the send from 1000 landed */
-	ok(pl_flight_landed(&fp, &fclosed, 1) == 0,
+	ok(pl_flight_landed(&fp, &fclosed, 1, 4096) == 0,
 	   "flight: an announce whose tail came: no bytes, no wait");
 	fp.sending = 1065; /* from 1064, never landing */
 	t0 = pl_now_ns();
-	r = pl_flight_landed(&fp, &fclosed, 1);
+	r = pl_flight_landed(&fp, &fclosed, 1, 4096);
 	d = pl_now_ns() - t0;
 	ok(r == 0 && d >= GS_DW_FLIGHT_NS && d < 1000000000LL,
 	   "flight: an announce whose tail never comes: no bytes after %lld us (at least %d)",
 	   d / 1000, GS_DW_FLIGHT_NS / 1000);
 	fclosed = 2;
 	t0 = pl_now_ns();
-	r = pl_flight_landed(&fp, &fclosed, 1);
+	r = pl_flight_landed(&fp, &fclosed, 1, 4096);
 	ok(r == 0 && pl_now_ns() - t0 >= GS_DW_FLIGHT_NS,
 	   "flight: the other side's close does not end the wait for this side's send");
 	t0 = pl_now_ns();
 	fclosed = 1;
-	r = pl_flight_landed(&fp, &fclosed, 1);
+	r = pl_flight_landed(&fp, &fclosed, 1, 4096);
 	ok(r == 0 && pl_now_ns() - t0 < GS_DW_FLIGHT_NS,
 	   "flight: the sender gone: no bytes, at once");
 	fclosed = 0;
+	/* A head past the tail: bytes taken from the lane before their tail. */
+	ok(pl_unread(1064, 1000, 4096) == 64 && pl_unread(1000, 1000, 4096) == 0 &&
+		   pl_unread(1000, 1248, 4096) == 0 &&
+		   pl_unread(1000, 1000 + 2048, 4096) == 0 &&
+		   pl_unread(1000, 1000 + 2049, 4096) > 4096,
+	   "unread: a tail ahead counts, a head up to half a ring ahead is none, further is more than the ring (EIO)");
+	fp.head = 1248; /* the send from 1064 taken from its lane */
+	t0 = pl_now_ns();
+	r = pl_flight_landed(&fp, &fclosed, 1, 4096);
+	ok(r == 0 && pl_now_ns() - t0 >= GS_DW_FLIGHT_NS,
+	   "flight: bytes taken from the lane ahead of the announced tail: no bytes, the tail is waited for");
+	fp.head = 1064 + 4096;
+	ok(pl_flight_landed(&fp, &fclosed, 1, 4096) == 1,
+	   "flight: a head more than half a ring past the tail: a broken ring, said as bytes (the read says EIO)");
 	/*
 	 * The race: every round the writer announces a send and lands it a
 	 * little later; the reader, started on the announce, must say bytes,
@@ -155,7 +169,7 @@ static void flight_tests(void)
 		while (__atomic_load_n(&fp.sending, __ATOMIC_ACQUIRE) != t + 1)
 			sched_yield();
 		t0 = pl_now_ns();
-		r = pl_flight_landed(&fp, &fclosed, 1);
+		r = pl_flight_landed(&fp, &fclosed, 1, 4096);
 		d = pl_now_ns() - t0;
 		if (!r) {
 			zeros++;
@@ -183,7 +197,7 @@ int main(void)
 	int fam, len, line;
 	cfg_t *cfg;
 
-	tap_plan(36);
+	tap_plan(39);
 
 	/* fd table */
 	ok(pl_fd_get(7) == NULL, "an unknown fd has no entry");
