@@ -395,12 +395,11 @@ GSOCK_DEVICE void gs_lane_setup_t0(struct gsock_dev gs, struct gs_lsock *ls,
 				   struct gs_dseg *g, uint32_t seg,
 				   uint32_t side, uint32_t dev, uint8_t *peer)
 {
-	uint64_t *l = 0;
-
 	ls->lane_ok_v = GS_LANE_OK(gs_ld32(&g->sgen) & GS_SGEN_MASK);
-	if (dev & GS_DC_SIDE(side ^ 1))
-		l = GS_RXPOOL_CTR(gs.rxpool, gs.dsegs, gs.dring_size, seg)->lane;
-	if (l) {
+	if (dev & GS_DC_SIDE(side ^ 1)) {
+		uint64_t *l = GS_RXPOOL_CTR(gs.rxpool, gs.dsegs, gs.dring_size,
+					    seg)->lane;
+
 		for (unsigned u = 0; u < GS_LANE_UNITS; u++)
 			gs_st_unit(l + u, 0);
 		gs_st64(&g->lane_ok[side ^ 1], ls->lane_ok_v); /* after a fence */

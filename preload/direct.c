@@ -921,17 +921,19 @@ static void ring_copy(uint8_t *ring, uint32_t size, uint64_t pos,
  * its byte off (at most n of them) and are consumed; the head may pass
  * the tail until the sender publishes it. Returns the bytes taken, or 0.
  */
+_Static_assert(GS_LANE_MAX <= 256, "a lane copy fits lane_take's buffer");
+
 static size_t lane_take(struct pl_dconn *c, uint64_t head, uint64_t tail,
 			const struct iovec *iov, int iovcnt, size_t off,
 			size_t n)
 {
 	const uint64_t *lane = c->d->lane[peer_of(c)];
-	uint8_t b[GS_LANE_MAX];
+	uint8_t b[256]; /* GS_LANE_MAX, as a ring of a power of two for ring_copy */
 	uint64_t hdr = gs_lane_hdr(__atomic_load_n(&lane[0], __ATOMIC_ACQUIRE),
 				   __atomic_load_n(&lane[1], __ATOMIC_RELAXED),
 				   head, tail, c->ring);
 	uint32_t tag = (uint32_t)(hdr >> 32), len = (uint32_t)hdr;
-	size_t k = len < n ? len : n, done = 0;
+	size_t k = len < n ? len : n;
 
 	if (!hdr)
 		return 0;
@@ -943,18 +945,7 @@ static size_t lane_take(struct pl_dconn *c, uint64_t head, uint64_t tail,
 		for (unsigned i = 0; i < 4; i++)
 			b[(u - GS_LANE_HDR) * 4 + i] = (uint8_t)(v >> 8 * i);
 	}
-	for (int i = 0; i < iovcnt && done < k; i++) {
-		size_t l = iov[i].iov_len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l = l - off < k - done ? l - off : k - done;
-		memcpy((uint8_t *)iov[i].iov_base + off, b + done, l);
-		done += l;
-		off = 0;
-	}
+	ring_copy(b, sizeof(b), 0, iov, iovcnt, off, k, 0);
 	__atomic_store_n(&c->d->pipe[peer_of(c)].head, head + k,
 			 __ATOMIC_RELEASE);
 	__atomic_add_fetch(&c->lane_bytes, k, __ATOMIC_RELAXED);
