@@ -262,20 +262,21 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 			size_t len, int flags)
 {
-	struct gs_lsock *ls = gs_lsock_of(gs, fd);
 	GS_SHARED struct gs_pubw pubw; /* the last thread's: gs_pub_begin */
+	GS_SHARED struct gs_txb txb_s; /* thread 0's: gs_tx_begin_t0 */
+	struct gs_lsock *ls;
 	size_t done = 0;
 
-	if (!ls)
+	/* whether fd is open thread 0 says, in the loads it makes anyway */
+	if (fd < 0 || (uint32_t)fd >= gs.nsocks)
 		return -EBADF;
+	ls = &gs.lsock[fd];
 	do {
-		long n = 0;
-		uint64_t tail = 0;
+		struct gs_txb b;
+		struct gs_pub pub = gs_pub_late();
+		/* loaded beside thread 0's loads, not after the barrier */
 		uint8_t *ring = ls->tx_ring;
 		uint32_t ring_size = ls->ring_size;
-		long lane_tx = 0;
-		struct gs_pub pub = gs_pub_late();
-		int lane;
 
 		GS_TRACE(0);
 		/*
@@ -286,31 +287,30 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 * for the lane's words, and where the block is one thread),
 		 * so no load of its own waits behind that read (a thread's
 		 * loads return in order), and a barrier does not wait for a
-		 * relaxed load (bench/probes/load-barrier.cu).
+		 * relaxed load (bench/probes/load-barrier.cu). A closed fd
+		 * has no flags, so gs_pub_begin does nothing there.
 		 */
 		if (gs_tid() == gs_bdim() - 1)
 			pub = gs_pub_begin(ls, &pubw, (long)(len - done));
 		if (gs_tid() == 0) {
-			tail = ls->tx_tail;
-			n = gs_tx_wait_t0(gs, fd, ls,
-					  (flags & MSG_DONTWAIT) != 0);
-			if (n > (long)(len - done))
-				n = (long)(len - done);
-			if (ls->lane_tx == GS_LANE_TX_WAIT && len <= GS_LANE_MAX)
-				gs_lane_ask_t0(ls);
-			lane_tx = ls->lane_tx;
+			gs_tx_begin_t0(gs, fd, ls, len - done,
+				       !done && len <= GS_LANE_MAX,
+				       (flags & MSG_DONTWAIT) != 0, &b);
+			txb_s = b;
 		}
 		GS_TRACE(1);
-		{
-			long t = (long)tail;
-
-			gs_bcast3(&n, &t, &lane_tx);
-			tail = (uint64_t)t;
-		}
-		if (n < 0) {
+		/*
+		 * One barrier: thread 0 writes txb_s again only after the
+		 * barriers below (or the one before an error's return),
+		 * which every thread reaches after reading it.
+		 */
+		gs_sync();
+		b = txb_s;
+		if (b.n < 0) {
 			if (gs_tid() == gs_bdim() - 1)
 				gs_pub_drop(ls, pub);
-			return done ? (long)done : n;
+			gs_sync(); /* every thread read txb_s: the next call may write it */
+			return done ? (long)done : b.n;
 		}
 		GS_TRACE(2);
 		/*
@@ -318,15 +318,13 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 * After the barrier, as the ring's copy: a caller's threads
 		 * may have filled buf just before the call.
 		 */
-		lane = !done && n > 0 && (size_t)n == len && len <= GS_LANE_MAX &&
-		       lane_tx == GS_LANE_TX_ON;
-		if (lane) {
-			gs_lane_put(ls->tx_lane, gs_lane_tag(ls->lane_seq), tail,
-				    (const uint8_t *)buf, (uint32_t)n);
+		if (b.lane) {
+			gs_lane_put(b.lane, b.tag, b.tail, (const uint8_t *)buf,
+				    (uint32_t)b.n);
 			GS_TRACE(7);
 		}
-		gs_ring_copy(ring_size, ring, tail, (uint8_t *)buf + done,
-			     (uint64_t)n, 1);
+		gs_ring_copy(ring_size, ring, b.tail,
+			     (uint8_t *)buf + done, (uint64_t)b.n, 1);
 		/*
 		 * No thread fences its own stores, into another GPU's memory
 		 * or host memory alike: the barrier orders them before the
@@ -335,8 +333,9 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 */
 		gs_sync();
 		GS_TRACE(3);
-		if (lane && gs_tid() == 0)
-			ls->lane_seq = gs_lane_tag(ls->lane_seq);
+		/* the copy's ends, as thread 0 left them: fewer live registers */
+		if (gs_tid() == 0 && txb_s.lane)
+			ls->lane_seq = txb_s.tag;
 		/*
 		 * The block waits for the publish (a system fence: 2.2 us
 		 * into a peer GPU over NVLink) by its last thread (see above;
@@ -349,14 +348,14 @@ GSOCK_DEVICE long gsend(struct gsock_dev gs, int fd, const void *buf,
 		 * thread 0 had changed it.
 		 */
 		if (gs_sync_or(gs_tid() == gs_bdim() - 1 &&
-			       gs_tx_publish_t0(gs, fd, ls, &pubw, tail, n,
-					pub)))
-			n = -ECONNABORTED;
+			       gs_tx_publish_t0(gs, fd, ls, &pubw, txb_s.tail,
+						txb_s.n, pub)))
+			b.n = -ECONNABORTED;
 		GS_TRACE(4);
 		GS_TRACE(5);
-		if (n < 0)
-			return done ? (long)done : n;
-		done += (size_t)n;
+		if (b.n < 0)
+			return done ? (long)done : b.n;
+		done += (size_t)b.n;
 	} while (done < len);
 	return (long)done;
 }

@@ -123,6 +123,10 @@ struct gsock_dev {
 #ifndef GS_TRACE
 #define GS_TRACE(k) do { } while (0)
 #endif
+/* Each turn of a wait for a lane copy, as it begins (the same probe). */
+#ifndef GS_TRACE_TURN
+#define GS_TRACE_TURN() do { } while (0)
+#endif
 
 /*
  * *p for a wait on a word that moves away from `seen`: a value equal to
@@ -149,11 +153,9 @@ GSOCK_DEVICE uint32_t gs_ld32_moved(const uint32_t *p, uint32_t seen)
 	return v == seen ? v : gs_ld32(p);
 }
 
-/* 0 while the world is well, else the error every wait must return. */
-GSOCK_DEVICE int gs_world_error(struct gsock_dev gs)
+/* 0 while the world word w says all is well, else the error to return. */
+GSOCK_DEVICE int gs_world_err(uint32_t w)
 {
-	uint32_t w = gs_ld_local32(&gs.local->world);
-
 	if (w & GS_WORLD_BRIDGE_GONE)
 		return -ECONNABORTED;
 	if (w & GS_WORLD_STOP)
@@ -161,13 +163,21 @@ GSOCK_DEVICE int gs_world_error(struct gsock_dev gs)
 	return 0;
 }
 
-/*
- * Thread 0, once per turn of a wait loop: the error that ends the wait,
- * or 0 after backing off (turn counts the turns).
- */
-GSOCK_DEVICE int gs_wait_turn(struct gsock_dev gs, unsigned *turn)
+/* 0 while the world is well, else the error every wait must return. */
+GSOCK_DEVICE int gs_world_error(struct gsock_dev gs)
 {
-	int err = gs_world_error(gs);
+	return gs_world_err(gs_ld_local32(&gs.local->world));
+}
+
+/*
+ * Thread 0, once per turn of a wait loop, with the world word as loaded
+ * this turn: the error that ends the wait, or 0 after backing off (turn
+ * counts the turns).
+ */
+GSOCK_DEVICE int gs_wait_turn_w(struct gsock_dev gs, unsigned *turn,
+				uint32_t world)
+{
+	int err = gs_world_err(world);
 
 	if (err)
 		return err;
@@ -175,6 +185,12 @@ GSOCK_DEVICE int gs_wait_turn(struct gsock_dev gs, unsigned *turn)
 	if (gs.poll_ns && *turn > 2)
 		gs_pause(gs.poll_ns);
 	return 0;
+}
+
+/* gs_wait_turn_w, loading the world word now. */
+GSOCK_DEVICE int gs_wait_turn(struct gsock_dev gs, unsigned *turn)
+{
+	return gs_wait_turn_w(gs, turn, gs_ld_local32(&gs.local->world));
 }
 
 /*
@@ -788,18 +804,93 @@ GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 	unsigned t = gs_tid(), i = 0;
 	int waits = !dontwait && !(ls->flags & GS_LS_NONBLOCK);
 	long res = 0;
+	/*
+	 * Thread 0's view of ls between its looks (gs_rx_look_t0), for the
+	 * turns that only peek: the tail's copy in our GPU memory (or NULL:
+	 * every turn looks), its value as last seen, and what the lane's
+	 * header is checked against.
+	 */
+	const uint64_t *tail_m = t == 0 ? ls->rx_tail_m : 0;
+	uint64_t seen = 0, head = 0, tseen = 0, sgen = 0;
+	uint32_t size = 0;
+	int32_t err = 0;
+
+	if (tail_m) {
+		head = ls->rx_head;
+		tseen = ls->rx_tail_seen;
+		size = ls->ring_size;
+		sgen = ls->sgen;
+		err = ls->error;
+		seen = sgen | (tseen & GS_DCTR_MASK);
+	}
 
 	while (t < GS_LANE_W) { /* the first warp, in step */
 		uint64_t v[GS_LANE_SLOTS];
 		long r = 0, hdr = 0;
+		uint32_t world = 0;
 
+		GS_TRACE_TURN();
 		gs_lane_load(lane, v, 0, GS_LANE_WAVE);
 		if (t == 0) {
 			uint64_t h1 = gs_ld_unit(lane + 1);
+			/* issued beside the lane's loads, used after them */
+			uint64_t tv = tail_m ? gs_peek64(tail_m) : 0;
 
-			r = gs_rx_look_t0(gs, fd, ls, i, waits);
-			if (r > 0 || r == GS_RX_NONE)
-				hdr = gs_lane_hdr_t0(ls, v[0], h1);
+			/*
+			 * A turn is one round trip to L2: the lane, the tail's
+			 * copy and the world word travel side by side, and
+			 * what the checks need of ls thread 0 holds. A turn
+			 * that read ls (a chain of dependent loads, each a
+			 * trip to L2 where another's acquire or fence had
+			 * emptied the SM's L1) took 0.7-1.4 us on an H100.
+			 * gs_rx_look_t0 looks when the tail moved past what
+			 * the lane brought, and at the first turn of a call
+			 * that does not wait and every 64th, where it reads
+			 * the status too; without the tail's copy, every
+			 * turn, the status every 32nd.
+			 */
+			int lean = tail_m && !err;
+
+			world = gs_ld_local32(&gs.local->world);
+			if (lean && tv != seen) {
+				/*
+				 * The tail moved. Up to bytes the lane already
+				 * brought (a copy's tail follows it), there is
+				 * nothing of the ring to read, so nothing to
+				 * order after it: no acquire, no look. Past
+				 * them, or odd, gs_rx_look_t0 sees to it.
+				 */
+				uint64_t tn = head + (uint64_t)(int64_t)(int32_t)(
+							     uint32_t)(tv - head);
+
+				if ((tv & ~GS_DCTR_MASK) == sgen &&
+				    (int64_t)(tn - tseen) >= 0 &&
+				    (int64_t)(tn - head) <= 0) {
+					tseen = tn;
+					seen = tv;
+					ls->rx_tail_seen = tn;
+				} else {
+					lean = 0;
+				}
+			}
+			if (lean && (i % 64 || (i == 0 && waits))) {
+				r = GS_RX_NONE;
+				hdr = (long)gs_lane_hdr(v[0], h1, head, tseen,
+							size);
+			} else {
+				r = gs_rx_look_t0(gs, fd, ls,
+						  tail_m ? (i % 64 ? 1 : i / 8) :
+							   (i % 4 ? 1 : i / 4),
+						  waits);
+				if (r > 0 || r == GS_RX_NONE)
+					hdr = gs_lane_hdr_t0(ls, v[0], h1);
+				if (tail_m) {
+					head = ls->rx_head;
+					tseen = ls->rx_tail_seen;
+					err = ls->error;
+					seen = sgen | (tseen & GS_DCTR_MASK);
+				}
+			}
 		}
 		r = gs_warp_bcast(r);
 		hdr = gs_warp_bcast(hdr);
@@ -855,7 +946,7 @@ GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 			break;
 		}
 		if (t == 0)
-			r = gs_wait_turn(gs, &i);
+			r = gs_wait_turn_w(gs, &i, world);
 		r = gs_warp_bcast(r);
 		if (r) {
 			res = r;
@@ -977,6 +1068,62 @@ GSOCK_DEVICE long gs_tx_wait_t0(struct gsock_dev gs, int fd,
 		if (err)
 			return err;
 	}
+}
+
+/*
+ * What gsend's thread 0 tells its block for one turn (gs_tx_begin_t0).
+ */
+struct gs_txb {
+	long n; /* bytes to queue now, or a negative errno */
+	uint64_t tail; /* where they go in the ring */
+	uint64_t *lane; /* the receiver's lane, for a copy of them too, or NULL */
+	uint32_t tag; /* that copy's tag */
+};
+
+/*
+ * Thread 0, at each turn of gsend, left bytes still to send (`whole`:
+ * they are the whole send, of at most GS_LANE_MAX bytes, so a lane may
+ * take them): room in the ring, where, and whether a lane copy goes too;
+ * -EBADF where fd is not open. Every word of ls the common case needs is
+ * loaded before any is looked at: after an acquire or a fence emptied
+ * the SM's L1 that is one round trip to L2, where a check and then the
+ * next load took one each (0.5 us from gsend's call to its broadcast, of
+ * a 6.2 us round trip between two GPU processes on an H100).
+ */
+GSOCK_DEVICE void gs_tx_begin_t0(struct gsock_dev gs, int fd,
+				 struct gs_lsock *ls, size_t left, int whole,
+				 int dontwait, struct gs_txb *b)
+{
+	uint32_t world = gs_ld_local32(&gs.local->world);
+	uint32_t flags = ls->flags, ring = ls->ring_size;
+	uint32_t lane_tx = ls->lane_tx, seq = ls->lane_seq;
+	int32_t error = ls->error;
+	uint64_t tail = ls->tx_tail, used = tail - ls->tx_head_seen;
+	uint64_t *lane = ls->tx_lane;
+	long n;
+
+	if (!(flags & GS_LS_OPEN))
+		n = -EBADF;
+	else if (!(world & (GS_WORLD_BRIDGE_GONE | GS_WORLD_STOP)) && !error &&
+		 (flags & (GS_LS_TX_SHUT | GS_LS_CONNECTED)) ==
+			 GS_LS_CONNECTED &&
+		 used < ring)
+		n = (long)(ring - used);
+	else
+		n = gs_tx_wait_t0(gs, fd, ls, dontwait);
+	if (n > (long)left)
+		n = (long)left;
+	if (whole && n > 0 && lane_tx == GS_LANE_TX_WAIT) {
+		gs_lane_ask_t0(ls);
+		lane_tx = ls->lane_tx;
+	}
+	b->n = n;
+	b->tail = tail;
+	b->lane = whole && n > 0 && n == (long)left &&
+				  lane_tx == GS_LANE_TX_ON ?
+			  lane :
+			  0;
+	b->tag = gs_lane_tag(seq);
 }
 
 /*

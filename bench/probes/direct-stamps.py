@@ -3,7 +3,11 @@
 """Line up two direct-phases -DSTAMPS files (server, client: two processes
 on one GPU, one timer) by round trip and print where a round trip goes.
 
-    python3 bench/probes/direct-stamps.py SERVER.bin CLIENT.bin ITERS
+    python3 bench/probes/direct-stamps.py SERVER.bin CLIENT.bin ITERS [all]
+
+With "all", every trace point of either side (devlib/gsock_internal.cuh:
+0-5 and 7 inside gsend, 6 and 8-14 inside grecv), in the order of their
+medians, instead of the named steps.
 """
 import bisect
 import sys
@@ -31,13 +35,28 @@ def pct(v, p):
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: direct-stamps.py SERVER.bin CLIENT.bin ITERS")
+    if len(sys.argv) not in (4, 5) or sys.argv[4:] not in ([], ["all"]):
+        sys.exit("usage: direct-stamps.py SERVER.bin CLIENT.bin ITERS [all]")
+    every = len(sys.argv) == 5
     iters = int(sys.argv[3])
     sn, sat, st = load(sys.argv[1], iters)
     cn, cat, ct = load(sys.argv[2], iters)
     skip = iters // 10
     print("trace counts: server", list(sn), "client", list(cn))
+    # slot 15: the first MAXIT turns of waits for a lane copy, as each
+    # began; five round trips' worth, after the client's gsend call
+    calls0 = list(ct[0][:iters])
+    for side, n, at in (("server", sn, sat), ("client", cn, cat)):
+        if not n[15]:
+            continue
+        turns = list(at[15][:min(n[15], iters)])
+        mid = bisect.bisect_right(calls0, turns[len(turns) // 2])
+        for i in range(mid, min(mid + 5, iters - 1)):
+            lo = bisect.bisect_left(turns, calls0[i])
+            hi = bisect.bisect_left(turns, calls0[i + 1])
+            print("%s turns in round trip %d at:" % (side, i),
+                  " ".join("%.2f" % ((x - calls0[i]) / 1e3)
+                           for x in turns[lo:hi]))
     pts = {"c.gsend": ct[0], "c.gsend.ret": ct[1], "c.grecv.ret": ct[2],
            "s.grecv.ret": st[3], "s.gsend.ret": st[4]}
     # the library's points, each stamp placed in the round trip whose
@@ -45,8 +64,11 @@ def main():
     # fired more than once in a round trip keeps its first stamp, and a
     # round trip where it did not fire has none
     calls = list(pts["c.gsend"])
-    for k, name in ((7, "lane.put"), (6, "lane.found"), (0, "gsend.in"),
-                    (4, "published")):
+    names = ((7, "lane.put"), (6, "lane.found"), (0, "gsend.in"),
+             (4, "published"))
+    if every:
+        names = [(k, "%d" % k) for k in range(15)]
+    for k, name in names:
         for side, n, at in (("c.", cn, cat), ("s.", sn, sat)):
             if not n[k]:
                 continue
@@ -60,6 +82,14 @@ def main():
              "s.gsend.in", "s.lane.put", "c.published", "c.gsend.ret",
              "c.lane.found", "s.published", "s.gsend.ret", "c.grecv.ret"]
     base = pts["c.gsend"]
+    if every:
+        med = {}
+        for name in pts:
+            d = [(pts[name][i] - base[i]) / 1e3 for i in range(skip, iters)
+                 if pts[name][i] is not None]
+            if len(d) >= (iters - skip) // 2:
+                med[name] = pct(d, 0.5)
+        order = sorted(med, key=lambda x: med[x])
     print("%-14s %8s %8s %8s  (us after the client's gsend call)"
           % ("point", "p50", "p90", "step"))
     last = 0.0
