@@ -607,6 +607,14 @@ GSOCK_DEVICE uint64_t gs_tx_head_t0(struct gs_lsock *ls)
 }
 
 #define GS_RX_STATUS_TURNS 8
+/*
+ * gs_rx_lane's turns are one trip to L2, not across PCIe: it looks
+ * (gs_rx_look_t0) and reads the status every GS_LANE_LOOK_TURNS turns
+ * where it holds the tail's copy in our GPU memory, and every turn but
+ * with the status every GS_LANE_STATUS_TURNS where it does not.
+ */
+#define GS_LANE_LOOK_TURNS 64
+#define GS_LANE_STATUS_TURNS 32
 
 /* gs_rx_look_t0: nothing yet; grecv: look at the lane (no errno is this large). */
 #define GS_RX_NONE (-0x7fffffffL)
@@ -783,7 +791,8 @@ GSOCK_DEVICE void gs_lane_load(const uint64_t *lane, uint64_t *v,
 
 /*
  * Direct, fd has a lane and the ring is empty as far as we know: wait
- * for bytes as gs_rx_wait_t0 does, looking at the lane each turn beside
+ * for bytes as gs_rx_wait_t0 does (but for how often it reads the
+ * status: GS_LANE_LOOK_TURNS), looking at the lane each turn beside
  * thread 0's read of the ring's counters, so one round trip both finds
  * the bytes and brings them. A copy at our position is taken even when
  * the tail shows its bytes too: they are here already, the ring's would
@@ -845,9 +854,10 @@ GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 			 * emptied the SM's L1) took 0.7-1.4 us on an H100.
 			 * gs_rx_look_t0 looks when the tail moved past what
 			 * the lane brought, and at the first turn of a call
-			 * that does not wait and every 64th, where it reads
-			 * the status too; without the tail's copy, every
-			 * turn, the status every 32nd.
+			 * that does not wait and every GS_LANE_LOOK_TURNS-th,
+			 * where it reads the status too (EOF, a reset, a
+			 * closed peer: 64 turns take 20-40 us, and 0.5 ms
+			 * once a long wait sleeps 8 us a turn in gs_relax).
 			 */
 			int lean = tail_m && !err;
 
@@ -873,14 +883,18 @@ GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 					lean = 0;
 				}
 			}
-			if (lean && (i % 64 || (i == 0 && waits))) {
+			if (lean && (i % GS_LANE_LOOK_TURNS || (i == 0 && waits))) {
 				r = GS_RX_NONE;
 				hdr = (long)gs_lane_hdr(v[0], h1, head, tseen,
 							size);
 			} else {
+				/* the turn index gs_rx_look_t0 reads status at */
+				unsigned k = tail_m ? GS_LANE_LOOK_TURNS :
+						      GS_LANE_STATUS_TURNS;
+
 				r = gs_rx_look_t0(gs, fd, ls,
-						  tail_m ? (i % 64 ? 1 : i / 8) :
-							   (i % 4 ? 1 : i / 4),
+						  i % k ? 1 :
+							  i / k * GS_RX_STATUS_TURNS,
 						  waits);
 				if (r > 0 || r == GS_RX_NONE)
 					hdr = gs_lane_hdr_t0(ls, v[0], h1);

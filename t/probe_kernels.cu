@@ -430,7 +430,9 @@ GSOCK_DEVICE void probe_copy(struct probe_args *a)
  * position, a torn one, one past the bound, one of length 0 and a short
  * buffer are handled as gsock_arena.h says; the tag's wrap and every
  * 65536th copy write every unit; a tail that goes back is EIO; EOF still
- * ends a wait. Every failed check adds to lane-errors.
+ * ends a wait; with the tail's copy in our memory, a waiting call's turns
+ * take a tail the lane covered, see ring bytes past it, a tail that goes
+ * back and EOF. Every failed check adds to lane-errors.
  */
 GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
 {
@@ -440,7 +442,7 @@ GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
 	struct gs_sock *s = (struct gs_sock *)m;
 	struct gs_lsock *ls = (struct gs_lsock *)(m + 256);
 	uint64_t *lane = (uint64_t *)(m + 1024);
-	uint64_t *ctr = (uint64_t *)(m + 1536); /* the tail, the head */
+	uint64_t *ctr = (uint64_t *)(m + 1536); /* the tail, the head, its copy */
 	uint8_t *out = m + 1792, *src = m + 2560;
 	unsigned t = gs_tid(), nt = gs_bdim();
 	struct gsock_dev g = gs;
@@ -569,6 +571,77 @@ GSOCK_DEVICE void probe_lane(struct gsock_dev gs, struct probe_args *a)
 	pos += 12;
 	cases += 2;
 	gs_sync();
+	/*
+	 * With the tail's copy in our memory (rx_tail_m, sgen: as between
+	 * two GPUs) and calls that wait: a tail that moved over bytes the
+	 * lane brought is taken as seen; one past the head is ring bytes;
+	 * one that goes back is EIO; a copy of another use of the segment
+	 * is no tail, and EOF still ends the wait.
+	 */
+	{
+		uint64_t sg = (uint64_t)5 << GS_DCTR_BITS;
+
+		if (t == 0) {
+			ls->sgen = sg;
+			gs_st64(&ctr[2], sg | (pos & GS_DCTR_MASK));
+			ls->rx_tail_m = &ctr[2];
+		}
+		seq = gs_lane_tag(seq);
+		gs_lane_put(lane, seq, pos, src, 20);
+		gs_sync();
+		r = gs_rx_lane(g, 0, ls, out, 256, 0);
+		for (unsigned k = t; k < 20; k += nt)
+			bad += out[k] != src[k];
+		bad += t == 0 && r != 20;
+		if (t == 0) /* the copy's tail, then the next copy */
+			gs_st64(&ctr[2], sg | ((pos + 20) & GS_DCTR_MASK));
+		pos += 20;
+		seq = gs_lane_tag(seq);
+		gs_lane_put(lane, seq, pos, src + 1, 30);
+		gs_sync();
+		r = gs_rx_lane(g, 0, ls, out, 256, 0);
+		for (unsigned k = t; k < 30; k += nt)
+			bad += out[k] != src[1 + k];
+		bad += t == 0 && (r != 30 || ls->rx_tail_seen != pos ||
+				  ls->rx_head != pos + 30);
+		if (t == 0)
+			gs_st64(&ctr[2], sg | ((pos + 30) & GS_DCTR_MASK));
+		pos += 30;
+		gs_sync();
+		/* 8 bytes in the ring alone: the lane's copy is an old one */
+		if (t == 0)
+			gs_st64(&ctr[2], sg | ((pos + 8) & GS_DCTR_MASK));
+		gs_sync();
+		r = gs_rx_lane(g, 0, ls, out, 256, 0);
+		if (t == 0) {
+			bad += r != GS_RX_NONE || ls->rx_tail_seen != pos + 8;
+			bad += gs_rx_wait_t0(g, 0, ls, 1) != 8;
+			bad += gs_rx_consume_t0(g, 0, ls, 8, 8) != 0;
+		}
+		pos += 8;
+		gs_sync();
+		if (t == 0)
+			gs_st64(&ctr[2], sg | ((pos - 1) & GS_DCTR_MASK));
+		gs_sync();
+		r = gs_rx_lane(g, 0, ls, out, 256, 0);
+		bad += t == 0 && r != -EIO;
+		if (t == 0) {
+			gs_st64(&ctr[2], ((uint64_t)4 << GS_DCTR_BITS) |
+						 ((pos + 5) & GS_DCTR_MASK));
+			s->status |= GS_ST_RX_EOF;
+		}
+		gs_sync();
+		r = gs_rx_lane(g, 0, ls, out, 256, 0);
+		bad += t == 0 && (r != 0 || ls->rx_tail_seen != pos);
+		if (t == 0) {
+			s->status &= ~GS_ST_RX_EOF;
+			ls->rx_tail_m = 0;
+			ls->sgen = 0;
+			gs_st64(&ctr[0], pos);
+		}
+		cases += 6;
+		gs_sync();
+	}
 	/* A tail that goes back, then EOF. */
 	if (t == 0) {
 		bad += gs_rx_refresh_t0(ls) != 0;

@@ -242,8 +242,8 @@ GSOCK_KERNEL(probe_kernel, gs, arg)
 	long r;
 
 #ifdef STAMPS
-	if (gs_tid() < 16)
-		st_k[gs_tid()] = 0;
+	for (unsigned k = gs_tid(); k < 16; k += gs_bdim())
+		st_k[k] = 0;
 	gs_sync();
 #endif
 	r = who == 0 ? serve(gs, p, buf) : ask(gs, p, buf);
@@ -251,8 +251,8 @@ GSOCK_KERNEL(probe_kernel, gs, arg)
 		p->err[who] = r;
 #ifdef STAMPS
 	gs_sync();
-	if (gs_tid() < 16)
-		st_n[gs_tid()] = st_k[gs_tid()];
+	for (unsigned k = gs_tid(); k < 16; k += gs_bdim())
+		st_n[k] = st_k[k];
 #endif
 }
 
