@@ -537,6 +537,15 @@ GSOCK_DEVICE struct gs_lsock *gs_lsock_of(struct gsock_dev gs, int fd)
 }
 
 /*
+ * The stream position a counter's copy v (gs_dctr: its low GS_DCTR_BITS)
+ * names, for a copy known to lie within 2^31 of pos.
+ */
+GSOCK_DEVICE uint64_t gs_dctr_near(uint64_t pos, uint64_t v)
+{
+	return pos + (uint64_t)(int64_t)(int32_t)(uint32_t)(v - pos);
+}
+
+/*
  * Bytes in the rx ring as last seen: none while bytes taken from the lane
  * are ahead of the tail seen.
  */
@@ -571,8 +580,7 @@ GSOCK_DEVICE uint64_t gs_rx_read_tail(struct gs_lsock *ls, int strict)
 		v = gs_ld64(ls->rx_tail_m); /* moved: ordered before the bytes */
 		if ((v & ~GS_DCTR_MASK) != ls->sgen)
 			return gs_rx_avail(ls);
-		t = ls->rx_head + (uint64_t)(int64_t)(int32_t)(uint32_t)(v -
-									ls->rx_head);
+		t = gs_dctr_near(ls->rx_head, v);
 	} else {
 		t = gs_ld64(ls->rx_tail_p);
 	}
@@ -870,8 +878,7 @@ GSOCK_DEVICE long gs_rx_lane(struct gsock_dev gs, int fd, struct gs_lsock *ls,
 				 * order after it: no acquire, no look. Past
 				 * them, or odd, gs_rx_look_t0 sees to it.
 				 */
-				uint64_t tn = head + (uint64_t)(int64_t)(int32_t)(
-							     uint32_t)(tv - head);
+				uint64_t tn = gs_dctr_near(head, tv);
 
 				if ((tv & ~GS_DCTR_MASK) == sgen &&
 				    (int64_t)(tn - tseen) >= 0 &&
