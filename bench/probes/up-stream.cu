@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+/* as in host-read.cu: each probe is one file, built alone */
 #define CK(x)                                                               \
 	do {                                                                \
 		cudaError_t e_ = (x);                                       \
@@ -106,6 +107,7 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The preload's ring_write (preload/direct.c), which this stands for. */
 static void nt_copy(uint8_t *r, const uint8_t *b, size_t k)
 {
 	for (; k >= 64; k -= 64, r += 64, b += 64) {
