@@ -234,8 +234,11 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 		if (n <= 0)
 			return done ? (long)done : n;
 		GS_TRACE(10);
-		gs_ring_copy(ls->ring_size, ls->rx_ring, head,
-			     (uint8_t *)buf + done, (uint64_t)n, 0);
+		/* host memory: a bridged ring, or a CPU sender's */
+		gs_ring_copy_at(ls->ring_size, ls->rx_ring, head,
+				(uint8_t *)buf + done, (uint64_t)n, 0,
+				!(ls->flags & GS_LS_DIRECT) ||
+					(ls->flags & GS_LS_CPU_PEER));
 		gs_sync();
 		GS_TRACE(11);
 		/* n is every thread's already: one barrier says whether it failed */

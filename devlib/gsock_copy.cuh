@@ -161,16 +161,83 @@ GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
 	for (size_t k = lead + words * 16 + tid; k < n; k += nt)
 		((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];
 }
+
+/*
+ * A copy out of host memory, which a ring from a CPU sender or gsockd
+ * is: eight loads in flight a thread, not four. A bare CPU-to-GPU stream
+ * through a 256 KiB ring, one block of 256 threads taking 64-256 KiB a
+ * copy (H200, bench/probes/up-stream.cu): 2 loads 4.5 GB/s, 4 loads
+ * 7.2-8.4, 8 loads 9.8-12.4. Every round loads all its words before it
+ * stores any, the last round too (a load past the end reads the last
+ * word again and is not stored), so a copy that is not a whole number of
+ * rounds keeps its loads in flight.
+ *
+ * Out of line, and only for such copies: with every copy at eight loads
+ * inlined, the echo server's kernel took 162-210 registers (135 before)
+ * and, on one H200 under MPS, either the 64 B round trip to a preloaded
+ * CPU client rose 0.3-0.5 us or, called out of line, one block's 4 MiB
+ * GPU-to-GPU stream fell 2-6%; a copy within GPU memory waits far less
+ * than a microsecond a load, where four suffice.
+ */
+#define GS_COPY_FAR_LOADS 8
+
+static __noinline__ __device__ void gs_copy_far_rounds(uint4 *dst,
+							const uint4 *src,
+							size_t words,
+							unsigned tid,
+							unsigned nt)
+{
+	for (size_t k = tid; k < words; k += GS_COPY_FAR_LOADS * (size_t)nt) {
+		uint4 v[GS_COPY_FAR_LOADS];
+
+		GS_UNROLL
+		for (int j = 0; j < GS_COPY_FAR_LOADS; j++) {
+			size_t w = k + j * (size_t)nt;
+
+			v[j] = src[w < words ? w : words - 1];
+		}
+		GS_UNROLL
+		for (int j = 0; j < GS_COPY_FAR_LOADS; j++)
+			if (k + j * (size_t)nt < words)
+				dst[k + j * (size_t)nt] = v[j];
+	}
+}
+
+/* gs_copy from host memory: the rounds above where both ends align. */
+GSOCK_DEVICE void gs_copy_far(void *dst, const void *src, size_t n)
+{
+	uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+	unsigned tid = gs_tid(), nt = gs_bdim();
+	size_t lead, words;
+
+	if (((d ^ s) & 15) || n < 32 * (size_t)nt) {
+		gs_copy(dst, src, n);
+		return;
+	}
+	lead = (16 - (d & 15)) & 15;
+	words = (n - lead) / 16;
+	for (size_t k = tid; k < lead; k += nt)
+		((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];
+	gs_copy_far_rounds((uint4 *)(d + lead), (const uint4 *)(s + lead),
+			   words, tid, nt);
+	for (size_t k = lead + words * 16 + tid; k < n; k += nt)
+		((uint8_t *)dst)[k] = ((const uint8_t *)src)[k];
+}
 #else
 GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
 {
 	memcpy(dst, src, n);
 }
+#define gs_copy_far gs_copy
 #endif
 
-/* Copy between a ring (at counter pos) and a flat buffer, block-wide. */
-GSOCK_DEVICE void gs_ring_copy(uint32_t ring_size, uint8_t *ring, uint64_t pos,
-			       uint8_t *buf, uint64_t n, int to_ring)
+/*
+ * Copy between a ring (at counter pos) and a flat buffer, block-wide;
+ * far: the ring is in host memory (gs_copy_far), for a copy out of it.
+ */
+GSOCK_DEVICE void gs_ring_copy_at(uint32_t ring_size, uint8_t *ring,
+				  uint64_t pos, uint8_t *buf, uint64_t n,
+				  int to_ring, int far)
 {
 	uint64_t first;
 	uint32_t off = gs_ring_split(pos, n, ring_size, &first);
@@ -178,10 +245,19 @@ GSOCK_DEVICE void gs_ring_copy(uint32_t ring_size, uint8_t *ring, uint64_t pos,
 	if (to_ring) {
 		gs_copy(ring + off, buf, first);
 		gs_copy(ring, buf + first, n - first);
+	} else if (far) {
+		gs_copy_far(buf, ring + off, first);
+		gs_copy_far(buf + first, ring, n - first);
 	} else {
 		gs_copy(buf, ring + off, first);
 		gs_copy(buf + first, ring, n - first);
 	}
+}
+
+GSOCK_DEVICE void gs_ring_copy(uint32_t ring_size, uint8_t *ring, uint64_t pos,
+			       uint8_t *buf, uint64_t n, int to_ring)
+{
+	gs_ring_copy_at(ring_size, ring, pos, buf, n, to_ring, 0);
 }
 
 #endif /* GSOCK_COPY_CUH */

@@ -38,6 +38,7 @@ int main(int argc, char **argv)
 	struct probe_args *a;
 	char err[512];
 	unsigned threads = 128;
+	size_t bufsize;
 	int status = 0;
 
 	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[1], "send")) ||
@@ -46,7 +47,7 @@ int main(int argc, char **argv)
 	     strcmp(argv[1], "lane") &&
 	     strcmp(argv[1], "relay") && strcmp(argv[1], "self"))) {
 		fprintf(stderr,
-			"usage: gcall-probe recv|errors|relay|self ADDR, gcall-probe send ADDR [BYTES], or gcall-probe copy|lane THREADS\n");
+			"usage: gcall-probe recv|errors|relay|self ADDR, gcall-probe send ADDR [BYTES], or gcall-probe copy|lane THREADS|max\n");
 		return EX_USAGE;
 	}
 	if (!strcmp(argv[1], "relay"))
@@ -57,8 +58,10 @@ int main(int argc, char **argv)
 		return EX_UNAVAILABLE;
 	}
 	a = gsock_alloc(ctx, sizeof(*a));
-	a->buf = gsock_dev_alloc(ctx, strcmp(argv[1], "relay") ? 4096 :
-								  RELAY_MEM);
+	bufsize = !strcmp(argv[1], "relay") ? RELAY_MEM :
+		  !strcmp(argv[1], "copy")  ? 2 * COPY_HALF :
+					      4096;
+	a->buf = gsock_dev_alloc(ctx, bufsize);
 	a->mode = !strcmp(argv[1], "recv") ? PROBE_RECV :
 		  !strcmp(argv[1], "copy") ? PROBE_COPY :
 		  !strcmp(argv[1], "lane") ? PROBE_LANE :
@@ -68,10 +71,14 @@ int main(int argc, char **argv)
 					     PROBE_ERRORS;
 	a->count = argc == 4 ? strtoull(argv[3], NULL, 10) : 1000000;
 	if (a->mode == PROBE_COPY || a->mode == PROBE_LANE) {
-		threads = (unsigned)strtoul(argv[2], NULL, 10);
+		/* max: the largest block the probe's registers allow */
+		threads = !strcmp(argv[2], "max") ?
+				  (unsigned)gsock_max_threads(
+					  ctx, (const void *)probe_kernel) :
+				  (unsigned)strtoul(argv[2], NULL, 10);
 		if (threads < 1 || threads > 1024) {
 			fprintf(stderr,
-				"gcall-probe: threads must be 1..1024\n");
+				"gcall-probe: threads must be 1..1024 or max\n");
 			status = EX_USAGE;
 			goto out;
 		}
@@ -85,6 +92,8 @@ int main(int argc, char **argv)
 		signal(SIGTERM, stop);
 	}
 	printf("backend %s\n", gsock_backend());
+	if (a->mode == PROBE_COPY || a->mode == PROBE_LANE)
+		printf("threads %u\n", threads);
 	fflush(stdout);
 	if (gsock_launch(ctx, (const void *)probe_kernel, 1, threads, a)) {
 		status = EX_SOFTWARE;

@@ -40,13 +40,19 @@ struct relay_conn {
 };
 
 #define RELAY_MEM (RELAY_CONNS * (sizeof(struct relay_conn) + RELAY_BUF))
+/*
+ * The copy probe's source and destination halves: its longest copies
+ * span several rounds of the block copy's loads (GS_COPY_LOADS x 16
+ * bytes a thread) at 128 threads.
+ */
+#define COPY_HALF 40960
 
 struct probe_args {
 	uint32_t mode;
 	struct sockaddr_storage addr; /* peer (recv), or a closed port (errors) */
 	uint32_t addrlen;
 	uint64_t count; /* send: bytes to send (byte k is k * 7 % 251) */
-	uint8_t *buf; /* device memory, 4096 bytes */
+	uint8_t *buf; /* device memory: 4096 bytes, more for copy and relay */
 	uint32_t n;
 	char name[PROBE_MAX][24];
 	int64_t value[PROBE_MAX];

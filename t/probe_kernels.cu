@@ -377,47 +377,56 @@ GSOCK_DEVICE void probe_errors(struct gsock_dev gs, struct probe_args *a)
 }
 
 /*
- * gs_copy between every pair of alignments 0..15 at lengths around the
- * 16-byte word: counts wrong bytes inside the destination and bytes
- * written outside it, over the whole block.
+ * gs_copy and gs_copy_far between every pair of alignments 0..15 at
+ * lengths around the 16-byte word and a round of the copy's loads, and
+ * over several rounds: counts wrong bytes inside the destination and
+ * bytes written outside it (as far as a round of every thread's loads
+ * reaches past its end), over the whole block.
  */
 GSOCK_DEVICE void probe_copy(struct probe_args *a)
 {
-	static const uint32_t lens[] = { 0,  1,	 15,  16,  17,	 31,
-					 33, 64, 100, 255, 1000, 1999 };
+	static const uint32_t lens[] = { 0,    1,    15,   16,	  17,
+					 31,   33,   64,   100,	  255,
+					 1000, 1999, 4097, 16411, 40000 };
 	GS_SHARED unsigned long long bad;
-	uint8_t *src = a->buf, *dst = a->buf + 2048;
+	uint8_t *src = a->buf, *dst = a->buf + COPY_HALF;
 	unsigned tid = gs_tid(), nt = gs_bdim();
 	int64_t cases = 0;
 
 	if (tid == 0)
 		bad = 0;
-	for (unsigned k = tid; k < 2048; k += nt)
+	for (unsigned k = tid; k < COPY_HALF; k += nt)
 		src[k] = (uint8_t)(k * 7 + 3);
 	gs_sync();
-	for (unsigned so = 0; so < 16; so++)
-		for (unsigned dof = 0; dof < 16; dof++)
-			for (unsigned li = 0;
-			     li < sizeof(lens) / sizeof(lens[0]); li++) {
-				uint32_t len = lens[li];
-				uint64_t mine = 0;
+	for (unsigned c = 0; c < 2 * 16 * 16; c++)
+		for (unsigned li = 0; li < sizeof(lens) / sizeof(lens[0]);
+		     li++) {
+			unsigned far = c >> 8, so = (c >> 4) & 15,
+				 dof = c & 15;
+			uint32_t len = lens[li];
+			uint64_t mine = 0, end = dof + len + 128ull * nt;
 
-				for (unsigned k = tid; k < 2048; k += nt)
-					dst[k] = 0xee;
-				gs_sync();
+			if (end > COPY_HALF)
+				end = COPY_HALF;
+			for (unsigned k = tid; k < end; k += nt)
+				dst[k] = 0xee;
+			gs_sync();
+			if (far)
+				gs_copy_far(dst + dof, src + so, len);
+			else
 				gs_copy(dst + dof, src + so, len);
-				gs_sync();
-				for (unsigned k = tid; k < 2048; k += nt) {
-					int in = k >= dof && k < dof + len;
+			gs_sync();
+			for (unsigned k = tid; k < end; k += nt) {
+				int in = k >= dof && k < dof + len;
 
-					mine += dst[k] !=
-						(in ? src[so + k - dof] : 0xee);
-				}
-				if (mine)
-					gs_fetch_add64(&bad, mine);
-				cases++;
-				gs_sync();
+				mine += dst[k] !=
+					(in ? src[so + k - dof] : 0xee);
 			}
+			if (mine)
+				gs_fetch_add64(&bad, mine);
+			cases++;
+			gs_sync();
+		}
 	put(a, "copy-cases", cases);
 	put(a, "copy-errors", (int64_t)bad);
 }
