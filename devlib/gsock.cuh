@@ -234,11 +234,15 @@ GSOCK_DEVICE long grecv(struct gsock_dev gs, int fd, void *buf, size_t len,
 		if (n <= 0)
 			return done ? (long)done : n;
 		GS_TRACE(10);
-		/* host memory: a bridged ring, or a CPU sender's */
+		/*
+		 * far: a ring in host memory (bridged, a CPU sender's, or a
+		 * direct segment's). Every thread must choose alike (the two
+		 * copies share the bytes out differently): flags are set
+		 * once, at connect.
+		 */
 		gs_ring_copy_at(ls->ring_size, ls->rx_ring, head,
 				(uint8_t *)buf + done, (uint64_t)n, 0,
-				!(ls->flags & GS_LS_DIRECT) ||
-					(ls->flags & GS_LS_CPU_PEER));
+				!(ls->flags & GS_LS_DEV_RX));
 		gs_sync();
 		GS_TRACE(11);
 		/* n is every thread's already: one barrier says whether it failed */

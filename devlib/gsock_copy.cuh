@@ -163,29 +163,31 @@ GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
 }
 
 /*
- * A copy out of host memory, which a ring from a CPU sender or gsockd
- * is: eight loads in flight a thread, not four. A bare CPU-to-GPU stream
- * through a 256 KiB ring, one block of 256 threads taking 64-256 KiB a
- * copy (H200, bench/probes/up-stream.cu): 2 loads 4.5 GB/s, 4 loads
- * 7.2-8.4, 8 loads 9.8-12.4. Every round loads all its words before it
- * stores any, the last round too (a load past the end reads the last
- * word again and is not stored), so a copy that is not a whole number of
- * rounds keeps its loads in flight.
+ * A copy out of host memory (a ring from gsockd, a CPU sender or a
+ * direct segment): eight loads in flight a thread, not four. A bare
+ * CPU-to-GPU stream through a 256 KiB ring, one block of 256 threads
+ * taking 64-256 KiB a copy (H200, bench/probes/up-stream.cu): 2 loads
+ * 4.5 GB/s, 4 loads 7.2-8.4, 8 loads 9.8-12.4. Every round loads all its
+ * words before it stores any, the last round too (a load past the end
+ * reads the last word again and is not stored), so a copy that is not a
+ * whole number of rounds keeps its loads in flight.
  *
- * Out of line, and only for such copies: with every copy at eight loads
- * inlined, the echo server's kernel took 162-210 registers (135 before)
- * and, on one H200 under MPS, either the 64 B round trip to a preloaded
- * CPU client rose 0.3-0.5 us or, called out of line, one block's 4 MiB
- * GPU-to-GPU stream fell 2-6%; a copy within GPU memory waits far less
- * than a microsecond a load, where four suffice.
+ * Only for such copies, and out of line: with every copy at eight loads,
+ * inlined, the echo server's kernel took 162-210 registers (135 at four)
+ * and on one H200 under MPS the 64 B round trip to a preloaded CPU
+ * client rose 0.3-0.5 us; out of line, one block's 4 MiB GPU-to-GPU
+ * stream fell 4-6%. As it is, that kernel has 142 (sm_90), which still
+ * lowers its largest block from 480 threads to 448. Only copies whose
+ * ends align to each other take it (the misaligned ones, after an
+ * odd-sized message, keep gs_copy_shifted's four loads), and only from
+ * two words a thread (32 x threads bytes): below that a round is not
+ * full, and the call is not worth it.
  */
 #define GS_COPY_FAR_LOADS 8
 
-static __noinline__ __device__ void gs_copy_far_rounds(uint4 *dst,
-							const uint4 *src,
-							size_t words,
-							unsigned tid,
-							unsigned nt)
+GSOCK_DEVICE_NOINLINE void gs_copy_far_rounds(uint4 *dst, const uint4 *src,
+					      size_t words, unsigned tid,
+					      unsigned nt)
 {
 	for (size_t k = tid; k < words; k += GS_COPY_FAR_LOADS * (size_t)nt) {
 		uint4 v[GS_COPY_FAR_LOADS];

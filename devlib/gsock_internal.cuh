@@ -76,6 +76,7 @@ struct gs_lsock {
 #define GS_LS_DIRECT 0x10 /* its bytes move through a direct segment */
 #define GS_LS_CPU_PEER 0x20 /* direct, and the other end is a CPU program */
 #define GS_LS_DEV_TX 0x40 /* direct, its tx ring in the receiver's GPU memory */
+#define GS_LS_DEV_RX 0x80 /* direct, its rx ring in our own GPU memory */
 
 /* world bits: set by libgsock's watcher thread, read by every wait. */
 #define GS_WORLD_BRIDGE_GONE 0x1 /* gsockd's control socket closed */
@@ -481,6 +482,7 @@ GSOCK_DEVICE int gs_direct_t0(struct gsock_dev gs, int fd)
 		if (!gs.rxpool)
 			return -EIO;
 		ls->rx_ring = gs.rxpool + (uint64_t)seg * gs.dring_size;
+		ls->flags |= GS_LS_DEV_RX;
 	}
 	if (dev == (GS_DC_SIDE(0) | GS_DC_SIDE(1))) {
 		struct gs_dctr *mine = GS_RXPOOL_CTR(gs.rxpool, gs.dsegs,

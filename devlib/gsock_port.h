@@ -16,6 +16,8 @@
 #ifdef __CUDACC__
 #define GSOCK_BACKEND_NAME "cuda"
 #define GSOCK_DEVICE __device__ __forceinline__ static
+/* device code kept out of line: a large loop that only some calls run */
+#define GSOCK_DEVICE_NOINLINE __device__ __noinline__ static
 #define GS_UNROLL _Pragma("unroll") /* before a loop of constant count */
 #define GSOCK_HD __host__ __device__ __forceinline__ static
 #define GS_SHARED __shared__

@@ -2,8 +2,9 @@
 # The block copies that move every byte between a ring and a kernel's
 # buffer (gs_copy, and gs_copy_far out of host memory): every pair of
 # source and destination alignments (0..15) at lengths around the 16-byte
-# word and over several rounds of their loads, with whole and partial
-# warps, is exact and writes nothing outside the destination. On the host
+# word and over several rounds of their loads (up to 128 threads; one
+# partial round at the largest block), with whole and partial warps, is
+# exact and writes nothing outside the destination. On the host
 # backend both are memcpy; the test is for the cuda backend's rounds of
 # 16-byte loads and its shifted copy.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"

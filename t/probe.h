@@ -42,8 +42,8 @@ struct relay_conn {
 #define RELAY_MEM (RELAY_CONNS * (sizeof(struct relay_conn) + RELAY_BUF))
 /*
  * The copy probe's source and destination halves: its longest copies
- * span several rounds of the block copy's loads (GS_COPY_LOADS x 16
- * bytes a thread) at 128 threads.
+ * span several rounds of gs_copy_far's loads (8 x 16 bytes a thread) at
+ * up to 128 threads, one partial round at 384.
  */
 #define COPY_HALF 40960
 

@@ -68,7 +68,8 @@ GSOCK_DEVICE uint64_t stream_wrong(const uint8_t *buf, uint64_t n,
 	o = off + head;
 	/*
 	 * Four loads a thread before their checks: one at a time, each
-	 * waits on memory, and the check runs after the copy it follows.
+	 * waits on memory, and the sink checks after every grecv, not
+	 * beside it.
 	 */
 	for (i = lo + gs_tid(); i + 3 * nt < hi; i += 4 * nt) {
 		uint64_t a = w[i], b = w[i + nt], c = w[i + 2 * nt],
@@ -85,9 +86,9 @@ GSOCK_DEVICE uint64_t stream_wrong(const uint8_t *buf, uint64_t n,
 		bad += stream_nonzero_bytes(w[i] ^ stream_word(o + 8 * i));
 	if (part)
 		return bad;
-	for (uint64_t k = gs_tid(); k < head; k += gs_bdim())
+	for (uint64_t k = gs_tid(); k < head; k += nt)
 		bad += buf[k] != stream_byte(off + k);
-	for (uint64_t k = head + words * 8 + gs_tid(); k < n; k += gs_bdim())
+	for (uint64_t k = head + words * 8 + gs_tid(); k < n; k += nt)
 		bad += buf[k] != stream_byte(off + k);
 	return bad;
 }
