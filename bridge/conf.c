@@ -37,7 +37,7 @@ void br_conf_defaults(struct br_conf *c)
 	c->direct = 1;
 	c->direct_device = 1;
 	c->direct_conns = 256;
-	c->direct_ring_size = 262144;
+	c->direct_ring_size = 1048576;
 	c->direct_accept_ms = 200;
 	snprintf(c->preload_library, sizeof(c->preload_library), "%s",
 		 LIBDIR "/libgsock-preload.so");

@@ -195,7 +195,7 @@ cfg_t *gs_conf_parse(const char *path, int required, gs_conf_report report)
 		CFG_STR("direct", "auto", CFGF_NONE),
 		CFG_STR("direct_device", "auto", CFGF_NONE),
 		CFG_INT("direct_conns", 256, CFGF_NONE),
-		CFG_INT("direct_ring_size", 262144, CFGF_NONE),
+		CFG_INT("direct_ring_size", 1048576, CFGF_NONE),
 		CFG_INT("direct_accept_ms", 200, CFGF_NONE),
 		CFG_STR("preload_library", LIBDIR "/libgsock-preload.so",
 			CFGF_NONE),

@@ -99,7 +99,7 @@ client c1 -b 4 -n 1000 -i 50 "127.0.0.1:$HP"
 ok $? "GPU client -> preloaded threaded echo server, 4 connections: intact"
 is "$(accepted thr)" 4 "each of the 4 connections was accepted on the direct path"
 client c2 -b 2 -n 3000000 -i 2 "127.0.0.1:$HP"
-ok $? "3 MB round trips (larger than the 256 KiB rings): intact"
+ok $? "3 MB round trips (larger than the 1 MiB rings): intact"
 is "$(accepted thr)" 6 "those 2 connections were direct too"
 kill "$HPID"
 

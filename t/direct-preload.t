@@ -22,7 +22,7 @@ time_limit 300
 plan 66
 STAT=$GSOCK_BUILD/bridge/gsock-stat
 DC=$GSOCK_SRC/t/direct_clients.py
-printf 'direct_conns = 3\n' >"$TMP/small.conf"
+printf 'direct_conns = 3\ndirect_ring_size = 262144\n' >"$TMP/small.conf"
 GSOCKD_CONF=$TMP/small.conf start_gsockd || exit 1
 start_server -l 127.0.0.1:0 -b 4 || exit 1
 

@@ -18,7 +18,7 @@ need_backend
 time_limit 240
 plan 33
 STAT=$GSOCK_BUILD/bridge/gsock-stat
-printf 'direct_conns = 2\n' >"$TMP/small.conf"
+printf 'direct_conns = 2\ndirect_ring_size = 262144\n' >"$TMP/small.conf"
 GSOCKD_CONF=$TMP/small.conf start_gsockd || exit 1
 start_server -l 127.0.0.1:0 -b 4 || exit 1
 
