@@ -80,7 +80,9 @@ for r in $(seq ${ROUNDS:-2}); do
         awk -v r=$r -v rate=$rate -v path=$path -v gpus=$gpus -v c=$c -v rps=$rps -v lat="$lat" -v fail=${fail:-?} -v dc=$dc \
             -v cl=$cl -v g=$((g1 - g0)) -v m=$((m1 - m0)) -v a=$((a1 - a0)) -v hz=$hz -v s=$secs \
             'BEGIN { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f |\n", r, path, gpus, c, rate, rps, lat, fail, dc, cl / hz / s, g / hz / s, m / hz / s, a / hz / s }'
-        kill $A; wait $A 2>/dev/null
+        # a G that is gone before the row's end says why
+        if kill $A 2>/dev/null; then wait $A 2>/dev/null; else
+          wait $A 2>/dev/null; echo "    G exited during the row (status $?):"; tail -q -n 5 $tmp/g.out* | sed 's/^/    /'; fi
         cat $tmp/g.out* 2>/dev/null | grep -h 'pipes\|steps\|served\|held a request\|held at once' | sed 's/^/    /'; rm -f $tmp/g.out*
         grep -v 'direct path, segment\|direct: answers came\|: debug: ' $tmp/cl.err | head -3 | sed 's/^/    client: /'
         [ -n "${STATS:-}" ] && python3 - $tmp $secs $hz <<'PY'
