@@ -234,6 +234,20 @@ GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
 #endif
 
 /*
+ * grecv takes gs_copy_far out of host memory only when built with
+ * -DGSOCK_COPY_FAR=1. Off by default since face verification's G on two
+ * H200 (512 preloaded clients, -b 128 -m 4, open loop at overload) died
+ * with "an illegal instruction was encountered" in 7 of 22 rows where
+ * it was on (1 of 10 on a fresh machine, 6 of 12 on the same machine
+ * after that), and it has not yet run without it at that shape: whether
+ * this copy's call is the cause is not known (bench/README.md).
+ * t/block-copy.t tests it either way.
+ */
+#ifndef GSOCK_COPY_FAR
+#define GSOCK_COPY_FAR 0
+#endif
+
+/*
  * Copy between a ring (at counter pos) and a flat buffer, block-wide;
  * far: the ring is in host memory (gs_copy_far), for a copy out of it.
  */
@@ -247,7 +261,7 @@ GSOCK_DEVICE void gs_ring_copy_at(uint32_t ring_size, uint8_t *ring,
 	if (to_ring) {
 		gs_copy(ring + off, buf, first);
 		gs_copy(ring, buf + first, n - first);
-	} else if (far) {
+	} else if (far && GSOCK_COPY_FAR) {
 		gs_copy_far(buf, ring + off, first);
 		gs_copy_far(buf + first, ring, n - first);
 	} else {
