@@ -1136,12 +1136,26 @@ GSOCK_DEVICE void gsrv_done(struct gsock_dev gs, struct gsrv *s, long r)
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
 	struct gsrv_stats *st = gsrv_stats_of(gs, s);
 	struct gpollfd *p = gs_srv_pfd(gs, s);
-	int cur = b->cur, keep = r > 0 || r == -EAGAIN;
+	int cur, keep = r > 0 || r == -EAGAIN;
 
+#if defined(GSRV_DEBUG_LAG_NS) && defined(__CUDACC__)
+	if (gs_tid() >= 32) /* tests: the block's other warps come late */
+		__nanosleep(GSRV_DEBUG_LAG_NS);
+#endif
+	cur = b->cur;
+	/*
+	 * Every thread reads cur before thread 0 writes -1 there below.
+	 * Without this barrier a warp that came late read -1, returned
+	 * without the barrier at the end, and stayed one barrier behind its
+	 * block for good (its gs_bcast results read early, its barriers
+	 * paired with others', bar.red meeting bar.sync): the likeliest
+	 * cause found of the "illegal instruction" face verification's G
+	 * died of on two H200, not yet confirmed on a GPU.
+	 */
+	gs_sync();
 	if (cur < 0)
 		return;
 	if (gsrv_fatal(r)) {
-		gs_sync();
 		if (gs_tid() == 0) {
 			b->end = (int32_t)r;
 			b->cur = -1;
