@@ -1,0 +1,78 @@
+#!/bin/sh
+# The server layer with every warp of a block but the first 20 us late
+# into gsrv_done (t/srv-probe-lag-cuda, GSRV_DEBUG_LAG_NS): each warp
+# must still meet every barrier of its block. A warp that read the
+# served connection's slot after thread 0 had cleared it left gsrv_done
+# a barrier early and stayed behind its block (wrong answers, a hang, or
+# "an illegal instruction"). Lines on connections that stay, connections
+# that close and come back, then the server alive and its report clean.
+# The late warps are a GPU's: the cuda backend only.
+. "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
+[ "$BACKEND" = cuda ] || skip_all "late warps are a GPU's: the cuda backend only"
+need_backend
+PROBE=$GSOCK_BUILD/t/srv-probe-lag-cuda
+[ -x "$PROBE" ] || skip_all "t/srv-probe-lag-cuda is not built"
+time_limit 120
+plan 5
+
+start_gsockd || exit 1
+"$PROBE" -l 127.0.0.1:0 -b 2 -m 4 -t 128 -T 2000 >"$TMP/probe.out" 2>"$TMP/probe.err" &
+PPID_=$!
+PIDS="$PIDS $PPID_"
+for _ in $(seq 400); do grep -q 'listening on' "$TMP/probe.out" && break; sleep 0.05; done
+P=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/probe.out")
+[ -n "$P" ]
+ok $? "srv-probe-lag listens (2 blocks x 4 connections, 4 warps a block): $(head -1 "$TMP/probe.out")"
+
+# 8 connections at once, 150 lines each, one at a time, every answer checked
+got=$(timeout 60 python3 -c "
+import socket, threading
+bad = []
+def one(i):
+    try:
+        s = socket.create_connection(('127.0.0.1', $P), timeout=10)
+        s.sendall(b'L')
+        f = s.makefile('rb')
+        for k in range(150):
+            line = b'c%d-%d' % (i, k)
+            s.sendall(line + b'\n')
+            want = b'%d:%s\n' % (len(line) + 1, line)
+            got = f.readline()
+            if got != want:
+                bad.append((i, k, got)); return
+        s.close()
+    except Exception as e:
+        bad.append((i, repr(e)))
+t = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+[x.start() for x in t]; [x.join() for x in t]
+print('ok' if not bad else repr(bad[:3]))" 2>&1)
+is "$got" "ok" "8 connections x 150 lines, each answered whole and in order"
+
+# connections that end (gsrv_done closes them) and new ones in their place
+got=$(timeout 60 python3 -c "
+import socket
+bad = 0
+for k in range(60):
+    s = socket.create_connection(('127.0.0.1', $P), timeout=10)
+    s.sendall(b'Lround %d\n' % k)
+    s.shutdown(socket.SHUT_WR)
+    out = b''
+    while True:
+        d = s.recv(4096)
+        if not d: break
+        out += d
+    want = b'%d:round %d\n' % (len('round %d' % k) + 1, k)
+    bad += out != want
+    s.close()
+print('ok' if bad == 0 else '%d wrong' % bad)" 2>&1)
+is "$got" "ok" "60 connections that end after a line, one after another: answered, then closed"
+
+kill -0 "$PPID_" 2>/dev/null
+ok $? "the server still runs"
+kill -TERM "$PPID_"
+wait "$PPID_" 2>/dev/null
+grep -q "^srv-probe: served [0-9]* requests on 68 connections, [0-9]* bytes, 0 errors$" "$TMP/probe.out" &&
+	! grep -qi 'illegal\|kernel failed' "$TMP/probe.err"
+r=$?
+[ $r = 0 ] || sed 's/^/#   /' "$TMP/probe.out" "$TMP/probe.err"
+ok $r "its report: 68 connections, no error, no kernel fault: $(tail -1 "$TMP/probe.out")"
