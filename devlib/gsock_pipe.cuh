@@ -511,8 +511,12 @@ GSOCK_DEVICE long gs_srv_pipe_recv(struct gsock_dev gs, const struct gsrv *s,
 			ps->have += (uint32_t)r;
 		ps->quiet_since = gs_now_ns();
 	}
-	gs_sync();
-	r = ps->skip ? 0 : gs_srv_pipe_hand_out(gs, s, ps, parse, ctx);
+	/*
+	 * One choice for the block: thread 0 may set skip in hand_out's
+	 * scan before a late warp has read it.
+	 */
+	r = gs_bcast(ps->skip != 0) ? 0 :
+				    gs_srv_pipe_hand_out(gs, s, ps, parse, ctx);
 	gs_srv_pipe_split_t0(ps, GSRV_PIPE_HAND);
 	return r < 0 ? r : 1;
 }

@@ -716,6 +716,21 @@ GSOCK_DEVICE long gs_srv_wait_door_t0(struct gsock_dev gs,
 	}
 }
 
+
+/*
+ * Tests (t/server-lag.t): with GSRV_DEBUG_LAG_NS every warp of a block
+ * but the first comes that late into gsrv_next and gsrv_done, so that
+ * a read of block state that thread 0 may already have changed shows.
+ */
+#if defined(GSRV_DEBUG_LAG_NS) && defined(__CUDACC__)
+#define GS_SRV_DEBUG_LAG()                                                     \
+	do {                                                                   \
+		if (gs_tid() >= 32)                                            \
+			__nanosleep(GSRV_DEBUG_LAG_NS);                        \
+	} while (0)
+#else
+#define GS_SRV_DEBUG_LAG() ((void)0)
+#endif
 /*
  * A block that holds its one connection and no room for more waits for
  * it as grecv does, on the ring's own counter, not on gpoll's wake word:
@@ -730,6 +745,13 @@ GSOCK_DEVICE void gs_srv_wait_one(struct gsock_dev gs, struct gsrv *s,
 	struct gpollfd *p = gs_srv_pfd(gs, s);
 	long w = 0;
 
+	/*
+	 * Every thread has read b->end and b->k this turn (gsrv_next_by)
+	 * before thread 0 writes them: a warp that came late would see
+	 * k = 0, hand the connection out a barrier early and stay a barrier
+	 * behind its block (as gsrv_done's cur could).
+	 */
+	gs_sync();
 	if (gs_tid() == 0) {
 		struct gs_lsock *ls = gs_lsock_of(gs, p[0].fd);
 		int queued = 0;
@@ -900,6 +922,7 @@ GSOCK_DEVICE int gsrv_next_by(struct gsock_dev gs, struct gsrv *s,
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
 	struct gpollfd *p = gs_srv_pfd(gs, s);
 
+	GS_SRV_DEBUG_LAG();
 	if (!b->started && gs_srv_begin(gs, s) < 0)
 		return gs_srv_finish(gs, s);
 	for (;;) {
@@ -1138,10 +1161,7 @@ GSOCK_DEVICE void gsrv_done(struct gsock_dev gs, struct gsrv *s, long r)
 	struct gpollfd *p = gs_srv_pfd(gs, s);
 	int cur, keep = r > 0 || r == -EAGAIN;
 
-#if defined(GSRV_DEBUG_LAG_NS) && defined(__CUDACC__)
-	if (gs_tid() >= 32) /* tests: the block's other warps come late */
-		__nanosleep(GSRV_DEBUG_LAG_NS);
-#endif
+	GS_SRV_DEBUG_LAG();
 	cur = b->cur;
 	/*
 	 * Every thread reads cur before thread 0 writes -1 there below.

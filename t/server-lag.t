@@ -1,11 +1,13 @@
 #!/bin/sh
 # The server layer with every warp of a block but the first 20 us late
-# into gsrv_done (t/srv-probe-lag-cuda, GSRV_DEBUG_LAG_NS): each warp
+# into gsrv_next and gsrv_done (t/srv-probe-lag-cuda, GSRV_DEBUG_LAG_NS): each warp
 # must still meet every barrier of its block. A warp that read the
 # served connection's slot after thread 0 had cleared it left gsrv_done
 # a barrier early and stayed behind its block (wrong answers, a hang, or
-# "an illegal instruction"). Lines on connections that stay, connections
-# that close and come back, then the server alive and its report clean.
+# "an illegal instruction"); so did one that read a block's state in
+# gsrv_next that thread 0 rewrote waiting on a block's one connection.
+# Lines on connections that stay, connections that close and come back,
+# blocks of one connection, each server's report clean.
 # The late warps are a GPU's: the cuda backend only.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 [ "$BACKEND" = cuda ] || skip_all "late warps are a GPU's: the cuda backend only"
@@ -13,7 +15,7 @@ need_backend
 PROBE=$GSOCK_BUILD/t/srv-probe-lag-cuda
 [ -x "$PROBE" ] || skip_all "t/srv-probe-lag-cuda is not built"
 time_limit 120
-plan 5
+plan 7
 
 start_gsockd || exit 1
 "$PROBE" -l 127.0.0.1:0 -b 2 -m 4 -t 128 -T 2000 >"$TMP/probe.out" 2>"$TMP/probe.err" &
@@ -69,10 +71,44 @@ is "$got" "ok" "60 connections that end after a line, one after another: answere
 
 kill -0 "$PPID_" 2>/dev/null
 ok $? "the server still runs"
-kill -TERM "$PPID_"
-wait "$PPID_" 2>/dev/null
-grep -q "^srv-probe: served [0-9]* requests on 68 connections, [0-9]* bytes, 0 errors$" "$TMP/probe.out" &&
-	! grep -qi 'illegal\|kernel failed' "$TMP/probe.err"
-r=$?
-[ $r = 0 ] || sed 's/^/#   /' "$TMP/probe.out" "$TMP/probe.err"
-ok $r "its report: 68 connections, no error, no kernel fault: $(tail -1 "$TMP/probe.out")"
+# report CONNS: the probe's last line after SIGTERM, no kernel fault
+report() {
+	kill -TERM "$PPID_"
+	wait "$PPID_" 2>/dev/null
+	grep -q "^srv-probe: served [0-9]* requests on $1 connections, [0-9]* bytes, 0 errors$" "$TMP/probe.out" &&
+		! grep -qi 'illegal\|kernel failed' "$TMP/probe.err"
+	r=$?
+	[ $r = 0 ] || sed 's/^/#   /' "$TMP/probe.out" "$TMP/probe.err"
+	ok $r "its report: $1 connections, no error, no kernel fault: $(tail -1 "$TMP/probe.out")"
+}
+report 68
+
+# One connection a block: a block that holds it waits on its ring
+# (gs_srv_wait_one), whose thread 0 rewrites the block's state.
+"$PROBE" -l 127.0.0.1:0 -b 2 -m 1 -t 128 -T 2000 >"$TMP/probe.out" 2>"$TMP/probe.err" &
+PPID_=$!
+PIDS="$PIDS $PPID_"
+for _ in $(seq 400); do grep -q 'listening on' "$TMP/probe.out" && break; sleep 0.05; done
+P=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/probe.out")
+got=$(timeout 60 python3 -c "
+import socket, threading
+bad = []
+def one(i):
+    try:
+        s = socket.create_connection(('127.0.0.1', $P), timeout=10)
+        s.sendall(b'L')
+        f = s.makefile('rb')
+        for k in range(300):
+            line = b'w%d-%d' % (i, k)
+            s.sendall(line + b'\n')
+            if f.readline() != b'%d:%s\n' % (len(line) + 1, line):
+                bad.append((i, k)); return
+        s.close()
+    except Exception as e:
+        bad.append((i, repr(e)))
+t = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+[x.start() for x in t]; [x.join() for x in t]
+print('ok' if not bad else repr(bad[:3]))" 2>&1)
+is "$got" "ok" "2 blocks of one connection each, 300 lines a connection: each answered whole and in order"
+sleep 0.2
+report 2
