@@ -1,13 +1,13 @@
 #!/bin/sh
 # The server layer with every warp of a block but the first 20 us late
-# into gsrv_next and gsrv_done (t/srv-probe-lag-cuda, GSRV_DEBUG_LAG_NS): each warp
-# must still meet every barrier of its block. A warp that read the
-# served connection's slot after thread 0 had cleared it left gsrv_done
-# a barrier early and stayed behind its block (wrong answers, a hang, or
-# "an illegal instruction"); so did one that read a block's state in
-# gsrv_next that thread 0 rewrote waiting on a block's one connection.
-# Lines on connections that stay, connections that close and come back,
-# blocks of one connection, each server's report clean.
+# into gsrv_next and gsrv_done (t/srv-probe-lag-cuda, GSRV_DEBUG_LAG_NS):
+# each warp must still meet every barrier of its block. A warp that read
+# the served connection's slot after thread 0 had cleared it left
+# gsrv_done a barrier early and stayed behind its block (wrong answers, a
+# hang, or "an illegal instruction"); so did one that read a block's
+# state in gsrv_next that thread 0 rewrote waiting on a block's one
+# connection. Lines on connections that stay, connections that close
+# and come back, blocks of one connection, each server's report clean.
 # The late warps are a GPU's: the cuda backend only.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 [ "$BACKEND" = cuda ] || skip_all "late warps are a GPU's: the cuda backend only"
@@ -17,17 +17,19 @@ PROBE=$GSOCK_BUILD/t/srv-probe-lag-cuda
 time_limit 120
 plan 7
 
-start_gsockd || exit 1
-"$PROBE" -l 127.0.0.1:0 -b 2 -m 4 -t 128 -T 2000 >"$TMP/probe.out" 2>"$TMP/probe.err" &
-PPID_=$!
-PIDS="$PIDS $PPID_"
-for _ in $(seq 400); do grep -q 'listening on' "$TMP/probe.out" && break; sleep 0.05; done
-P=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/probe.out")
-[ -n "$P" ]
-ok $? "srv-probe-lag listens (2 blocks x 4 connections, 4 warps a block): $(head -1 "$TMP/probe.out")"
-
-# 8 connections at once, 150 lines each, one at a time, every answer checked
-got=$(timeout 60 python3 -c "
+# probe ARGS...: start the probe, $P its port, $PPID_ its pid
+probe() {
+	"$PROBE" -l 127.0.0.1:0 -t 128 -T 2000 "$@" >"$TMP/probe.out" 2>"$TMP/probe.err" &
+	PPID_=$!
+	PIDS="$PIDS $PPID_"
+	for _ in $(seq 400); do grep -q 'listening on' "$TMP/probe.out" && break; sleep 0.05; done
+	P=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/probe.out")
+	[ -n "$P" ]
+}
+# talk CONNS LINES: CONNS connections at once, LINES lines each, one at
+# a time, every answer checked: "ok" or what went wrong
+talk() {
+	timeout 60 python3 -c "
 import socket, threading
 bad = []
 def one(i):
@@ -35,20 +37,34 @@ def one(i):
         s = socket.create_connection(('127.0.0.1', $P), timeout=10)
         s.sendall(b'L')
         f = s.makefile('rb')
-        for k in range(150):
+        for k in range($2):
             line = b'c%d-%d' % (i, k)
             s.sendall(line + b'\n')
-            want = b'%d:%s\n' % (len(line) + 1, line)
             got = f.readline()
-            if got != want:
+            if got != b'%d:%s\n' % (len(line) + 1, line):
                 bad.append((i, k, got)); return
         s.close()
     except Exception as e:
         bad.append((i, repr(e)))
-t = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+t = [threading.Thread(target=one, args=(i,)) for i in range($1)]
 [x.start() for x in t]; [x.join() for x in t]
-print('ok' if not bad else repr(bad[:3]))" 2>&1)
-is "$got" "ok" "8 connections x 150 lines, each answered whole and in order"
+print('ok' if not bad else repr(bad[:3]))" 2>&1
+}
+# report CONNS: the probe's last line after SIGTERM, no kernel fault
+report() {
+	kill -TERM "$PPID_"
+	wait "$PPID_" 2>/dev/null
+	grep -q "^srv-probe: served [0-9]* requests on $1 connections, [0-9]* bytes, 0 errors$" "$TMP/probe.out" &&
+		! grep -qi 'illegal\|kernel failed' "$TMP/probe.err"
+	r=$?
+	[ $r = 0 ] || sed 's/^/#   /' "$TMP/probe.out" "$TMP/probe.err"
+	ok $r "its report: $1 connections, no error, no kernel fault: $(tail -1 "$TMP/probe.out")"
+}
+
+start_gsockd || exit 1
+probe -b 2 -m 4
+ok $? "srv-probe-lag listens (2 blocks x 4 connections, 4 warps a block): $(head -1 "$TMP/probe.out")"
+is "$(talk 8 150)" "ok" "8 connections x 150 lines, each answered whole and in order"
 
 # connections that end (gsrv_done closes them) and new ones in their place
 got=$(timeout 60 python3 -c "
@@ -63,52 +79,17 @@ for k in range(60):
         d = s.recv(4096)
         if not d: break
         out += d
-    want = b'%d:round %d\n' % (len('round %d' % k) + 1, k)
-    bad += out != want
+    bad += out != b'%d:round %d\n' % (len('round %d' % k) + 1, k)
     s.close()
 print('ok' if bad == 0 else '%d wrong' % bad)" 2>&1)
 is "$got" "ok" "60 connections that end after a line, one after another: answered, then closed"
-
 kill -0 "$PPID_" 2>/dev/null
 ok $? "the server still runs"
-# report CONNS: the probe's last line after SIGTERM, no kernel fault
-report() {
-	kill -TERM "$PPID_"
-	wait "$PPID_" 2>/dev/null
-	grep -q "^srv-probe: served [0-9]* requests on $1 connections, [0-9]* bytes, 0 errors$" "$TMP/probe.out" &&
-		! grep -qi 'illegal\|kernel failed' "$TMP/probe.err"
-	r=$?
-	[ $r = 0 ] || sed 's/^/#   /' "$TMP/probe.out" "$TMP/probe.err"
-	ok $r "its report: $1 connections, no error, no kernel fault: $(tail -1 "$TMP/probe.out")"
-}
 report 68
 
 # One connection a block: a block that holds it waits on its ring
 # (gs_srv_wait_one), whose thread 0 rewrites the block's state.
-"$PROBE" -l 127.0.0.1:0 -b 2 -m 1 -t 128 -T 2000 >"$TMP/probe.out" 2>"$TMP/probe.err" &
-PPID_=$!
-PIDS="$PIDS $PPID_"
-for _ in $(seq 400); do grep -q 'listening on' "$TMP/probe.out" && break; sleep 0.05; done
-P=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/probe.out")
-got=$(timeout 60 python3 -c "
-import socket, threading
-bad = []
-def one(i):
-    try:
-        s = socket.create_connection(('127.0.0.1', $P), timeout=10)
-        s.sendall(b'L')
-        f = s.makefile('rb')
-        for k in range(300):
-            line = b'w%d-%d' % (i, k)
-            s.sendall(line + b'\n')
-            if f.readline() != b'%d:%s\n' % (len(line) + 1, line):
-                bad.append((i, k)); return
-        s.close()
-    except Exception as e:
-        bad.append((i, repr(e)))
-t = [threading.Thread(target=one, args=(i,)) for i in range(2)]
-[x.start() for x in t]; [x.join() for x in t]
-print('ok' if not bad else repr(bad[:3]))" 2>&1)
-is "$got" "ok" "2 blocks of one connection each, 300 lines a connection: each answered whole and in order"
+probe -b 2 -m 1
+is "$(talk 2 300)" "ok" "2 blocks of one connection each, 300 lines a connection: each answered whole and in order"
 sleep 0.2
 report 2
