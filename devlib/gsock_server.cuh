@@ -725,8 +725,10 @@ GSOCK_DEVICE long gs_srv_wait_door_t0(struct gsock_dev gs,
 #if defined(GSRV_DEBUG_LAG_NS) && defined(__CUDACC__)
 #define GS_SRV_DEBUG_LAG()                                                     \
 	do {                                                                   \
-		if (gs_tid() >= 32)                                            \
-			__nanosleep(GSRV_DEBUG_LAG_NS);                        \
+		uint64_t lag_t0 = gs_now_ns(); /* __nanosleep may be shorter */ \
+		while (gs_tid() >= 32 &&                                       \
+		       gs_now_ns() - lag_t0 < (uint64_t)GSRV_DEBUG_LAG_NS)     \
+			;                                                      \
 	} while (0)
 #else
 #define GS_SRV_DEBUG_LAG() ((void)0)
@@ -1159,10 +1161,11 @@ GSOCK_DEVICE void gsrv_done(struct gsock_dev gs, struct gsrv *s, long r)
 	struct gs_srv_blk *b = gs_srv_blk(gs, s);
 	struct gsrv_stats *st = gsrv_stats_of(gs, s);
 	struct gpollfd *p = gs_srv_pfd(gs, s);
-	int cur, keep = r > 0 || r == -EAGAIN;
+	int cur, fd, keep = r > 0 || r == -EAGAIN;
 
 	GS_SRV_DEBUG_LAG();
 	cur = b->cur;
+	fd = cur >= 0 ? p[cur].fd : -1; /* gs_srv_drop_t0 may move p[cur] */
 	/*
 	 * Every thread reads cur before thread 0 writes -1 there below.
 	 * Without this barrier a warp that came late read -1, returned
@@ -1184,7 +1187,7 @@ GSOCK_DEVICE void gsrv_done(struct gsock_dev gs, struct gsrv *s, long r)
 		return;
 	}
 	if (!keep)
-		gclose(gs, p[cur].fd);
+		gclose(gs, fd);
 	if (gs_tid() == 0) {
 		st->busy_ns += gs_now_ns() - b->t_next;
 		if (r > 0)

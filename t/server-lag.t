@@ -26,23 +26,33 @@ probe() {
 	P=$(sed -n 's/.*listening on .*:\([0-9]*\) (.*/\1/p' "$TMP/probe.out")
 	[ -n "$P" ]
 }
-# talk CONNS LINES: CONNS connections at once, LINES lines each, one at
-# a time, every answer checked: "ok" or what went wrong
+# talk CONNS LINES PACED: CONNS connections at once, LINES lines each,
+# every answer checked: "ok" or what went wrong. Each line is 60-70
+# bytes, so the threads of the late warps find its newline. PACED 0:
+# one line at a time; 1: a writer sends a line every 100 us or so
+# without waiting, so bytes are there when a block turns to wait.
 talk() {
 	timeout 60 python3 -c "
-import socket, threading
+import socket, threading, time
 bad = []
+def line(i, k): return b'c%d-%d-' % (i, k) + b'x' * 56
 def one(i):
     try:
         s = socket.create_connection(('127.0.0.1', $P), timeout=10)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         s.sendall(b'L')
         f = s.makefile('rb')
+        def write():
+            for k in range($2):
+                s.sendall(line(i, k) + b'\n'); time.sleep(0.0001)
+        w = threading.Thread(target=write) if $3 else None
+        if w: w.start()
         for k in range($2):
-            line = b'c%d-%d' % (i, k)
-            s.sendall(line + b'\n')
+            if not w: s.sendall(line(i, k) + b'\n')
             got = f.readline()
-            if got != b'%d:%s\n' % (len(line) + 1, line):
-                bad.append((i, k, got)); return
+            if got != b'%d:%s\n' % (len(line(i, k)) + 1, line(i, k)):
+                bad.append((i, k, got[:40])); break
+        if w: w.join()
         s.close()
     except Exception as e:
         bad.append((i, repr(e)))
@@ -50,10 +60,19 @@ t = [threading.Thread(target=one, args=(i,)) for i in range($1)]
 [x.start() for x in t]; [x.join() for x in t]
 print('ok' if not bad else repr(bad[:3]))" 2>&1
 }
+# alive PID: running, not a zombie our wait has yet to reap
+alive() {
+	st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)
+	[ -n "$st" ] && [ "$st" != Z ]
+}
 # report CONNS: the probe's last line after SIGTERM, no kernel fault
+# (a probe that does not end in 20 s is killed and fails)
 report() {
 	kill -TERM "$PPID_"
+	for _ in $(seq 200); do alive "$PPID_" || break; sleep 0.1; done
+	alive "$PPID_" && kill -9 "$PPID_" && echo "srv-probe-lag did not end in 20 s after SIGTERM" >>"$TMP/probe.err"
 	wait "$PPID_" 2>/dev/null
+	! grep -q 'did not end' "$TMP/probe.err" &&
 	grep -q "^srv-probe: served [0-9]* requests on $1 connections, [0-9]* bytes, 0 errors$" "$TMP/probe.out" &&
 		! grep -qi 'illegal\|kernel failed' "$TMP/probe.err"
 	r=$?
@@ -64,7 +83,7 @@ report() {
 start_gsockd || exit 1
 probe -b 2 -m 4
 ok $? "srv-probe-lag listens (2 blocks x 4 connections, 4 warps a block): $(head -1 "$TMP/probe.out")"
-is "$(talk 8 150)" "ok" "8 connections x 150 lines, each answered whole and in order"
+is "$(talk 8 150 0)" "ok" "8 connections x 150 lines of 60-70 bytes, each answered whole and in order"
 
 # connections that end (gsrv_done closes them) and new ones in their place
 got=$(timeout 60 python3 -c "
@@ -83,13 +102,13 @@ for k in range(60):
     s.close()
 print('ok' if bad == 0 else '%d wrong' % bad)" 2>&1)
 is "$got" "ok" "60 connections that end after a line, one after another: answered, then closed"
-kill -0 "$PPID_" 2>/dev/null
+alive "$PPID_"
 ok $? "the server still runs"
 report 68
 
 # One connection a block: a block that holds it waits on its ring
 # (gs_srv_wait_one), whose thread 0 rewrites the block's state.
 probe -b 2 -m 1
-is "$(talk 2 300)" "ok" "2 blocks of one connection each, 300 lines a connection: each answered whole and in order"
+is "$(talk 2 300 1)" "ok" "2 blocks of one connection each, 300 paced lines a connection: each answered whole and in order"
 sleep 0.2
 report 2
