@@ -19,15 +19,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define CK(x)                                                               \
-	do {                                                                \
-		cudaError_t e_ = (x);                                       \
-		if (e_ != cudaSuccess) {                                    \
-			fprintf(stderr, "%s: %s\n", #x,                     \
-				cudaGetErrorString(e_));                    \
-			exit(1);                                            \
-		}                                                           \
-	} while (0)
+#include "ck.h"
 
 template <int U>
 __global__ void rd(uint4 *dst, const uint4 *ring, size_t ring_words,

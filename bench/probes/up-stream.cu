@@ -21,16 +21,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-/* as in host-read.cu: each probe is one file, built alone */
-#define CK(x)                                                               \
-	do {                                                                \
-		cudaError_t e_ = (x);                                       \
-		if (e_ != cudaSuccess) {                                    \
-			fprintf(stderr, "%s: %s\n", #x,                     \
-				cudaGetErrorString(e_));                    \
-			exit(1);                                            \
-		}                                                           \
-	} while (0)
+#include "ck.h"
 
 struct ctl {
 	volatile uint64_t tail; /* CPU's */
