@@ -716,7 +716,6 @@ GSOCK_DEVICE long gs_srv_wait_door_t0(struct gsock_dev gs,
 	}
 }
 
-
 /*
  * Tests (t/server-lag.t): with GSRV_DEBUG_LAG_NS every warp of a block
  * but the first comes that late into gsrv_next and gsrv_done, so that
@@ -733,6 +732,7 @@ GSOCK_DEVICE long gs_srv_wait_door_t0(struct gsock_dev gs,
 #else
 #define GS_SRV_DEBUG_LAG() ((void)0)
 #endif
+
 /*
  * A block that holds its one connection and no room for more waits for
  * it as grecv does, on the ring's own counter, not on gpoll's wake word:
