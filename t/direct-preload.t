@@ -155,7 +155,14 @@ end_seen() {
 	killed) sleep 0.3; kill -9 "$up" ;;
 	esac
 	wait "$up" 2>/dev/null
-	sleep 0.5
+	# until the server has let go of its end (up to 5 s: a loaded
+	# machine took longer than the half second this once waited)
+	for _ in $(seq 100); do
+		"$STAT" -j >"$TMP/$name-st.json"
+		[ "$(direct_socks "$TMP/$name-st.json")" = 0 ] && break
+		sleep 0.05
+	done
+	sleep 0.1
 	kill "$usp"
 	wait "$usp" 2>/dev/null
 	sed 's/^/# /' "$TMP/$name" "$TMP/$name-srv.err" "$TMP/$name-srv.out" | grep -v 'listening\|info:'
