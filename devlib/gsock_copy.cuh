@@ -176,8 +176,8 @@ GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
  * inlined, the echo server's kernel took 162-210 registers (135 at four)
  * and on one H200 under MPS the 64 B round trip to a preloaded CPU
  * client rose 0.3-0.5 us; out of line, one block's 4 MiB GPU-to-GPU
- * stream fell 4-6%. As it is, switched on (GSOCK_COPY_FAR below), that
- * kernel has 142 (sm_90; 136 off), which still lowers its largest block
+ * stream fell 4-6%. As it is (GSOCK_COPY_FAR below), that
+ * kernel has 142 (sm_90; 136 without it), which still lowers its largest block
  * from 480 threads to 448. Only copies whose
  * ends align to each other take it (the misaligned ones, after an
  * odd-sized message, keep gs_copy_shifted's four loads), and only from
@@ -235,18 +235,16 @@ GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
 #endif
 
 /*
- * grecv takes gs_copy_far out of host memory only when built with
- * -DGSOCK_COPY_FAR=1. Off by default since face verification's G on two
- * H200 (512 preloaded clients, -b 128 -m 4, open loop at overload) died
- * with "an illegal instruction was encountered" in 7 of 22 rows where
- * it was on (1 of 10 on a fresh machine, 6 of 12 on the same machine
- * after that), and it has not yet run without it at that shape: whether
- * this copy's call is the cause is not known (bench/README.md). A race
- * in gsrv_done found afterwards is the likelier cause: on again once a
- * run at that shape clears the copy. t/block-copy.t tests it either way.
+ * grecv takes gs_copy_far out of host memory unless built with
+ * -DGSOCK_COPY_FAR=0 (gs_copy then, as before the far copy). It was off
+ * for a while: face verification's G on two H200 died with "an illegal
+ * instruction was encountered" in 7 of 22 rows with it on. The cause was
+ * the server layer's barrier races (gsrv_done, gs_srv_wait_one), not
+ * this copy: with them fixed, 36 rows of that shape, 12 with the far
+ * copy, ran clean (bench/README.md). t/block-copy.t tests it either way.
  */
 #ifndef GSOCK_COPY_FAR
-#define GSOCK_COPY_FAR 0
+#define GSOCK_COPY_FAR 1
 #endif
 
 /*

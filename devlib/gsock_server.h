@@ -63,12 +63,15 @@ enum {
  * How often a block that holds connections, has room for more and served
  * one in the last GSRV_IDLE_LOOK_US looks for waiting clients (blocks
  * that hold none, or have been idle that long, are woken by them).
- * A build may set it (CPPFLAGS=-DGSRV_LOOK_US=1000): face verification's
- * two Gs on one port served 1.84x one G with 1000 in two rounds on two
- * H200, 1.40-1.56x with 100 (bench/README.md, 2026-11-28).
+ * Each look is a read of host memory that cuts the block's wait short:
+ * face verification's two Gs on one port, one per H200, served 1.77-2.02x
+ * one G with 1000 against 1.49-1.60x with 100, six rounds alternating
+ * (bench/README.md, 2026-11-28); a client that finds no block empty may
+ * so wait up to 1 ms for its accept. A build may set it
+ * (CPPFLAGS=-DGSRV_LOOK_US=100).
  */
 #ifndef GSRV_LOOK_US
-#define GSRV_LOOK_US 100
+#define GSRV_LOOK_US 1000
 #endif
 #define GSRV_IDLE_LOOK_US 1000
 
