@@ -460,7 +460,7 @@ out:
 	gclose(gs, fd);
 }
 
-GSOCK_KERNEL(mr_wordcount, gs, arg)
+GSOCK_KERNEL_FIT(mr_wordcount, gs, arg, MR_THREADS_MAX, 1)
 {
 	struct mr_job *j = (struct mr_job *)arg;
 	struct mr_result *res = j->res;
@@ -599,7 +599,7 @@ GSOCK_DEVICE int mr_exchange(struct gsock_dev gs, struct mr_job *j)
 	return 0;
 }
 
-GSOCK_KERNEL(mr_kmeans, gs, arg)
+GSOCK_KERNEL_FIT(mr_kmeans, gs, arg, MR_THREADS_MAX, 1)
 {
 	struct mr_job *j = (struct mr_job *)arg;
 	struct mr_result *res = j->res;

@@ -31,6 +31,13 @@
 #define MR_MAX_PEERS 16 /* workers in one job */
 #define MR_KM_MAX_K 64
 #define MR_KM_MAX_DIM 32
+/*
+ * The most threads a block. The kernels keep within 128 registers a
+ * thread, so that two blocks of 256 fit on a multiprocessor: 264 blocks
+ * on an H100 or H200, bench/mapreduce's default (uncapped, the g-calls
+ * inlined in them took up to 166, and only 132 blocks could run).
+ */
+#define MR_THREADS_MAX 512
 #define MR_POINTS_MAGIC 0x5450524du /* "MRPT" */
 #define MR_WIRE_MAGIC 0x4652534du /* "MSRF": a shuffle stream's header */
 

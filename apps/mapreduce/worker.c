@@ -45,7 +45,7 @@ static void usage(FILE *f)
 		"  -f, --peers-file FILE   the same, one address a line ('#' starts a comment)\n"
 		"  -d, --gpu N             the GPU (CUDA ordinal) to run on (0)\n"
 		"  -b, --blocks N          blocks of the job kernel, all resident (64)\n"
-		"  -t, --threads N         threads a block (256; 1 on the host backend)\n"
+		"  -t, --threads N         threads a block (256, at most 512; 1 on the host backend)\n"
 		"  -T, --table-slots N     word table slots, a power of two (1048576)\n"
 		"  -S, --stage N           word count: received records held for every block\n"
 		"                          to add at once (the table's slots); more are added\n"
@@ -388,6 +388,11 @@ static int parse(int argc, char **argv, struct opts *o)
 	}
 	if (!o->stage)
 		o->stage = o->table_slots;
+	if (o->threads > MR_THREADS_MAX) {
+		fprintf(stderr, "mr-worker: at most %d threads a block\n",
+			MR_THREADS_MAX);
+		return EX_USAGE;
+	}
 	if (!o->blocks || !o->threads || o->timeout_ms <= 0 || !o->k ||
 	    o->k > MR_KM_MAX_K || !o->table_slots ||
 	    (o->table_slots & (o->table_slots - 1))) {
