@@ -176,9 +176,10 @@ GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
  * inlined, the echo server's kernel took 162-210 registers (135 at four)
  * and on one H200 under MPS the 64 B round trip to a preloaded CPU
  * client rose 0.3-0.5 us; out of line, one block's 4 MiB GPU-to-GPU
- * stream fell 4-6%. As it is (GSOCK_COPY_FAR below), that
- * kernel has 142 (sm_90; 136 without it), which still lowers its largest block
- * from 480 threads to 448. Only copies whose
+ * stream fell 4-6%. As it is (GSOCK_COPY_FAR below), that kernel
+ * would take 142 (sm_90; 136 without it); it is held to 128 now
+ * (apps/echo/server.c), as a kernel that must fit two blocks of 256 on
+ * a multiprocessor should be (GSOCK_KERNEL_FIT). Only copies whose
  * ends align to each other take it (the misaligned ones, after an
  * odd-sized message, keep gs_copy_shifted's four loads), and only from
  * two words a thread (32 x threads bytes): below that a round is not
