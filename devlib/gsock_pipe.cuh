@@ -513,8 +513,10 @@ GSOCK_DEVICE long gs_srv_pipe_recv(struct gsock_dev gs, const struct gsrv *s,
 	}
 	/*
 	 * One choice for the block: thread 0 may set skip in hand_out's
-	 * scan before a late warp has read it.
+	 * scan before a late warp has read it (t/server-lag.t makes warps
+	 * late here).
 	 */
+	GS_SRV_DEBUG_LAG();
 	r = gs_bcast(ps->skip != 0) ? 0 :
 				    gs_srv_pipe_hand_out(gs, s, ps, parse, ctx);
 	gs_srv_pipe_split_t0(ps, GSRV_PIPE_HAND);

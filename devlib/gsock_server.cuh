@@ -718,8 +718,9 @@ GSOCK_DEVICE long gs_srv_wait_door_t0(struct gsock_dev gs,
 
 /*
  * Tests (t/server-lag.t): with GSRV_DEBUG_LAG_NS every warp of a block
- * but the first comes that late into gsrv_next and gsrv_done, so that
- * a read of block state that thread 0 may already have changed shows.
+ * but the first comes that late into gsrv_next and gsrv_done, and a pipe
+ * block's to its choice to hand replies out, so that a read of block
+ * state that thread 0 may already have changed shows.
  */
 #if defined(GSRV_DEBUG_LAG_NS) && defined(__CUDACC__)
 #define GS_SRV_DEBUG_LAG()                                                     \

@@ -6,8 +6,11 @@
 # gsrv_done a barrier early and stayed behind its block (wrong answers, a
 # hang, or "an illegal instruction"); so did one that read a block's
 # state in gsrv_next that thread 0 rewrote waiting on a block's one
-# connection. Lines on connections that stay, connections that close
-# and come back, blocks of one connection, each server's report clean.
+# connection, and one of a pipe block's warps that decided to hand
+# replies out after thread 0 had set a too-large reply's rest to be
+# dropped. Lines on connections that stay, connections that close and
+# come back, blocks of one connection, values larger than a pipe's
+# buffer, each server's report clean.
 # The late warps are a GPU's: the cuda backend only.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 [ "$BACKEND" = cuda ] || skip_all "late warps are a GPU's: the cuda backend only"
@@ -15,7 +18,7 @@ need_backend
 PROBE=$GSOCK_BUILD/t/srv-probe-lag-cuda
 [ -x "$PROBE" ] || skip_all "t/srv-probe-lag-cuda is not built"
 time_limit 120
-plan 7
+plan 11
 
 # probe ARGS...: start the probe, $P its port, $PPID_ its pid
 probe() {
@@ -77,7 +80,7 @@ report() {
 		! grep -qi 'illegal\|kernel failed' "$TMP/probe.err"
 	r=$?
 	[ $r = 0 ] || sed 's/^/#   /' "$TMP/probe.out" "$TMP/probe.err"
-	ok $r "its report: $1 connections, no error, no kernel fault: $(tail -1 "$TMP/probe.out")"
+	ok $r "its report: $1 connections, no error, no kernel fault: $(grep '^srv-probe: served' "$TMP/probe.out" | tail -1)"
 }
 
 start_gsockd || exit 1
@@ -112,3 +115,25 @@ probe -b 2 -m 1
 is "$(talk 2 300 1)" "ok" "2 blocks of one connection each, 300 paced lines a connection: each answered whole and in order"
 sleep 0.2
 report 2
+
+# A pipe block (gs_srv_pipe_recv) whose backend, t/fake_mc.py, answers
+# values larger than the pipe's 4096-byte buffer: thread 0 sets such a
+# reply's rest to be dropped in its scan, and every warp of the block
+# must make the same choice of handing replies out or not.
+MP=$(free_port)
+python3 "$GSOCK_SRC/t/fake_mc.py" "$MP" "$TMP/mc.log" >"$TMP/mc.out" 2>&1 &
+PIDS="$PIDS $!"
+wait_listen "$MP"
+probe -b 2 -m 4 -F 1 -M "127.0.0.1:$MP" -R 4096 -W 2000
+ok $? "srv-probe-lag listens with one pipe to the fake memcached: $(head -1 "$TMP/probe.out")"
+keys=$(for k in $(seq 20); do printf 'huge v%d ' "$k"; done)
+want=$(python3 -c "
+for k in range(1, 21):
+    print('E90')
+    print('%d:%s' % (k, ''.join(chr(97 + i % 26) for i in range(k))))")
+# shellcheck disable=SC2086 # the keys are words
+is "$(pipe_ask "$P" $keys)" "$want" \
+	"20 values of 10000 bytes, each before a small one: EMSGSIZE, then the small value, in order"
+report 1
+grep -q ': the pipes to .* answered 40 asks (20 errors)' "$TMP/probe.out"
+ok $? "the pipe answered 40 asks, the 20 large ones EMSGSIZE: $(grep 'the pipes to' "$TMP/probe.out")"
