@@ -239,10 +239,11 @@ GSOCK_DEVICE void gs_copy(void *dst, const void *src, size_t n)
  * grecv takes gs_copy_far out of host memory unless built with
  * -DGSOCK_COPY_FAR=0 (gs_copy then, as before the far copy). It was off
  * for a while: face verification's G on two H200 died with "an illegal
- * instruction was encountered" in 7 of 22 rows with it on. The cause was
- * the server layer's barrier races (gsrv_done, gs_srv_wait_one), not
- * this copy: with them fixed, 36 rows of that shape, 12 with the far
- * copy, ran clean (bench/README.md). t/block-copy.t tests it either way.
+ * instruction was encountered" in 7 of 22 rows with it on. The likeliest
+ * cause is the server layer's barrier races (gsrv_done, gs_srv_wait_one),
+ * not this copy: with them fixed, 36 rows of that shape, 12 with the far
+ * copy, ran clean (bench/README.md); the fault was not made again on
+ * purpose. t/block-copy.t tests it either way.
  */
 #ifndef GSOCK_COPY_FAR
 #define GSOCK_COPY_FAR 1

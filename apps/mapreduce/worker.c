@@ -388,7 +388,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	}
 	if (!o->stage)
 		o->stage = o->table_slots;
-	if (o->threads > MR_THREADS_MAX) {
+	/* the host backend runs a block as one thread (app_start) */
+	if (o->threads > MR_THREADS_MAX && strcmp(gsock_backend(), "host")) {
 		fprintf(stderr, "mr-worker: at most %d threads a block\n",
 			MR_THREADS_MAX);
 		return EX_USAGE;
