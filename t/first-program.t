@@ -9,7 +9,7 @@
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 180
-plan 9
+plan 11
 var() { sed -n "s|^$1 = ||p" "$GSOCK_BUILD/Makefile" | head -1; }
 
 awk '/^## Writing a g-call program/ { sec = 1 }
@@ -96,4 +96,56 @@ n=$(grep -c '^echo: block [0-7]: Address already in use$' "$TMP/busy.err")
 [ $r = 1 ] && [ "$n" = 8 ]
 ok $? "a taken port: status $r, $n of 8 blocks said 'Address already in use'"
 [ "$n" = 8 ] || sed 's/^/#   /' "$TMP/busy.err" | head -5
+
+# README.md's server-layer example ("On the server layer"), built for
+# the backend under test as the first program is: it echoes, and its
+# report at SIGTERM counts every byte it sent back.
+awk '/^### On the server layer/ { sec = 1 }
+	sec && /^```c$/ && !done { on = 1; next }
+	on && /^```$/ { on = 0; done = 1 }
+	on' "$GSOCK_SRC/README.md" >"$TMP/srv.c"
+if [ "$BACKEND" = cuda ]; then
+	# shellcheck disable=SC2046
+	"$NVCC" -x cu -Werror all-warnings -o "$TMP/srv" "$TMP/srv.c" -I"$GSOCK_SRC/devlib" \
+		$(var CUDA_CPPFLAGS) -L"$GSOCK_BUILD/devlib" -lgsock-cuda $(var CUDA_RT_LDFLAGS) \
+		$(var CUDA_LIBS) -lpthread >"$TMP/srv.err" 2>&1
+else
+	${CC:-cc} -Wall -Wextra -Werror -o "$TMP/srv" "$TMP/srv.c" -I"$GSOCK_SRC/devlib" \
+		"$GSOCK_BUILD/devlib/libgsock-host.a" -lpthread >"$TMP/srv.err" 2>&1
+fi
+r=$?
+ok $r "the server-layer example ($(wc -l <"$TMP/srv.c") lines) builds for the $BACKEND backend without a warning"
+[ $r = 0 ] || sed 's/^/#   /' "$TMP/srv.err" | head -20
+P=$(free_port)
+"$TMP/srv" -l 127.0.0.1:"$P" -b 2 >"$TMP/srv.out" 2>"$TMP/srv.stderr" &
+SPID=$!
+PIDS="$PIDS $SPID"
+wait_listen "$P"
+# three clients, 20 messages of 150 bytes each, every echo checked: 9000 bytes
+got=$(timeout 60 python3 -c '
+import socket, sys
+bad = 0
+cs = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(3)]
+for i in range(20):
+    for k, c in enumerate(cs):
+        m = bytes((i * 7 + k + j) % 251 for j in range(150))
+        c.sendall(m)
+        b = b""
+        while len(b) < len(m):
+            x = c.recv(len(m) - len(b))
+            if not x:
+                break
+            b += x
+        bad += b != m
+for c in cs:
+    c.close()
+print("bad=%d" % bad)' "$P")
+kill -TERM "$SPID"
+wait "$SPID"
+r=$?
+report=$(grep 'served' "$TMP/srv.out")
+echo "$report" | grep -q '^echo: served [0-9]* requests on 3 connections, 9000 bytes, 0 errors$' &&
+	[ "$got" = bad=0 ] && [ $r = 0 ]
+ok $? "it echoes 3 clients' 9000 bytes ($got), ends at SIGTERM (status $r) and reports them: $report"
+[ -s "$TMP/srv.stderr" ] && sed 's/^/#   /' "$TMP/srv.stderr" | head -5
 finish
