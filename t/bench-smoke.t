@@ -2,11 +2,13 @@
 # The benchmark suite builds and runs (bench/run --tiny): every server
 # (A gsock, B CPU epoll, C and Cb CPU-managed GPU) answers every kind of
 # point with real numbers and the report is written. Speed is not judged
-# here; bench/run on a GPU host is where it is measured.
+# here; bench/run on a GPU host is where it is measured. Then the
+# same-host direct path, small (--tiny --only direct): bench/cpu2gpu and
+# bench/gpu2gpu run, and their summary line has every figure.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
-time_limit 240
+time_limit 360
 need_backend
-plan 10
+plan 12
 
 cd "$GSOCK_BUILD"
 "$GSOCK_SRC/bench/run" --tiny --backend "$BACKEND" --out "$TMP/results" >"$TMP/run.out" 2>"$TMP/run.err"
@@ -35,3 +37,11 @@ done
 # the scale section read the arena's size from gsockd's registration line
 grep -q 'Arena (pinned, mapped): [0-9][0-9]* KiB for [0-9][0-9]* sockets' "$md"
 ok $? "the report gives the scale test's arena size and sockets"
+
+"$GSOCK_SRC/bench/run" --tiny --only direct --backend "$BACKEND" --out "$TMP/direct" >"$TMP/direct.out" 2>"$TMP/direct.err"
+ok $? "bench/run --tiny --only direct --backend $BACKEND completes"
+sed 's/^/#   /' "$TMP/direct.err" | grep -v '^#   # \[' | head -20
+line=$(grep '^direct: ' "$TMP/direct/"*-direct.md)
+n='[0-9][0-9.]*'
+echo "$line" | grep -qx "direct: cpu-gpu rtt p50 $n us; gpu-gpu rtt p50 $n us; gpu-gpu stream $n GB/s; cpu-gpu stream $n GB/s up, $n down; gsockd $n cores"
+ok $? "its summary line has every figure, the GPU-GPU ones from bench/gpu2gpu's table: $line"
