@@ -8,7 +8,7 @@
 # program fail, and SIGTERM ends it cleanly with its count of clients.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
-time_limit 180
+time_limit 300
 plan 11
 var() { sed -n "s|^$1 = ||p" "$GSOCK_BUILD/Makefile" | head -1; }
 
