@@ -11,30 +11,42 @@ need_backend
 time_limit 300
 plan 11
 var() { sed -n "s|^$1 = ||p" "$GSOCK_BUILD/Makefile" | head -1; }
+# readme_c HEADING: the first ```c block after README.md's line HEADING
+readme_c() {
+	awk -v h="$1" '$0 == h { sec = 1 }
+		sec && /^```c$/ && !done { on = 1; next }
+		on && /^```$/ { on = 0; done = 1 }
+		on' "$GSOCK_SRC/README.md"
+}
+# The installed layout, from the build tree: gsock.h and gsock.cuh side by side.
+# build_host SRC OUT / build_cuda SRC OUT: compile without a warning,
+# the compiler's words in OUT.err
+build_host() {
+	${CC:-cc} -Wall -Wextra -Werror -o "$2" "$1" -I"$GSOCK_SRC/devlib" \
+		"$GSOCK_BUILD/devlib/libgsock-host.a" -lpthread >"$2.err" 2>&1
+}
+NVCC=$(var NVCC)
+build_cuda() {
+	# shellcheck disable=SC2046
+	"$NVCC" -x cu -Werror all-warnings -o "$2" "$1" -I"$GSOCK_SRC/devlib" \
+		$(var CUDA_CPPFLAGS) -L"$GSOCK_BUILD/devlib" -lgsock-cuda $(var CUDA_RT_LDFLAGS) \
+		$(var CUDA_LIBS) -lpthread >"$2.err" 2>&1
+}
 
-awk '/^## Writing a g-call program/ { sec = 1 }
-	sec && /^```c$/ && !done { on = 1; next }
-	on && /^```$/ { on = 0; done = 1 }
-	on' "$GSOCK_SRC/README.md" >"$TMP/echo.c"
+readme_c '## Writing a g-call program' >"$TMP/echo.c"
 grep -q '^int main' "$TMP/echo.c" && grep -q '^GSOCK_KERNEL' "$TMP/echo.c"
 ok $? "README.md carries a whole program: a kernel and main ($(wc -l <"$TMP/echo.c") lines)"
 
-# The installed layout, from the build tree: gsock.h and gsock.cuh side by side.
-${CC:-cc} -Wall -Wextra -Werror -o "$TMP/echo-host" "$TMP/echo.c" -I"$GSOCK_SRC/devlib" \
-	"$GSOCK_BUILD/devlib/libgsock-host.a" -lpthread >"$TMP/cc.err" 2>&1
+build_host "$TMP/echo.c" "$TMP/echo-host"
 r=$?
 ok $r "cc -Wall -Wextra -Werror builds it for the host backend"
-[ $r = 0 ] || sed 's/^/#   /' "$TMP/cc.err" | head -20
+[ $r = 0 ] || sed 's/^/#   /' "$TMP/echo-host.err" | head -20
 
-NVCC=$(var NVCC)
 if [ -f "$GSOCK_BUILD/devlib/libgsock-cuda.a" ] && [ -n "$NVCC" ]; then
-	# shellcheck disable=SC2046
-	"$NVCC" -x cu -Werror all-warnings -o "$TMP/echo-cuda" "$TMP/echo.c" -I"$GSOCK_SRC/devlib" \
-		$(var CUDA_CPPFLAGS) -L"$GSOCK_BUILD/devlib" -lgsock-cuda $(var CUDA_RT_LDFLAGS) \
-		$(var CUDA_LIBS) -lpthread >"$TMP/nvcc.err" 2>&1
+	build_cuda "$TMP/echo.c" "$TMP/echo-cuda"
 	r=$?
 	ok $r "nvcc -x cu builds the same file for the cuda backend"
-	[ $r = 0 ] || sed 's/^/#   /' "$TMP/nvcc.err" | head -20
+	[ $r = 0 ] || sed 's/^/#   /' "$TMP/echo-cuda.err" | head -20
 else
 	echo "ok $((tap_n += 1)) # SKIP this build has no cuda backend (configure found no CUDA toolkit)"
 fi
@@ -100,19 +112,8 @@ ok $? "a taken port: status $r, $n of 8 blocks said 'Address already in use'"
 # README.md's server-layer example ("On the server layer"), built for
 # the backend under test as the first program is: it echoes, and its
 # report at SIGTERM counts every byte it sent back.
-awk '/^### On the server layer/ { sec = 1 }
-	sec && /^```c$/ && !done { on = 1; next }
-	on && /^```$/ { on = 0; done = 1 }
-	on' "$GSOCK_SRC/README.md" >"$TMP/srv.c"
-if [ "$BACKEND" = cuda ]; then
-	# shellcheck disable=SC2046
-	"$NVCC" -x cu -Werror all-warnings -o "$TMP/srv" "$TMP/srv.c" -I"$GSOCK_SRC/devlib" \
-		$(var CUDA_CPPFLAGS) -L"$GSOCK_BUILD/devlib" -lgsock-cuda $(var CUDA_RT_LDFLAGS) \
-		$(var CUDA_LIBS) -lpthread >"$TMP/srv.err" 2>&1
-else
-	${CC:-cc} -Wall -Wextra -Werror -o "$TMP/srv" "$TMP/srv.c" -I"$GSOCK_SRC/devlib" \
-		"$GSOCK_BUILD/devlib/libgsock-host.a" -lpthread >"$TMP/srv.err" 2>&1
-fi
+readme_c '### On the server layer' >"$TMP/srv.c"
+"build_$BACKEND" "$TMP/srv.c" "$TMP/srv"
 r=$?
 ok $r "the server-layer example ($(wc -l <"$TMP/srv.c") lines) builds for the $BACKEND backend without a warning"
 [ $r = 0 ] || sed 's/^/#   /' "$TMP/srv.err" | head -20
