@@ -6,7 +6,7 @@
 # same-host direct path, small (--tiny --only direct): bench/cpu2gpu and
 # bench/gpu2gpu run, and their summary line has every figure.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
-time_limit 360
+time_limit 420
 need_backend
 plan 12
 
