@@ -6,11 +6,11 @@
 # answered exactly; loadgen's checks fail where they should. The GPU echo
 # client streams one way too (-m up, -m down), alone and as a group of
 # blocks that check a received chunk side by side: its counts and its
-# complaints are checked the same way.
+# complaints are checked the same way; so is a sink whose group checks.
 . "${GSOCK_SRC:-$(dirname "$0")/..}/t/lib.sh"
 need_backend
 time_limit 120
-plan 20
+plan 24
 LOADGEN=$GSOCK_BUILD/bench/loadgen
 
 start_gsockd
@@ -120,6 +120,17 @@ timeout 60 "$CLIENT" -m down -n 1000000 -i 3 127.0.0.1:"$WRONG" >"$TMP/gshort" 2
 [ $? -eq 1 ] && grep -q "connection 0: the stream ended after 1000 bytes of 3000000" "$TMP/gshort"
 ok $? "-m down from a source that ends early fails: $(grep -o 'connection 0:.*' "$TMP/gshort")"
 wait "$WPID"
+
+# A sink whose connection is a group of 3 blocks: each checks its part of
+# every chunk and their counts add up, whichever part a wrong byte is in;
+# the count starts again at 0 for the next connection.
+start_server -l 127.0.0.1:0 -b 1 -k 3 -M sink -B 300000 || exit 1
+SINK=$PORT
+is "$(sink_ask 1000000)" "1000000 0" "a sink of a group of 3 counts 1,000,000 pattern bytes, none wrong"
+is "$(sink_ask 900001 3 120000 250000 599999 900000)" "900001 5" "five changed bytes in different ranks' parts are five wrong"
+is "$(sink_ask 700000)" "700000 0" "and the next connection's count starts at 0"
+timeout 60 "$CLIENT" -m up -k 3 -n 1000000 -i 3 127.0.0.1:"$SINK" >"$TMP/gup3" 2>&1
+ok $? "gsock-echo-client -m up by a group of 3 into it: the sink's answer matches: $(grep -o 'GB/s [0-9.]*' "$TMP/gup3")"
 
 "$SERVER" -M sink -m 4 >/dev/null 2>"$TMP/usage"
 [ $? -eq 64 ] && grep -q "leave out --multiplex" "$TMP/usage"

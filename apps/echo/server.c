@@ -6,8 +6,10 @@
  * serve bench/loadgen's one-way streams (stream.h). With --group-blocks K
  * each connection's bytes are copied by a group of K blocks (the layer's
  * groups): the serving block calls gsend_group and grecv_group, the others
- * help in ggroup_help until it stops them. --delay holds each answer
- * back, as a server that computes before it answers would.
+ * help in ggroup_help until it stops them (in sink mode they make the
+ * group calls beside it and check their part of each chunk). --delay
+ * holds each answer back, as a server that computes before it answers
+ * would.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@ struct echo_app {
 	uint32_t mode; /* enum echo_mode */
 	uint32_t delay_us; /* -D: each echo's answer this late */
 	struct ggroup_sync *sync; /* device memory: one per group, or NULL */
+	unsigned long long *bad; /* sink, groups: each group's wrong bytes */
 };
 
 enum echo_mode {
@@ -31,26 +34,73 @@ enum echo_mode {
 	ECHO_SOURCE, /* send the stream pattern until the peer goes */
 };
 
-/* -M sink: check a stream to its end, answer its count and wrong bytes. */
+/*
+ * Every rank of g, between group calls: rank 0 goes on only once every
+ * rank has come here (its second post waits until each took the first).
+ */
+GSOCK_DEVICE long group_meet(struct gsock_dev gs, struct ggroup g)
+{
+	long r = ggroup_bcast(gs, g, 0);
+
+	return r ? r : ggroup_bcast(gs, g, 0);
+}
+
+/*
+ * -M sink: check a stream to its end, answer its count and wrong bytes.
+ * Every rank of g calls, with rank 0's fd and buf: each checks its part
+ * of every chunk that grecv_group brings into buf, the ranks meet before
+ * rank 0 takes the next one, and their counts add up in gbad (this
+ * group's word, 0 between connections) before rank 0 answers.
+ */
 GSOCK_DEVICE long sink(struct gsock_dev gs, const struct gsrv *s, int fd,
-		       uint8_t *buf, struct ggroup g)
+		       uint8_t *buf, struct ggroup g, unsigned long long *gbad)
 {
 	uint64_t off = 0, bad = 0;
-	long n;
+	long n, r = 0;
 
 	while ((n = grecv_group(gs, fd, buf, s->bufsize, 0, g)) > 0) {
-		bad += stream_wrong(buf, (uint64_t)n, off, 0, 1);
+		bad += stream_wrong(buf, (uint64_t)n, off, g.rank, g.size);
 		off += (uint64_t)n;
 		gs_sync(); /* every thread is done with buf */
+		if (g.size > 1 && (r = group_meet(gs, g)) != 0)
+			return r; /* the application stops */
 	}
 	bad = gs_sum64(bad);
-	if (gs_tid() == 0)
+	if (g.size > 1) {
+		if (gs_tid() == 0) {
+			gs_fetch_add64(gbad, bad);
+			gs_fence();
+		}
+		if ((r = group_meet(gs, g)) != 0)
+			return r;
+		if (gs_tid() == 0 && g.rank == 0) {
+			bad = gs_ld64((const uint64_t *)gbad);
+			gs_st64((uint64_t *)gbad, 0); /* before the next post */
+		}
+	}
+	if (gs_tid() == 0 && g.rank == 0)
 		stream_answer_put(buf, off, bad);
 	gs_sync();
 	if (n == 0)
 		n = gsend_group(gs, fd, buf, STREAM_ANSWER, 0, g);
-	gsrv_count(gs, s, off);
+	if (g.rank == 0)
+		gsrv_count(gs, s, off);
 	return n < 0 ? n : 0; /* served to its end: close it */
+}
+
+/*
+ * A helping rank of a sink's group: for each connection rank 0 names
+ * (its fd + 1, then its buffer), check beside it; 0 (ggroup_stop) or an
+ * error ends it.
+ */
+GSOCK_DEVICE void sink_help(struct gsock_dev gs, const struct gsrv *s,
+			    struct ggroup g, unsigned long long *gbad)
+{
+	long fd1, b;
+
+	while ((fd1 = ggroup_bcast(gs, g, 0)) > 0 &&
+	       (b = ggroup_bcast(gs, g, 0)) > 0)
+		sink(gs, s, (int)(fd1 - 1), (uint8_t *)b, g, gbad);
 }
 
 /* -M source: the stream pattern, size bytes a call, until the peer goes. */
@@ -105,15 +155,25 @@ GSOCK_KERNEL_FIT(echo_kernel, gs, arg, 512, 1)
 				      0 };
 	int fd, wait = s->per_block == 1 ? 0 : MSG_DONTWAIT;
 	long n;
+	unsigned long long *gbad =
+		e->bad ? &e->bad[gs_bid() / s->group_blocks] : 0;
 
 	if (g.rank) { /* a helping block: copies for the serving one */
-		ggroup_help(gs, g);
+		if (e->mode == ECHO_SINK)
+			sink_help(gs, s, g, gbad);
+		else
+			ggroup_help(gs, g);
 		return;
 	}
 	while ((fd = gsrv_next(gs, s)) >= 0) {
-		if (e->mode == ECHO_SINK)
-			n = sink(gs, s, fd, buf, g);
-		else if (e->mode == ECHO_SOURCE)
+		if (e->mode == ECHO_SINK) {
+			/* the helpers' sink_help: fd + 1 and buf, or an errno */
+			n = g.size > 1 ? ggroup_bcast(gs, g, fd + 1) : 0;
+			if (n >= 0 && g.size > 1)
+				n = ggroup_bcast(gs, g, (long)buf);
+			if (n >= 0)
+				n = sink(gs, s, fd, buf, g, gbad);
+		} else if (e->mode == ECHO_SOURCE)
 			n = source(gs, s, fd, buf, g);
 		else /* one connection a block: serve it to its end here */
 			do {
@@ -195,7 +255,10 @@ static int setup(struct gsrv_app *app, struct gsock_ctx *ctx, struct gsrv *s)
 	if (s->group_blocks > 1) { /* zeroed, as struct ggroup_sync must start */
 		e->sync = (struct ggroup_sync *)gsock_dev_alloc(
 			ctx, (size_t)s->blocks * sizeof(*e->sync));
-		if (!e->sync) {
+		if (mode_opt == ECHO_SINK)
+			e->bad = (unsigned long long *)gsock_dev_alloc(
+				ctx, (size_t)s->blocks * sizeof(*e->bad));
+		if (!e->sync || (mode_opt == ECHO_SINK && !e->bad)) {
 			fprintf(stderr, "%s: out of memory\n", app->name);
 			return EX_OSERR;
 		}
