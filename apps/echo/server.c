@@ -142,8 +142,8 @@ GSOCK_DEVICE void think(struct gsock_dev gs, uint64_t ns)
  * Blocks of at most 512 threads, so 128 registers a thread at most: two
  * blocks of 256 fit on a multiprocessor, and bench/run's servers of 256
  * blocks start on an H100 or H200. Uncapped the kernel took 142 (the
- * g-calls inlined in it) and one block fitted; capped it spills 24 bytes
- * a thread (sm_90).
+ * g-calls inlined in it) and one block fitted; capped it keeps 32 bytes
+ * of stack a thread (sm_90, with the sink's group checks).
  */
 GSOCK_KERNEL_FIT(echo_kernel, gs, arg, 512, 1)
 {
@@ -189,7 +189,7 @@ GSOCK_KERNEL_FIT(echo_kernel, gs, arg, 512, 1)
 			} while (n > 0 && !wait);
 		gsrv_done(gs, s, n);
 	}
-	ggroup_stop(gs, g); /* the helpers' ggroup_help returns */
+	ggroup_stop(gs, g); /* the helpers' ggroup_help (sink_help) returns */
 }
 
 static const char *const modes[] = { "echo", "sink", "source" };
