@@ -47,10 +47,11 @@ GSOCK_DEVICE long group_meet(struct gsock_dev gs, struct ggroup g)
 
 /*
  * -M sink: check a stream to its end, answer its count and wrong bytes.
- * Every rank of g calls, with rank 0's fd and buf: each checks its part
- * of every chunk that grecv_group brings into buf, the ranks meet before
- * rank 0 takes the next one, and their counts add up in gbad (this
- * group's word, 0 between connections) before rank 0 answers.
+ * Every rank of g calls, with rank 0's fd and the group's buf: each
+ * checks its part of every chunk that grecv_group brings into buf, the
+ * ranks meet before rank 0 takes the next one, and their counts add up
+ * in gbad (this group's word, 0 between connections) before rank 0
+ * answers.
  */
 GSOCK_DEVICE long sink(struct gsock_dev gs, const struct gsrv *s, int fd,
 		       uint8_t *buf, struct ggroup g, unsigned long long *gbad)
@@ -90,17 +91,17 @@ GSOCK_DEVICE long sink(struct gsock_dev gs, const struct gsrv *s, int fd,
 
 /*
  * A helping rank of a sink's group: for each connection rank 0 names
- * (its fd + 1, then its buffer), check beside it; 0 (ggroup_stop) or an
- * error ends it.
+ * (its fd + 1), check beside it in the group's buffer (gsrv_buf is the
+ * group's, rank 0's too); 0 (ggroup_stop) or an error ends it.
  */
 GSOCK_DEVICE void sink_help(struct gsock_dev gs, const struct gsrv *s,
 			    struct ggroup g, unsigned long long *gbad)
 {
-	long fd1, b;
+	uint8_t *buf = (uint8_t *)gsrv_buf(gs, s);
+	long fd1;
 
-	while ((fd1 = ggroup_bcast(gs, g, 0)) > 0 &&
-	       (b = ggroup_bcast(gs, g, 0)) > 0)
-		sink(gs, s, (int)(fd1 - 1), (uint8_t *)b, g, gbad);
+	while ((fd1 = ggroup_bcast(gs, g, 0)) > 0)
+		sink(gs, s, (int)(fd1 - 1), buf, g, gbad);
 }
 
 /* -M source: the stream pattern, size bytes a call, until the peer goes. */
@@ -167,10 +168,8 @@ GSOCK_KERNEL_FIT(echo_kernel, gs, arg, 512, 1)
 	}
 	while ((fd = gsrv_next(gs, s)) >= 0) {
 		if (e->mode == ECHO_SINK) {
-			/* the helpers' sink_help: fd + 1 and buf, or an errno */
+			/* the helpers' sink_help: fd + 1, or an errno */
 			n = g.size > 1 ? ggroup_bcast(gs, g, fd + 1) : 0;
-			if (n >= 0 && g.size > 1)
-				n = ggroup_bcast(gs, g, (long)buf);
 			if (n >= 0)
 				n = sink(gs, s, fd, buf, g, gbad);
 		} else if (e->mode == ECHO_SOURCE)
